@@ -1,0 +1,30 @@
+# fsmlearn: every target depends on the install step, so a fresh checkout
+# needs nothing installed by hand.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: install test demo bench clean
+
+install: $(STAMP)
+
+$(STAMP): setup.cfg pyproject.toml
+	@echo "== creating $(VENV) and installing fsmlearn with its dependencies"
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	@touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+demo: $(STAMP)
+	$(VENV)/bin/fsmlearn demo
+
+bench: $(STAMP)
+	$(PY) bench/bench_engine.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,317 @@
+"""Forward and backward values (shortest distance) in any semiring.
+
+``shortest_distance(m, semiring, reverse)`` returns, for every state, the sum
+(in the semiring) over all paths from the start state to it (forward), or
+from it to a final state including the final weight (``reverse=True``,
+backward), in the convention of ``pynini.shortestdistance`` on the same
+machine: negative logs for the log and tropical semirings.
+
+Acyclic machines take one pass in topological order; cyclic ones are solved by
+relaxation (see :mod:`fsmlearn.algo.solve`), warm-startable with ``init``.
+Phi machines follow exact failure semantics (:mod:`fsmlearn.algo.phi`) in the
+linear semirings; ``phi="epsilon"`` treats phi arcs as ordinary arcs instead
+(an approximation that double-counts paths; never the default).
+
+Public names: shortest_distance, forward, backward, total_weight,
+SolveInfo, solve_values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+from ..errors import DivergenceError, MachineError, NotConvergedError, SemiringError
+from ..fsm.machine import Machine
+from ..semiring import Semiring, Tropical, get_semiring
+from ..semiring.ops import scaled_ops
+from .phi import LinearSystem, linear_system
+from .schedule import Schedule, schedule_for
+from .solve import STATUS_DIVERGED, STATUS_OK, gather_rows, linear_solver, tropical_solver
+
+DEFAULT_TOL = 1e-11
+DEFAULT_MAX_SWEEPS = 100_000
+
+
+@dataclass
+class SolveInfo:
+    """What a solve did: sweeps, extrapolations, components, contraction rate."""
+    sweeps: int = 0
+    extrapolations: int = 0
+    repotentials: int = 0
+    components: int = 0
+    cyclic: bool = False
+    last_change: float = 0.0
+    rate: float = 0.0
+
+
+def _check_machine(m) -> None:
+    if not isinstance(m, Machine):
+        raise MachineError(f"expected a fsmlearn Machine, got {type(m).__name__}")
+
+
+def _graph(m: Machine, sr: Semiring, phi: str, phi_final: bool):
+    if phi not in ("failure", "epsilon"):
+        raise SemiringError(f"phi must be 'failure' or 'epsilon', got {phi!r}")
+    if not m.has_phi or phi == "epsilon":
+        return m
+    if not sr.linear:
+        raise SemiringError(
+            f"the {sr.name} semiring cannot sum over a phi machine with failure semantics "
+            "(it needs subtraction); use phi_expand(machine) first, or phi='epsilon'")
+    return linear_system(m, phi_final)
+
+
+def _system_rows(g, m: Machine, sr: Semiring, arc_values):
+    """Arc rows [E_sys, K] and final rows [N, K] of the graph in semiring ``sr``."""
+    if arc_values is not None:
+        arc_values = np.asarray(arc_values, dtype=np.float64)
+        if arc_values.ndim == 1:
+            arc_values = arc_values[:, None]
+        if arc_values.shape != (m.num_arcs, sr.R):
+            raise SemiringError(f"arc_values has shape {arc_values.shape}; expected ({m.num_arcs}, {sr.R})")
+        bad = np.flatnonzero(~np.isfinite(arc_values).all(axis=1))
+        if bad.size:
+            raise SemiringError(f"arc_values of arc {int(bad[0])} is not finite: {arc_values[bad[0]]}")
+    elif sr.R:
+        raise SemiringError("the expectation semiring needs arc_values")
+    Wm = sr.arc_rows(m.weight, m.semiring, arc_values)
+    F = sr.final_rows(m.final, m.semiring)
+    if g is m:
+        return Wm, F
+    st = g.phi
+    kernels = _phi_kernels(sr.R)
+    W = kernels.system_rows(Wm, g.kind, g.ref, st.neg_ptr, st.neg_chain)
+    kernels.final_adjust(F, Wm, st.nf_state, st.nf_final, st.nf_ptr, st.nf_chain)
+    return W, F
+
+
+_PHI_KERNELS = {}
+
+
+def _phi_kernels(R: int):
+    k = _PHI_KERNELS.get(R)
+    if k is not None:
+        return k
+    ops = scaled_ops(R)
+    K = ops.K
+    times_scaled = ops.times_scaled
+    fma = ops.fma
+    neg = ops.neg_scaled
+    renorm = ops.renorm
+
+    @nb.njit(cache=True)
+    def system_rows(Wm, kind, ref, neg_ptr, neg_chain):
+        E = kind.shape[0]
+        W = np.empty((E, K))
+        for i in range(E):
+            r = ref[i]
+            if kind[i] == 0:
+                for j in range(K):
+                    W[i, j] = Wm[r, j]
+            else:
+                c0 = neg_ptr[r]
+                for j in range(K):
+                    W[i, j] = Wm[neg_chain[c0], j]
+                for c in range(c0 + 1, neg_ptr[r + 1]):
+                    times_scaled(W, i, W, i, Wm, neg_chain[c])
+                neg(W, i)
+        return W
+
+    @nb.njit(cache=True)
+    def final_adjust(F, Wm, nf_state, nf_final, nf_ptr, nf_chain):
+        T = np.empty((1, K))
+        for i in range(nf_state.shape[0]):
+            c0 = nf_ptr[i]
+            for j in range(K):
+                T[0, j] = Wm[nf_chain[c0], j]
+            for c in range(c0 + 1, nf_ptr[i + 1]):
+                times_scaled(T, 0, T, 0, Wm, nf_chain[c])
+            neg(T, 0)
+            fma(F, nf_state[i], T, 0, F, nf_final[i])
+
+    class _K:
+        pass
+    kk = _K()
+    kk.system_rows = system_rows
+    kk.final_adjust = final_adjust
+    _PHI_KERNELS[R] = kk
+    return kk
+
+
+def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_values=None,
+                 tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS, init=None,
+                 phi: str = "failure", phi_final: bool = True, with_backpointers: bool = False):
+    """Internal rows of forward/backward values, in state order.
+
+    Returns:
+        (sr, V, info, extra): the semiring; float64 [N, K] rows (scaled for
+        linear semirings, costs for tropical); a SolveInfo; and a dict with
+        ``graph``, ``W`` (system arc rows), ``F`` (final rows) and, for the
+        tropical semiring, ``bp`` (int64 [N] back-pointer arc of each state).
+    """
+    _check_machine(m)
+    sr = get_semiring(semiring, arc_values)
+    g = _graph(m, sr, phi, phi_final)
+    if not (tol > 0 and math.isfinite(tol)):
+        raise SemiringError(f"tol must be a positive number, got {tol!r}")
+    if int(max_sweeps) < 1:
+        raise SemiringError(f"max_sweeps must be at least 1, got {max_sweeps!r}")
+    n = m.num_states
+    W, F = _system_rows(g, m, sr, arc_values)
+    info = SolveInfo()
+    extra = {"graph": g, "W": W, "F": F}
+    if n == 0 or m.start < 0:
+        V = sr.zero_rows(n)
+        if reverse:
+            V = F.copy()
+        return sr, V, info, extra
+    sched = schedule_for(g, reverse)
+    info.components = sched.num_components
+    info.cyclic = sched.cyclic
+    # initial values in position order
+    if reverse:
+        V = F.copy() if sched.identity else gather_rows(F, sched.proc.astype(np.int64))
+    else:
+        V = sr.zero_rows(n)
+        p0 = m.start if sched.identity else int(sched.pos[m.start])
+        V[p0] = sr.one_row()
+    Wext = gather_rows(W, sched.ext_arc) if not (sched.identity and not reverse) else W
+    Wint = gather_rows(W, sched.int_arc)
+    Wself = gather_rows(W, sched.self_arc)
+    if sr.linear:
+        if init is not None:
+            warm = sr.rows_from_output(init)
+            if warm.shape[0] != n:
+                raise SemiringError(f"init has {warm.shape[0]} rows for {n} states")
+            if not sched.identity:
+                warm = gather_rows(warm, sched.proc.astype(np.int64))
+            use_warm = True
+        else:
+            warm = np.empty((0, sr.K))
+            use_warm = False
+        stats = np.zeros(6, np.int64)
+        fstats = np.zeros(3)
+        status = linear_solver(sr.R)(V, Wext, sched.ext_tail, sched.ext_head, sched.ext_ptr, Wint,
+                                     sched.int_tail, sched.int_head, sched.int_ptr, sched.int_row,
+                                     Wself, sched.self_pos, sched.self_ptr, sched.scc_ptr,
+                                     sched.trivial, warm, use_warm, float(tol), int(max_sweeps),
+                                     stats, fstats)
+        info.sweeps, info.extrapolations, info.repotentials = int(stats[0]), int(stats[1]), int(stats[2])
+        info.last_change, info.rate = float(fstats[0]), float(fstats[2])
+        if status != STATUS_OK:
+            _raise_solver(status, stats, fstats, sched, m, reverse, max_sweeps, tol)
+    else:
+        bp = np.full(n, -1, np.int64)
+        stats = np.zeros(6, np.int64)
+        status = tropical_solver()(V, bp, Wext, sched.ext_tail, sched.ext_head, sched.ext_arc,
+                                   sched.ext_ptr, Wint, sched.int_tail, sched.int_head, sched.int_arc,
+                                   sched.int_ptr, Wself, sched.self_pos, sched.self_ptr,
+                                   sched.scc_ptr, sched.trivial, int(max_sweeps), stats)
+        info.sweeps = int(stats[0])
+        if status != STATUS_OK:
+            _raise_solver(status, stats, np.zeros(3), sched, m, reverse, max_sweeps, tol)
+        if not sched.identity:
+            bp_state = np.empty_like(bp)
+            bp_state[sched.proc] = bp
+            bp = bp_state
+        extra["bp"] = bp
+    if not sched.identity:
+        out = np.empty_like(V)
+        out[sched.proc] = V
+        V = out
+    return sr, V, info, extra
+
+
+def _raise_solver(status, stats, fstats, sched: Schedule, m: Machine, reverse, max_sweeps, tol):
+    c = int(stats[3])
+    states = np.arange(sched.scc_ptr[c], sched.scc_ptr[c + 1]) if c < sched.num_components else np.array([])
+    if not sched.identity and states.size:
+        states = np.sort(sched.proc[states])
+    shown = ", ".join(str(int(s)) for s in states[:8]) + (", ..." if states.size > 8 else "")
+    where = f"the cycle through states {shown} ({states.size} states)"
+    direction = "backward" if reverse else "forward"
+    if status == STATUS_DIVERGED:
+        why = int(stats[4])
+        pos = int(stats[5])
+        state = (int(sched.proc[pos]) if not sched.identity else pos) if 0 <= pos < m.num_states else None
+        if why == 5:
+            raise DivergenceError(f"{direction}: {where} has negative total weight (a negative cycle "
+                                  "in the tropical semiring): no shortest path exists")
+        if why == 3:
+            raise DivergenceError(f"{direction}: state {state} has self-loops of total weight >= 1 and is "
+                                  "reached: its weight is infinite")
+        if why == 2:
+            raise DivergenceError(f"{direction}: the weights of {where} diverge: the total mass grows "
+                                  f"without bound (contraction rate estimate {fstats[1]:.6f} >= 1)")
+        raise DivergenceError(f"{direction}: the weights of {where} diverge: values became unbounded"
+                              + (f" at state {state}" if state is not None else ""))
+    raise NotConvergedError(f"{direction}: relaxation over {where} did not reach tol={tol:g} within "
+                            f"{max_sweeps} sweeps (last relative change {fstats[0]:.3g}, contraction "
+                            f"rate {fstats[1]:.6f}); raise max_sweeps or tol")
+
+
+def shortest_distance(machine: Machine, semiring="log", reverse: bool = False, *, arc_values=None,
+                      tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS, init=None,
+                      phi: str = "failure", phi_final: bool = True, return_info: bool = False):
+    """Forward (or backward) value of every state.
+
+    Args:
+        machine: the machine.
+        semiring: "log" (default), "real", "tropical", "expectation" or a
+            Semiring instance.
+        reverse: backward values (to the final states, final weights
+            included) instead of forward values.
+        arc_values: [E] or [E, R] additive arc values for the expectation
+            semiring.
+        tol: relative error bound at which relaxation stops (cyclic machines).
+        max_sweeps: sweep limit of the relaxation.
+        init: a previous result (same shape and convention) to warm-start
+            the relaxation from.
+        phi: "failure" (exact semantics, default) or "epsilon".
+        phi_final: final weights fail over like labels (see algo.phi).
+        return_info: also return a :class:`SolveInfo`.
+
+    Returns:
+        float64 [N] (log, tropical: negative logs; real: values), or for the
+        expectation semiring [N, 1+R]: -ln p then r/p.  Unreachable states get
+        the semiring zero (inf for log and tropical).
+
+    Raises:
+        DivergenceError: the weights of a cycle diverge.
+        NotConvergedError: relaxation did not converge within max_sweeps.
+        SemiringError: a bad semiring name or argument.
+    """
+    sr, V, info, _ = solve_values(machine, semiring, reverse, arc_values=arc_values, tol=tol,
+                                  max_sweeps=max_sweeps, init=init, phi=phi, phi_final=phi_final)
+    out = sr.output(V)
+    return (out, info) if return_info else out
+
+
+def forward(machine: Machine, semiring="log", **kwargs):
+    """Forward values; see :func:`shortest_distance`."""
+    return shortest_distance(machine, semiring, False, **kwargs)
+
+
+def backward(machine: Machine, semiring="log", **kwargs):
+    """Backward values (final weights included); see :func:`shortest_distance`."""
+    return shortest_distance(machine, semiring, True, **kwargs)
+
+
+def total_weight(machine: Machine, semiring="log", **kwargs):
+    """The semiring sum of the weights of all accepting paths.
+
+    Computed as the backward value of the start state.  Returns a float (or,
+    for the expectation semiring, an array [1+R]: -ln Z then the expected
+    additive values).
+    """
+    _check_machine(machine)
+    if machine.start < 0:
+        sr = get_semiring(semiring, kwargs.get("arc_values"))
+        z = sr.output(sr.zero_rows(1))
+        return z[0] if z.ndim == 1 else z[0]
+    b = shortest_distance(machine, semiring, True, **kwargs)
+    return b[machine.start]

@@ -1,0 +1,1 @@
+"""Command-line interface: ``fsmlearn <command> ...`` (see ``fsmlearn --help``)."""

@@ -1,0 +1,47 @@
+"""The ``fsmlearn`` command.
+
+Subcommands:
+    demo   build a weighted machine with pynini, run forward-backward on it and
+           print its total weight, state values and arc posteriors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import FsmError
+
+
+def _demo(args) -> int:
+    from ..demo import run_demo
+    run_demo(out=sys.stdout, cyclic=not args.acyclic)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fsmlearn", description="Learning weighted finite-state machines.")
+    sub = p.add_subparsers(dest="command", metavar="command")
+    d = sub.add_parser("demo", help="compose a machine in pynini and run forward-backward on it")
+    d.add_argument("--acyclic", action="store_true", help="use an acyclic grammar instead of a cyclic one")
+    d.set_defaults(func=_demo)
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except FsmError as e:
+        print(f"fsmlearn: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

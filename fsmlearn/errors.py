@@ -1,0 +1,81 @@
+"""The exception hierarchy of fsmlearn.
+
+Every error that fsmlearn raises on bad input or on a failed computation is a
+subclass of :class:`FsmError`.  Subclasses also derive from the matching
+built-in exception (``ValueError``, ``ArithmeticError``, ``OSError``) so that
+callers who do not know fsmlearn can still catch them.
+
+Public names: FsmError, MachineError, SymbolTableError, FileFormatError,
+NpzFormatError, OpenFstFormatError, SemiringError, DivergenceError,
+NotConvergedError, ArpaFormatError, CorpusFormatError, ToolNotFoundError.
+"""
+
+from __future__ import annotations
+
+
+class FsmError(Exception):
+    """Base class of every fsmlearn error."""
+
+
+class MachineError(FsmError, ValueError):
+    """A machine is malformed: a state or arc out of range, a bad weight, ...
+
+    The message names the offending state or arc and value.
+    """
+
+
+class SymbolTableError(FsmError, ValueError):
+    """Symbol tables are missing, malformed or do not match."""
+
+
+class SemiringError(FsmError, ValueError):
+    """An unknown semiring, or an operation the semiring does not support."""
+
+
+class FileFormatError(FsmError, ValueError):
+    """A file could not be parsed.
+
+    Attributes:
+        path: the file (a string, or ``None`` for in-memory data).
+        line: the 1-based line number for text files, else ``None``.
+    """
+
+    def __init__(self, message: str, path=None, line=None):
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.reason = message
+        if self.path is not None and line is not None:
+            full = f"{self.path}:{line}: {message}"
+        elif self.path is not None:
+            full = f"{self.path}: {message}"
+        else:
+            full = message
+        super().__init__(full)
+
+
+class NpzFormatError(FileFormatError):
+    """A ``.npz`` machine file is corrupt or is not a fsmlearn machine."""
+
+
+class OpenFstFormatError(FileFormatError):
+    """OpenFst binary data could not be parsed."""
+
+
+class ArpaFormatError(FileFormatError):
+    """An ARPA language-model file is malformed (carries file and line)."""
+
+
+class CorpusFormatError(FileFormatError):
+    """A corpus file is malformed (carries file and line)."""
+
+
+class DivergenceError(FsmError, ArithmeticError):
+    """The weights of a cyclic machine diverge: the total mass is unbounded."""
+
+
+class NotConvergedError(FsmError, ArithmeticError):
+    """An iterative solver did not reach its tolerance within its sweep limit."""
+
+
+class ToolNotFoundError(FsmError, OSError):
+    """An external tool (KenLM's lmplz, build_binary, query) was not found."""
