@@ -131,7 +131,7 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
         zp = Bt[m.start, 0]
         zk = Bt[m.start, -1]
         g = ex["graph"]
-        W = ex["W"]
+        W = ex["system_rows"]()
         F = ex["F"]
         flows = np.empty(W.shape[0])
         _flows(A, W, Bt, g.arc_src, g.dst, zp, zk, flows)

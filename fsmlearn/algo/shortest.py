@@ -65,23 +65,26 @@ def _graph(m: Machine, sr: Semiring, phi: str, phi_final: bool):
     return linear_system(m, phi_final)
 
 
+def _check_arc_values(m: Machine, sr: Semiring, arc_values):
+    if arc_values is None:
+        if sr.R:
+            raise SemiringError("the expectation semiring needs arc_values")
+        return None
+    v = np.asarray(arc_values, dtype=np.float64)
+    if v.ndim == 1:
+        v = v[:, None]
+    if v.shape != (m.num_arcs, sr.R):
+        raise SemiringError(f"arc_values has shape {v.shape}; expected ({m.num_arcs}, {sr.R})")
+    bad = np.flatnonzero(~np.isfinite(v).all(axis=1))
+    if bad.size:
+        raise SemiringError(f"arc_values of arc {int(bad[0])} is not finite: {v[bad[0]]}")
+    return np.ascontiguousarray(v)
+
+
 def _system_rows(g, m: Machine, sr: Semiring, arc_values):
-    """Arc rows [E_sys, K] and final rows [N, K] of the graph in semiring ``sr``."""
-    if arc_values is not None:
-        arc_values = np.asarray(arc_values, dtype=np.float64)
-        if arc_values.ndim == 1:
-            arc_values = arc_values[:, None]
-        if arc_values.shape != (m.num_arcs, sr.R):
-            raise SemiringError(f"arc_values has shape {arc_values.shape}; expected ({m.num_arcs}, {sr.R})")
-        bad = np.flatnonzero(~np.isfinite(arc_values).all(axis=1))
-        if bad.size:
-            raise SemiringError(f"arc_values of arc {int(bad[0])} is not finite: {arc_values[bad[0]]}")
-    elif sr.R:
-        raise SemiringError("the expectation semiring needs arc_values")
+    """Arc rows [E_sys, K] and adjusted final rows [N, K] of a phi system."""
     Wm = sr.arc_rows(m.weight, m.semiring, arc_values)
     F = sr.final_rows(m.final, m.semiring)
-    if g is m:
-        return Wm, F
     st = g.phi
     kernels = _phi_kernels(sr.R)
     W = kernels.system_rows(Wm, g.kind, g.ref, st.neg_ptr, st.neg_chain)
@@ -142,16 +145,42 @@ def _phi_kernels(R: int):
     return kk
 
 
+def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W):
+    """Arc rows in the schedule's external / internal / self-loop order.
+
+    For a machine (not a phi system) the raw weights are permuted once per
+    schedule and cached, so that later calls convert them sequentially.
+    """
+    if g is m:
+        def perm():
+            if sched.forward_ordered and not sched.backward:
+                we = m.weight
+            else:
+                we = m.weight[sched.ext_arc]
+            return we, m.weight[sched.int_arc], m.weight[sched.self_arc]
+        we, wi, ws = m.cached(("perm_weights", sched.backward), perm)
+        if arc_values is not None:
+            ve = arc_values if (sched.forward_ordered and not sched.backward) else arc_values[sched.ext_arc]
+            vi, vs = arc_values[sched.int_arc], arc_values[sched.self_arc]
+        else:
+            ve = vi = vs = None
+        return (sr.arc_rows(we, m.semiring, ve), sr.arc_rows(wi, m.semiring, vi),
+                sr.arc_rows(ws, m.semiring, vs))
+    return gather_rows(W, sched.ext_arc), gather_rows(W, sched.int_arc), gather_rows(W, sched.self_arc)
+
+
 def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_values=None,
                  tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS, init=None,
-                 phi: str = "failure", phi_final: bool = True, with_backpointers: bool = False):
+                 phi: str = "failure", phi_final: bool = True):
     """Internal rows of forward/backward values, in state order.
 
     Returns:
         (sr, V, info, extra): the semiring; float64 [N, K] rows (scaled for
         linear semirings, costs for tropical); a SolveInfo; and a dict with
-        ``graph``, ``W`` (system arc rows), ``F`` (final rows) and, for the
-        tropical semiring, ``bp`` (int64 [N] back-pointer arc of each state).
+        ``graph`` (the machine or its phi system), ``F`` (final rows),
+        ``arc_values`` (checked [E, R] array or None), a ``system_rows()``
+        callable giving the graph's arc rows, and for the tropical semiring
+        ``bp`` (int64 [N] back-pointer arc of each state, -1 for none).
     """
     _check_machine(m)
     sr = get_semiring(semiring, arc_values)
@@ -161,44 +190,44 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
     if int(max_sweeps) < 1:
         raise SemiringError(f"max_sweeps must be at least 1, got {max_sweeps!r}")
     n = m.num_states
-    W, F = _system_rows(g, m, sr, arc_values)
+    arc_values = _check_arc_values(m, sr, arc_values)
+    F = sr.final_rows(m.final, m.semiring)
+    W = None
+    if g is not m:
+        W, F = _system_rows(g, m, sr, arc_values)
     info = SolveInfo()
-    extra = {"graph": g, "W": W, "F": F}
+    extra = {"graph": g, "F": F, "arc_values": arc_values,
+             "system_rows": (lambda: W) if W is not None else
+             (lambda: sr.arc_rows(m.weight, m.semiring, arc_values))}
     if n == 0 or m.start < 0:
-        V = sr.zero_rows(n)
-        if reverse:
-            V = F.copy()
+        V = F.copy() if reverse else sr.zero_rows(n)
+        if not sr.linear:
+            extra["bp"] = np.full(n, -1, np.int64)
         return sr, V, info, extra
     sched = schedule_for(g, reverse)
     info.components = sched.num_components
     info.cyclic = sched.cyclic
-    # initial values in position order
     if reverse:
-        V = F.copy() if sched.identity else gather_rows(F, sched.proc.astype(np.int64))
+        V = F.copy()
     else:
         V = sr.zero_rows(n)
-        p0 = m.start if sched.identity else int(sched.pos[m.start])
-        V[p0] = sr.one_row()
-    Wext = gather_rows(W, sched.ext_arc) if not (sched.identity and not reverse) else W
-    Wint = gather_rows(W, sched.int_arc)
-    Wself = gather_rows(W, sched.self_arc)
+        V[m.start] = sr.one_row()
+    Wext, Wint, Wself = _ordered_rows(g, m, sr, sched, arc_values, W)
     if sr.linear:
         if init is not None:
             warm = sr.rows_from_output(init)
             if warm.shape[0] != n:
                 raise SemiringError(f"init has {warm.shape[0]} rows for {n} states")
-            if not sched.identity:
-                warm = gather_rows(warm, sched.proc.astype(np.int64))
             use_warm = True
         else:
             warm = np.empty((0, sr.K))
             use_warm = False
         stats = np.zeros(6, np.int64)
-        fstats = np.zeros(3)
+        fstats = np.zeros(4)
         status = linear_solver(sr.R)(V, Wext, sched.ext_tail, sched.ext_head, sched.ext_ptr, Wint,
-                                     sched.int_tail, sched.int_head, sched.int_ptr, sched.int_row,
-                                     Wself, sched.self_pos, sched.self_ptr, sched.scc_ptr,
-                                     sched.trivial, warm, use_warm, float(tol), int(max_sweeps),
+                                     sched.int_tail, sched.int_head, sched.int_ptr, Wself,
+                                     sched.self_loc, sched.self_ptr, sched.comp_ptr, sched.comp_states,
+                                     sched.trivial, warm, use_warm, g is not m, float(tol), int(max_sweeps),
                                      stats, fstats)
         info.sweeps, info.extrapolations, info.repotentials = int(stats[0]), int(stats[1]), int(stats[2])
         info.last_change, info.rate = float(fstats[0]), float(fstats[2])
@@ -209,35 +238,26 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
         stats = np.zeros(6, np.int64)
         status = tropical_solver()(V, bp, Wext, sched.ext_tail, sched.ext_head, sched.ext_arc,
                                    sched.ext_ptr, Wint, sched.int_tail, sched.int_head, sched.int_arc,
-                                   sched.int_ptr, Wself, sched.self_pos, sched.self_ptr,
-                                   sched.scc_ptr, sched.trivial, int(max_sweeps), stats)
+                                   sched.int_ptr, Wself, sched.self_loc, sched.self_ptr,
+                                   sched.comp_ptr, sched.comp_states, sched.trivial,
+                                   int(max_sweeps), stats)
         info.sweeps = int(stats[0])
         if status != STATUS_OK:
-            _raise_solver(status, stats, np.zeros(3), sched, m, reverse, max_sweeps, tol)
-        if not sched.identity:
-            bp_state = np.empty_like(bp)
-            bp_state[sched.proc] = bp
-            bp = bp_state
+            _raise_solver(status, stats, np.zeros(4), sched, m, reverse, max_sweeps, tol)
         extra["bp"] = bp
-    if not sched.identity:
-        out = np.empty_like(V)
-        out[sched.proc] = V
-        V = out
     return sr, V, info, extra
 
 
 def _raise_solver(status, stats, fstats, sched: Schedule, m: Machine, reverse, max_sweeps, tol):
     c = int(stats[3])
-    states = np.arange(sched.scc_ptr[c], sched.scc_ptr[c + 1]) if c < sched.num_components else np.array([])
-    if not sched.identity and states.size:
-        states = np.sort(sched.proc[states])
+    states = np.sort(sched.comp_states[sched.comp_ptr[c]:sched.comp_ptr[c + 1]]) \
+        if 0 <= c < sched.num_components else np.array([], np.int32)
     shown = ", ".join(str(int(s)) for s in states[:8]) + (", ..." if states.size > 8 else "")
     where = f"the cycle through states {shown} ({states.size} states)"
     direction = "backward" if reverse else "forward"
     if status == STATUS_DIVERGED:
         why = int(stats[4])
-        pos = int(stats[5])
-        state = (int(sched.proc[pos]) if not sched.identity else pos) if 0 <= pos < m.num_states else None
+        state = int(stats[5]) if 0 <= int(stats[5]) < m.num_states else None
         if why == 5:
             raise DivergenceError(f"{direction}: {where} has negative total weight (a negative cycle "
                                   "in the tropical semiring): no shortest path exists")

@@ -1,27 +1,38 @@
-"""Solver kernels: the single-source (algebraic path) problem over a schedule.
+"""Solver kernels: the algebraic path problem over a schedule.
 
 For a graph with arc values ``W`` and initial values ``b`` the solvers compute
-the least solution of ``x = b (+) (+)_{arcs t->h} x_t (x) W_a`` (Mohri 2002),
-i.e. forward or backward values depending on the schedule's direction.
+the least solution of ``x = b (+) (+)_{arcs t->h} x_t (x) W_a`` (Mohri 2002):
+forward or backward values, depending on the schedule's direction.
 
 Linear semirings (real, log, expectation) work on scaled rows (see
-:mod:`fsmlearn.semiring.ops`).  Acyclic stretches take one pass over the
-external arcs.  Each cyclic component is solved by relaxation (Eisner 2002,
-section 5): a few scaled Gauss-Seidel sweeps fix each state's magnitude, the
-component is rescaled by those per-state power-of-two potentials into plain
-float64 rows, and plain Gauss-Seidel sweeps run until the estimated error is
-below ``tol``.  The error of a sweep is dominated by one real eigenvalue
-(Perron-Frobenius: the iteration matrix is non-negative for phi-free
-machines), so when the ratio of successive changes settles at ``lam`` the
-iterate is extrapolated by ``lam/(1-lam)`` times the last change (Aitken's
-delta-squared, vector form; as in Kamvar et al. 2003 for PageRank); the
-stopping rule is ``change * r / (1 - r) <= tol`` with ``r`` the largest settled
-rate seen, an upper bound of the remaining relative error.  Divergence (a
-settled rate of at least 1, non-finite values, a self-loop of weight >= 1 on a
-reached state, or potentials that grow without bound) returns status 1; the
-sweep limit returns status 2.
+:mod:`fsmlearn.semiring.ops`).  Runs of trivial components (acyclic stretches)
+take one flat pass over their external arcs.  Each cyclic component is solved
+by relaxation (Eisner 2002, section 5):
 
-The tropical solver runs Bellman-Ford sweeps in the same order, recording
+1. if some state has no value yet, a Gauss-Seidel sweep in scaled
+   arithmetic establishes magnitudes (skipped on a warm start);
+2. the component is rescaled by those per-state power-of-two potentials into
+   plain float64 rows and plain Gauss-Seidel sweeps run (one flat loop over
+   the arcs, accumulators in registers) until the estimated error is below
+   ``tol``.  The error is dominated by one real eigenvalue of the
+   non-negative iteration matrix (Perron-Frobenius), so once the ratio ``lam``
+   of successive L1 changes settles (to 1e-3) the iterate is extrapolated by
+   ``lam / (1 - lam)`` times the last change (Aitken's delta-squared in
+   vector form, as Kamvar et al. 2003 do for PageRank).  The stopping rule is
+   ``change * r / (1 - r) <= tol`` with ``change`` the largest relative change
+   of any state in the last sweep and ``r`` the largest settled rate seen: an
+   estimate of the remaining relative error;
+3. where plain arithmetic could have lost a value (a state whose potential
+   was a guess ends at zero or out of range, or the system has negative arcs,
+   as phi systems do), a sweep in scaled arithmetic verifies the fixed point
+   exactly and restarts step 2 with fresh potentials if it fails.
+
+Values leaving the plain range trigger new potentials.  Divergence (a settled
+rate above 1, non-finite values, a reached self-loop of weight >= 1, or
+potentials that grow without bound) returns status 1; the sweep limit
+returns status 2.
+
+The tropical solver runs Bellman-Ford sweeps in the same order with
 back-pointers; more than n+1 sweeps on an n-state component mean a negative
 cycle (status 1).
 
@@ -31,32 +42,45 @@ STATUS_DIVERGED, STATUS_NOT_CONVERGED and the ``WHY_*`` reason codes.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
+from types import SimpleNamespace
 
 import numba as nb
 import numpy as np
 
-from ..semiring.ops import EXP_UNSET, scaled_ops, tropical_ops
+from ..semiring.ops import EXP_UNSET, P2, scaled_ops, tropical_ops
 
 STATUS_OK, STATUS_DIVERGED, STATUS_NOT_CONVERGED = 0, 1, 2
+_REPOT = 3
 WHY_NONFINITE, WHY_RATE, WHY_STAR, WHY_POTENTIAL, WHY_NEGCYCLE = 1, 2, 3, 4, 5
 # stats (int64): 0 sweeps, 1 extrapolations, 2 repotentials, 3 failing component, 4 reason,
-#                5 failing state position
-# fstats (float64): 0 last change, 1 last rate, 2 largest settled rate
+#                5 failing state
+# fstats (float64): 0 last change, 1 last rate, 2 largest settled rate, 3 that of this component
 _RANGE_HI = 2.0**600
 _RANGE_LO = 2.0**-600
+_HI = 2.0**64
+_LO = 2.0**-64
 _MAX_REPOT = 60
+_MAX_ROUNDS = 8
+_SETTLE = 1e-3
 
 
 @nb.njit(cache=True)
 def gather_rows(W, idx):
-    """W[idx] for a 2-D array (rows), in numba (no temporary per row)."""
+    """W[idx] for a 2-D array (rows), in numba."""
     K = W.shape[1]
     out = np.empty((idx.shape[0], K), W.dtype)
-    for i in range(idx.shape[0]):
-        r = idx[i]
-        for j in range(K):
-            out[i, j] = W[r, j]
+    if K == 2:
+        for i in range(idx.shape[0]):
+            r = idx[i]
+            out[i, 0] = W[r, 0]
+            out[i, 1] = W[r, 1]
+    else:
+        for i in range(idx.shape[0]):
+            r = idx[i]
+            for j in range(K):
+                out[i, j] = W[r, j]
     return out
 
 
@@ -67,7 +91,6 @@ def linear_solver(R: int):
     K = ops.K
     KE = K - 1
     fma = ops.fma
-    fma_reset = ops.fma_reset
     to_plain = ops.to_plain
     from_plain = ops.from_plain
     times_plain = ops.times_plain
@@ -87,237 +110,391 @@ def linear_solver(R: int):
         return False
 
     @nb.njit(cache=True)
-    def build_plain(V, lo, n, B, pot, star, Wint, int_tail, int_head, a0, a1, int_row, y, b, Wp):
-        for i in range(n):
-            to_plain(y, i, V, lo + i, pot[i])
-            to_plain(b, i, B, i, pot[i])
-            times_plain(b, i, b, i, star, i)
-            if int_row[lo + i] == int_row[lo + i + 1]:
-                for j in range(KE):
-                    y[i, j] = b[i, j]
+    def scaled_sweep(Vl, B, S, W, ih, it, a0, a1, accr):
+        """Vl[t] = (B[t] + sum Vl[s] W[e]) S[t] for every row with arcs (scaled)."""
+        prev = -1
+        am = 0.0
+        ak = EXP_UNSET
         for e in range(a0, a1):
-            h = int_head[e] - lo
-            t = int_tail[e] - lo
-            to_plain(Wp, e - a0, Wint, e, pot[h] - pot[t])
-            times_plain(Wp, e - a0, star, h, Wp, e - a0)
+            t = ih[e]
+            s = it[e]
+            pu = Vl[s, 0]
+            pw = W[e, 0]
+            k = Vl[s, KE] + W[e, KE]
+            if t != prev:
+                am = B[t, 0]
+                ak = B[t, KE]
+                for j in range(1, KE):
+                    accr[j] = B[t, j]
+            kn = max(k, ak)
+            f1 = P2[min(int(kn - ak), 1100)]
+            f2 = P2[min(int(kn - k), 1100)]
+            am = am * f1 + pu * pw * f2
+            for j in range(1, KE):
+                accr[j] = accr[j] * f1 + (pu * W[e, j] + Vl[s, j] * pw) * f2
+            ak = kn
+            m = abs(am)
+            for j in range(1, KE):
+                m = max(m, abs(accr[j]))
+            if m >= _HI or (m < _LO and m > 0.0):
+                _, ex = math.frexp(m)
+                f = math.ldexp(1.0, -ex)
+                am *= f
+                for j in range(1, KE):
+                    accr[j] *= f
+                ak += ex
+            sp = S[t, 0]
+            Vl[t, 0] = am * sp
+            for j in range(1, KE):
+                Vl[t, j] = am * S[t, j] + accr[j] * sp
+            Vl[t, KE] = ak
+            prev = t
+
+    @nb.njit(inline="always")
+    def finish_row(t, acc, accr, yold, st):
+        """Fold row t's change into st = [dn, sd, ymax, ymin, bad]."""
+        m = abs(acc)
+        d = abs(acc - yold[t, 0])
+        sd = d
+        for j in range(1, KE):
+            m = max(m, abs(accr[j]))
+            dj = abs(accr[j] - yold[t, j])
+            d = max(d, dj)
+            sd += dj
+        st[1] += sd
+        if m > 0.0:
+            if m > st[2]:
+                st[2] = m
+            if m < st[3]:
+                st[3] = m
+            r = d / m
+            if r > st[0]:
+                st[0] = r
+        elif d > 0.0:
+            st[0] = max(st[0], 1.0)
+        if not (m < np.inf) or d != d:
+            st[4] = t
 
     @nb.njit(cache=True)
-    def set_potentials(V, lo, n, pot):
+    def plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st):
+        """One Gauss-Seidel sweep over plain rows, measuring the change on the way.
+
+        y[t] = b[t] + sum y[s] Wp[e] for every row with arcs; the row's old
+        value is saved in ``yold`` when the row starts and its change is
+        folded into ``st`` = [largest relative change of a row, L1 norm of
+        the change, largest and smallest non-zero row magnitude, index of a
+        non-finite row or -1] when it ends, so no extra pass is needed.
+        """
+        st[0] = 0.0
+        st[1] = 0.0
+        st[2] = 0.0
+        st[3] = np.inf
+        st[4] = -1.0
+        prev = -1
+        acc = 0.0
+        for e in range(a0, a1):
+            t = ih[e]
+            s = it[e]
+            ys = y[s, 0]
+            w0 = Wp[e - a0, 0]
+            v = ys * w0
+            if t != prev:
+                if prev >= 0:
+                    finish_row(prev, acc, accr, yold, st)
+                yold[t, 0] = y[t, 0]
+                acc = b[t, 0] + v
+                for j in range(1, KE):
+                    yold[t, j] = y[t, j]
+                    accr[j] = b[t, j] + ys * Wp[e - a0, j] + y[s, j] * w0
+            else:
+                acc = acc + v
+                for j in range(1, KE):
+                    accr[j] += ys * Wp[e - a0, j] + y[s, j] * w0
+            y[t, 0] = acc
+            for j in range(1, KE):
+                y[t, j] = accr[j]
+            prev = t
+        if prev >= 0:
+            finish_row(prev, acc, accr, yold, st)
+
+    @nb.njit(cache=True)
+    def set_potentials(Vl, pot, fallback):
+        """Potentials = exponents of the rows; zero rows get the largest (flagged)."""
+        n = Vl.shape[0]
         have = False
         best = 0.0
+        any_fb = False
         for i in range(n):
-            if row_nonzero(V, lo + i):
-                pot[i] = V[lo + i, KE]
+            if row_nonzero(Vl, i):
+                pot[i] = Vl[i, KE]
+                fallback[i] = False
                 if not have or pot[i] > best:
                     best = pot[i]
                 have = True
             else:
-                pot[i] = np.nan
+                fallback[i] = True
+                any_fb = True
         for i in range(n):
-            if pot[i] != pot[i]:
+            if fallback[i]:
                 pot[i] = best
-        return have
+        return any_fb
 
     @nb.njit(cache=True)
-    def solve_scc(V, lo, hi, a0, a1, s0, s1, Wint, int_tail, int_head, int_row, Wself, self_pos,
-                  warm, use_warm, tol, max_sweeps, stats, fstats):
-        n = hi - lo
-        B = V[lo:hi].copy()
+    def build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp):
+        n = Vl.shape[0]
+        for i in range(n):
+            to_plain(y, i, Vl, i, pot[i])
+            to_plain(b, i, B, i, pot[i])
+            times_plain(b, i, b, i, S, i)
+            if not hasrow[i]:
+                for j in range(KE):
+                    y[i, j] = b[i, j]
+        for e in range(a0, a1):
+            h = ih[e]
+            t = it[e]
+            to_plain(Wp, e - a0, Wint, e, pot[h] - pot[t])
+            times_plain(Wp, e - a0, S, h, Wp, e - a0)
+
+    @nb.njit(cache=True)
+    def rel_change_scaled(Vl, Vo):
+        """Largest relative change between two scaled row arrays (0 -> x counts 1)."""
+        dn = 0.0
+        for i in range(Vl.shape[0]):
+            ka = Vl[i, KE]
+            kb = Vo[i, KE]
+            za = not row_nonzero(Vl, i)
+            zb = not row_nonzero(Vo, i)
+            if za and zb:
+                continue
+            if za or zb:
+                return 1.0
+            kn = max(ka, kb)
+            fa = P2[min(int(kn - ka), 1100)]
+            fb = P2[min(int(kn - kb), 1100)]
+            m = 0.0
+            d = 0.0
+            for j in range(KE):
+                x = Vl[i, j] * fa
+                z = Vo[i, j] * fb
+                m = max(m, abs(x), abs(z))
+                d = max(d, abs(x - z))
+            if m > 0.0:
+                dn = max(dn, d / m)
+        return dn
+
+    @nb.njit(cache=True)
+    def plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats):
+        """Plain Gauss-Seidel with extrapolation; returns status (3: needs new potentials).
+
+        Rows without internal arcs are constants and do not count; after a
+        sweep ``yold`` holds the previous values of the rows with arcs.
+        """
+        plain = 0
+        s_prev = 0.0
+        lam_prev = -1.0
+        rho = fstats[3]
+        ge1 = 0
+        st = np.empty(5)
+        while stats[0] < max_sweeps:
+            plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st)
+            dn = st[0]
+            sd = st[1]
+            ymax = st[2]
+            ymin = st[3]
+            bad = int(st[4])
+            stats[0] += 1
+            if bad >= 0:
+                stats[4] = 1
+                stats[5] = bad
+                return 1
+            fstats[0] = dn
+            if ymax > _RANGE_HI or ymin < _RANGE_LO:
+                return 3
+            plain += 1
+            if dn == 0.0:
+                return 0
+            lam = sd / s_prev if (plain >= 2 and s_prev > 0.0) else -1.0
+            fstats[1] = lam
+            settled = plain >= 3 and lam > 0.0 and lam_prev > 0.0 and abs(lam - lam_prev) <= _SETTLE * lam
+            if settled and lam >= 1.0 - 1e-9:
+                ge1 += 1
+                if ge1 >= 6:
+                    stats[4] = 2
+                    return 1
+            else:
+                ge1 = 0
+            if settled and lam < 1.0 - 1e-9:
+                if lam > rho:
+                    rho = lam
+                    fstats[3] = rho
+                    fstats[2] = max(fstats[2], rho)
+                if lam > 0.3:
+                    c = lam / (1.0 - lam)
+                    prev = -1
+                    for e in range(a0, a1):
+                        t = ih[e]
+                        if t != prev:
+                            for j in range(KE):
+                                y[t, j] += (y[t, j] - yold[t, j]) * c
+                            prev = t
+                    stats[1] += 1
+                    plain = 0
+                    s_prev = 0.0
+                    lam_prev = -1.0
+                    continue
+            if plain >= 2 and 0.0 <= lam < 1.0:
+                r = max(rho, lam)
+                if dn * r / (1.0 - r) <= tol:
+                    return 0
+            s_prev = sd
+            lam_prev = lam
+        return 2
+
+    @nb.njit(cache=True)
+    def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_warm, signed,
+                  tol, max_sweeps, stats, fstats):
+        n = states.shape[0]
+        fstats[3] = 0.0
+        B = np.empty((n, K))
         anyb = False
         for i in range(n):
+            for j in range(K):
+                B[i, j] = V[states[i], j]
             if row_nonzero(B, i):
                 anyb = True
-                break
         if not anyb:
-            for i in range(n):
-                for j in range(KE):
-                    V[lo + i, j] = 0.0
-                V[lo + i, KE] = EXP_UNSET
-            return 0
-        # Kleene stars of the self-loops (plain rows, exact values)
-        star = np.zeros((n, KE))
-        star[:, 0] = 1.0
+            return 0  # no mass enters: the solution is zero (V already is)
+        # Kleene stars of the self-loops (plain rows)
+        S = np.zeros((n, KE))
+        S[:, 0] = 1.0
         bad = np.zeros(n, np.bool_)
         nbad = 0
         if s1 > s0:
-            S = np.zeros((n, KE))
+            T = np.zeros((n, KE))
             tmp = np.empty((1, KE))
             seen = np.zeros(n, np.bool_)
             for e in range(s0, s1):
-                h = self_pos[e] - lo
+                h = sloc[e]
                 to_plain(tmp, 0, Wself, e, 0.0)
                 for j in range(KE):
-                    S[h, j] += tmp[0, j]
+                    T[h, j] += tmp[0, j]
                 seen[h] = True
             for h in range(n):
-                if seen[h]:
-                    if not star_plain(star, h, S, h):
-                        bad[h] = True
-                        nbad += 1
-                        for j in range(KE):
-                            star[h, j] = 0.0
-        # star rows in scaled form, for the scaled sweeps
+                if seen[h] and not star_plain(S, h, T, h):
+                    bad[h] = True
+                    nbad += 1
+                    for j in range(KE):
+                        S[h, j] = 0.0
         Sc = np.empty((n, K))
         for h in range(n):
-            from_plain(Sc, h, star, h, 0.0)
-        T = np.empty((1, K))
-        if use_warm:
-            for i in range(n):
+            from_plain(Sc, h, S, h, 0.0)
+        hasrow = np.zeros(n, np.bool_)
+        for e in range(a0, a1):
+            hasrow[ih[e]] = True
+        Vl = np.empty((n, K))
+        for i in range(n):
+            if use_warm and hasrow[i]:
                 for j in range(K):
-                    V[lo + i, j] = warm[lo + i, j]
-        else:
+                    Vl[i, j] = warm[states[i], j]
+            else:
+                times_scaled(Vl, i, B, i, Sc, i)
+        accr = np.zeros(max(KE, 1))
+        if not use_warm:
+            # rows still zero need a magnitude before plain arithmetic starts
+            zero_rows = False
             for i in range(n):
-                times_scaled(V, lo + i, B, i, Sc, i)
-            for sweep in range(2):
-                for p in range(lo, hi):
-                    r0 = int_row[p]
-                    r1 = int_row[p + 1]
-                    for j in range(K):
-                        T[0, j] = B[p - lo, j]
-                    for e in range(r0, r1):
-                        fma(T, 0, V, int_tail[e], Wint, e)
-                    times_scaled(V, p, T, 0, Sc, p - lo)
-            stats[0] += 2
+                if not row_nonzero(Vl, i):
+                    zero_rows = True
+                    break
+            if zero_rows:
+                scaled_sweep(Vl, B, S, Wint, ih, it, a0, a1, accr)
+                stats[0] += 1
+        fallback = np.zeros(n, np.bool_)
         pot = np.empty(n)
         y = np.empty((n, KE))
         yold = np.empty((n, KE))
         b = np.empty((n, KE))
         Wp = np.empty((a1 - a0, KE))
-        set_potentials(V, lo, n, pot)
-        build_plain(V, lo, n, B, pot, star, Wint, int_tail, int_head, a0, a1, int_row, y, b, Wp)
-        plain = 0
-        dn_prev = 0.0
-        lam_prev = -1.0
-        rho = 0.0
-        settled_ge1 = 0
-        sweeps = 0
-        repots = 0
+        Vo = np.empty((n, K))
         status = 2
-        while sweeps < max_sweeps:
+        rounds = 0
+        repots = 0
+        while True:
+            any_fb = set_potentials(Vl, pot, fallback)
             for i in range(n):
-                for j in range(KE):
-                    yold[i, j] = y[i, j]
-            prev = -1
-            for e in range(a0, a1):
-                t = int_head[e] - lo
-                fma_reset(y, t, b, y, int_tail[e] - lo, Wp, e - a0, t != prev)
-                prev = t
-            sweeps += 1
-            dn = 0.0
-            ymax = 0.0
-            ymin = np.inf
-            finite = True
+                if abs(pot[i]) > 1.0e7:
+                    stats[4] = 4
+                    stats[5] = states[i]
+                    return 1
+            build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp)
+            st = plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats)
             for i in range(n):
-                m = 0.0
-                d = 0.0
-                for j in range(KE):
-                    m = max(m, abs(y[i, j]))
-                    d = max(d, abs(y[i, j] - yold[i, j]))
-                if not (m < np.inf) or d != d:
-                    finite = False
-                    stats[5] = lo + i
-                    break
-                if m > 0.0:
-                    r = d / m
-                    ymax = max(ymax, m)
-                    ymin = min(ymin, m)
-                else:
-                    r = 1.0 if d > 0.0 else 0.0
-                dn = max(dn, r)
-            if not finite:
-                stats[4] = 1
-                status = 1
-                break
-            if ymax > _RANGE_HI or ymin < _RANGE_LO:
+                from_plain(Vl, i, y, i, pot[i])
+            if st == 1:
+                if stats[4] == 1:
+                    stats[5] = states[stats[5]]
+                return 1
+            if st == 3:
                 repots += 1
+                stats[2] += 1
                 if repots > _MAX_REPOT:
                     stats[4] = 4
-                    status = 1
-                    break
-                for i in range(n):
-                    from_plain(V, lo + i, y, i, pot[i])
-                set_potentials(V, lo, n, pot)
-                for i in range(n):
-                    if abs(pot[i]) > 1.0e7:
-                        stats[4] = 4
-                        stats[5] = lo + i
-                        status = 1
-                if status == 1:
-                    break
-                build_plain(V, lo, n, B, pot, star, Wint, int_tail, int_head, a0, a1, int_row, y, b, Wp)
-                plain = 0
-                dn_prev = 0.0
-                lam_prev = -1.0
+                    return 1
                 continue
-            plain += 1
-            if dn == 0.0:
+            if st == 2:
+                return 2
+            # Plain arithmetic is exact up to rounding when every potential came
+            # from the row's own magnitude (values only grow from there in a
+            # non-negative system, so no term that mattered can have
+            # underflowed).  Otherwise verify with one sweep in scaled arithmetic.
+            need = signed
+            if not need and any_fb:
+                for i in range(n):
+                    if fallback[i] and hasrow[i]:
+                        m = 0.0
+                        for j in range(KE):
+                            m = max(m, abs(y[i, j]))
+                        if m == 0.0 or m < 2.0**-500 or m > 2.0**500:
+                            need = True
+                            break
+            if not need:
                 status = 0
                 break
-            lam = dn / dn_prev if (plain >= 2 and dn_prev > 0.0) else -1.0
-            settled = plain >= 3 and lam > 0.0 and abs(lam - lam_prev) <= 0.02 * lam
-            if settled and lam >= 1.0 - 1e-12:
-                settled_ge1 += 1
-                if settled_ge1 >= 8 and dn > tol:
-                    stats[4] = 2
-                    fstats[1] = lam
-                    status = 1
-                    break
-            else:
-                settled_ge1 = 0
-            if settled and lam < 1.0 - 1e-12:
-                if lam > rho:
-                    rho = lam
-                if lam > 0.3:
-                    c = lam / (1.0 - lam)
-                    for i in range(n):
-                        for j in range(KE):
-                            y[i, j] += (y[i, j] - yold[i, j]) * c
-                    stats[1] += 1
-                    plain = 0
-                    dn_prev = 0.0
-                    lam_prev = -1.0
-                    fstats[0] = dn
-                    fstats[1] = lam
-                    continue
-            if plain >= 2 and 0.0 <= lam < 1.0:
-                r = max(rho, lam)
-                if dn * r / (1.0 - r) <= tol:
-                    status = 0
-                    fstats[0] = dn
-                    fstats[1] = lam
-                    break
-            dn_prev = dn
-            lam_prev = lam
-            fstats[0] = dn
-            fstats[1] = lam
-        stats[0] += sweeps
-        stats[2] += repots
-        fstats[2] = max(fstats[2], rho)
-        if status != 0:
-            return status
+            for i in range(n):
+                for j in range(K):
+                    Vo[i, j] = Vl[i, j]
+            scaled_sweep(Vl, B, S, Wint, ih, it, a0, a1, accr)
+            stats[0] += 1
+            dn = rel_change_scaled(Vl, Vo)
+            r = max(fstats[3], 0.5)
+            if dn == 0.0 or (r < 1.0 and dn * r / (1.0 - r) <= tol) or dn <= tol * 1e-3:
+                status = 0
+                break
+            rounds += 1
+            if rounds >= _MAX_ROUNDS or stats[0] >= max_sweeps:
+                fstats[0] = dn
+                return 2
         if nbad:
             for h in range(n):
                 if not bad[h]:
                     continue
                 reached = row_nonzero(B, h)
-                for e in range(int_row[lo + h], int_row[lo + h + 1]):
-                    t = int_tail[e] - lo
-                    if Wint[e, 0] != 0.0:
-                        for j in range(KE):
-                            if y[t, j] != 0.0:
-                                reached = True
+                for e in range(a0, a1):
+                    if ih[e] == h and Wint[e, 0] != 0.0 and row_nonzero(Vl, it[e]):
+                        reached = True
                 if reached:
                     stats[4] = 3
-                    stats[5] = lo + h
+                    stats[5] = states[h]
                     return 1
         for i in range(n):
-            from_plain(V, lo + i, y, i, pot[i])
-        return 0
+            for j in range(K):
+                V[states[i], j] = Vl[i, j]
+        return status
 
     @nb.njit(cache=True)
-    def solve(V, Wext, ext_tail, ext_head, ext_ptr, Wint, int_tail, int_head, int_ptr, int_row,
-              Wself, self_pos, self_ptr, scc_ptr, trivial, warm, use_warm, tol, max_sweeps,
-              stats, fstats):
+    def solve(V, Wext, ext_tail, ext_head, ext_ptr, Wint, int_tail, int_head, int_ptr,
+              Wself, self_loc, self_ptr, comp_ptr, comp_states, trivial, warm, use_warm, signed, tol,
+              max_sweeps, stats, fstats):
         C = trivial.shape[0]
         c = 0
         while c < C:
@@ -328,9 +505,9 @@ def linear_solver(R: int):
                 push_range(V, Wext, ext_tail, ext_head, ext_ptr[c], ext_ptr[c2])
                 c = c2
             else:
-                st = solve_scc(V, scc_ptr[c], scc_ptr[c + 1], int_ptr[c], int_ptr[c + 1],
-                               self_ptr[c], self_ptr[c + 1], Wint, int_tail, int_head, int_row,
-                               Wself, self_pos, warm, use_warm, tol, max_sweeps, stats, fstats)
+                st = solve_scc(V, comp_states[comp_ptr[c]:comp_ptr[c + 1]], int_ptr[c], int_ptr[c + 1],
+                               self_ptr[c], self_ptr[c + 1], Wint, int_head, int_tail, Wself, self_loc,
+                               warm, use_warm, signed, tol, max_sweeps, stats, fstats)
                 if st != 0:
                     stats[3] = c
                     return st
@@ -338,6 +515,8 @@ def linear_solver(R: int):
                 c += 1
         return 0
 
+    solve.kernels = SimpleNamespace(plain_sweep=plain_sweep, scaled_sweep=scaled_sweep,
+                                    plain_phase=plain_phase, solve_scc=solve_scc, push_range=push_range)
     return solve
 
 
@@ -348,37 +527,50 @@ def tropical_solver():
 
     @nb.njit(cache=True)
     def solve(V, bp, Wext, ext_tail, ext_head, ext_arc, ext_ptr, Wint, int_tail, int_head, int_arc,
-              int_ptr, Wself, self_pos, self_ptr, scc_ptr, trivial, max_sweeps, stats):
+              int_ptr, Wself, self_loc, self_ptr, comp_ptr, comp_states, trivial, max_sweeps, stats):
         C = trivial.shape[0]
-        for c in range(C):
-            if not trivial[c]:
-                n = scc_ptr[c + 1] - scc_ptr[c]
-                a0 = int_ptr[c]
-                a1 = int_ptr[c + 1]
-                sweeps = 0
-                changed = True
-                while changed:
-                    changed = False
-                    sweeps += 1
-                    if sweeps > n + 1 or sweeps > max_sweeps:
-                        stats[0] += sweeps
-                        stats[3] = c
-                        stats[4] = 5
-                        return 1
-                    for e in range(a0, a1):
-                        if fma(V, int_head[e], V, int_tail[e], Wint, e):
-                            bp[int_head[e]] = int_arc[e]
-                            changed = True
-                stats[0] += sweeps
-                for e in range(self_ptr[c], self_ptr[c + 1]):
-                    if Wself[e, 0] < 0.0 and V[self_pos[e], 0] < np.inf:
-                        stats[3] = c
-                        stats[4] = 5
-                        stats[5] = self_pos[e]
-                        return 1
+        c = 0
+        while c < C:
+            if trivial[c]:
+                c2 = c
+                while c2 < C and trivial[c2]:
+                    c2 += 1
+                for e in range(ext_ptr[c], ext_ptr[c2]):
+                    if fma(V, ext_head[e], V, ext_tail[e], Wext, e):
+                        bp[ext_head[e]] = ext_arc[e]
+                c = c2
+                continue
+            lo = comp_ptr[c]
+            n = comp_ptr[c + 1] - lo
+            a0 = int_ptr[c]
+            a1 = int_ptr[c + 1]
+            sweeps = 0
+            changed = True
+            while changed:
+                changed = False
+                sweeps += 1
+                if sweeps > n + 1 or sweeps > max_sweeps:
+                    stats[0] += sweeps
+                    stats[3] = c
+                    stats[4] = 5
+                    return 1
+                for e in range(a0, a1):
+                    h = comp_states[lo + int_head[e]]
+                    if fma(V, h, V, comp_states[lo + int_tail[e]], Wint, e):
+                        bp[h] = int_arc[e]
+                        changed = True
+            stats[0] += sweeps
+            for e in range(self_ptr[c], self_ptr[c + 1]):
+                s = comp_states[lo + self_loc[e]]
+                if Wself[e, 0] < 0.0 and V[s, 0] < np.inf:
+                    stats[3] = c
+                    stats[4] = 5
+                    stats[5] = s
+                    return 1
             for e in range(ext_ptr[c], ext_ptr[c + 1]):
                 if fma(V, ext_head[e], V, ext_tail[e], Wext, e):
                     bp[ext_head[e]] = ext_arc[e]
+            c += 1
         return 0
 
     return solve
