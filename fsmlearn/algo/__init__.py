@@ -13,3 +13,9 @@ from .shortest import SolveInfo, backward, forward, shortest_distance, total_wei
 __all__ = ["shortest_distance", "forward", "backward", "total_weight", "SolveInfo",
            "forward_backward", "ForwardBackward", "arc_posteriors", "final_posteriors",
            "logz_gradient", "expectation", "phi_expand", "phi_structure", "linear_system"]
+from .paths import Path, Samples, best_path, sample_paths  # noqa: E402
+
+__all__ += ["Path", "Samples", "best_path", "sample_paths"]
+from .compose import ScoreResult, compose, intersect, score_sequences, trim  # noqa: E402
+
+__all__ += ["compose", "intersect", "score_sequences", "ScoreResult", "trim"]

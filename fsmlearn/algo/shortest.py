@@ -126,6 +126,8 @@ def _phi_kernels(R: int):
 
     @nb.njit(cache=True)
     def final_adjust(F, Wm, nf_state, nf_final, nf_ptr, nf_chain):
+        """F[q] -= chain (x) F0[r] for each adjustment, reading the original finals F0."""
+        F0 = F.copy()
         T = np.empty((1, K))
         for i in range(nf_state.shape[0]):
             c0 = nf_ptr[i]
@@ -134,7 +136,7 @@ def _phi_kernels(R: int):
             for c in range(c0 + 1, nf_ptr[i + 1]):
                 times_scaled(T, 0, T, 0, Wm, nf_chain[c])
             neg(T, 0)
-            fma(F, nf_state[i], T, 0, F, nf_final[i])
+            fma(F, nf_state[i], T, 0, F0, nf_final[i])
 
     class _K:
         pass

@@ -158,12 +158,12 @@ class Machine:
                 raise MachineError(f"{desc}: input label {ilabel[a]} is negative (only PHI={PHI} may be)")
             if why == _BAD_OLABEL:
                 raise MachineError(f"{desc}: output label {olabel[a]} is negative (only PHI={PHI} may be)")
-            raise MachineError(f"{desc}: weight {weight[a]!r} is not a valid {semiring} weight"
+            raise MachineError(f"{desc}: weight {float(weight[a])!r} is not a valid {semiring} weight"
                                + (" (must be finite and >= 0)" if real else " (NaN and -inf are invalid)"))
         bad_final = np.flatnonzero(~((final >= 0) & (final < np.inf)) if real else ~(final > -np.inf))
         if bad_final.size:
             q = int(bad_final[0])
-            raise MachineError(f"state {q}: final weight {final[q]!r} is not a valid {semiring} weight")
+            raise MachineError(f"state {q}: final weight {float(final[q])!r} is not a valid {semiring} weight")
         if check_symbols:
             for side, labels, table in (("input", ilabel, isyms), ("output", olabel, osyms)):
                 if table is None or E == 0:

@@ -1,0 +1,394 @@
+"""Composition and intersection with failure (phi) arcs on the right machine.
+
+``compose(a, b)`` matches each output label of ``a`` against the input labels
+of ``b``; where a state of ``b`` lacks the label, its phi arc is followed
+(accumulating the phi weight) until a state has it, exactly as failure
+semantics require (Allauzen, Mohri and Roark 2003).  The result is phi-free.
+Final weights of ``b`` fail over the same way when ``phi_final`` is true.
+
+``score_sequences(b, seqs)`` is the special case of a straight-line ``a``
+(one label sequence): it walks ``b`` without building the product machine,
+for scoring many strings on a backoff language model.
+
+Epsilon outputs of ``a`` move ``a`` alone; epsilon inputs of ``b`` move ``b``
+alone.  Both at once would need an epsilon filter (Mohri, Pereira and Riley
+2000) and are refused.
+
+Public names: compose, intersect, score_sequences, ScoreResult.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+from numba import types
+from numba.typed import Dict
+
+from ..errors import MachineError, SymbolTableError
+from ..fsm.machine import EPSILON, PHI, Machine
+from .phi import find_label, label_index, phi_structure
+
+
+@nb.njit(cache=True)
+def _grow_i(buf, n):
+    if n < buf.shape[0]:
+        return buf
+    out = np.empty(2 * buf.shape[0] + 16, buf.dtype)
+    out[:buf.shape[0]] = buf
+    return out
+
+
+@nb.njit(cache=True)
+def _final_fail(q, b_final, b_has_final, b_phi, b_dst, b_w, phi_final):
+    """Final weight of b's state q under failure semantics (inf if none)."""
+    if b_has_final[q]:
+        return b_final[q]
+    if not phi_final:
+        return np.inf
+    acc = 0.0
+    r = q
+    steps = 0
+    while b_phi[r] >= 0:
+        a = b_phi[r]
+        acc += b_w[a]
+        r = b_dst[a]
+        steps += 1
+        if b_has_final[r]:
+            return acc + b_final[r]
+        if steps > b_final.shape[0]:
+            return np.inf
+    return np.inf
+
+
+@nb.njit(cache=True)
+def _compose_kernel(a_start, a_src_start, a_dst, a_il, a_ol, a_w, a_final,
+                    b_start, b_src_start, b_dst, b_il, b_ol, b_w, b_final, b_has_final, b_perm, b_phi,
+                    phi_final, b_eps):
+    nb_states = b_final.shape[0]
+    ids = Dict.empty(key_type=types.int64, value_type=types.int64)
+    qa_of = np.empty(16, np.int64)
+    qb_of = np.empty(16, np.int64)
+    r_src = np.empty(16, np.int64)
+    r_dst = np.empty(16, np.int64)
+    r_il = np.empty(16, np.int32)
+    r_ol = np.empty(16, np.int32)
+    r_w = np.empty(16, np.float64)
+    n_arcs = 0
+    key0 = a_start * nb_states + b_start
+    ids[key0] = 0
+    qa_of[0] = a_start
+    qb_of[0] = b_start
+    n_states = 1
+    head = 0
+    finals = np.empty(16, np.float64)
+    while head < n_states:
+        qa = qa_of[head]
+        qb = qb_of[head]
+        finals = _grow_i(finals, head)
+        finals[head] = a_final[qa] + _final_fail(qb, b_final, b_has_final, b_phi, b_dst, b_w, phi_final) \
+            if a_final[qa] < np.inf else np.inf
+        for e in range(a_src_start[qa], a_src_start[qa + 1]):
+            x = a_ol[e]
+            if x == EPSILON:
+                key = a_dst[e] * nb_states + qb
+                if key in ids:
+                    d = ids[key]
+                else:
+                    d = n_states
+                    ids[key] = d
+                    qa_of = _grow_i(qa_of, d)
+                    qb_of = _grow_i(qb_of, d)
+                    qa_of[d] = a_dst[e]
+                    qb_of[d] = qb
+                    n_states += 1
+                r_src = _grow_i(r_src, n_arcs)
+                r_dst = _grow_i(r_dst, n_arcs)
+                r_il = _grow_i(r_il, n_arcs)
+                r_ol = _grow_i(r_ol, n_arcs)
+                r_w = _grow_i(r_w, n_arcs)
+                r_src[n_arcs] = head
+                r_dst[n_arcs] = d
+                r_il[n_arcs] = a_il[e]
+                r_ol[n_arcs] = EPSILON
+                r_w[n_arcs] = a_w[e]
+                n_arcs += 1
+                continue
+            r = qb
+            acc = 0.0
+            steps = 0
+            while True:
+                lo = b_src_start[r]
+                hi = b_src_start[r + 1]
+                k = find_label(b_perm, b_il, lo, hi, x)
+                if k < hi and b_il[b_perm[k]] == x:
+                    while k < hi and b_il[b_perm[k]] == x:
+                        f = b_perm[k]
+                        key = a_dst[e] * nb_states + b_dst[f]
+                        if key in ids:
+                            d = ids[key]
+                        else:
+                            d = n_states
+                            ids[key] = d
+                            qa_of = _grow_i(qa_of, d)
+                            qb_of = _grow_i(qb_of, d)
+                            qa_of[d] = a_dst[e]
+                            qb_of[d] = b_dst[f]
+                            n_states += 1
+                        r_src = _grow_i(r_src, n_arcs)
+                        r_dst = _grow_i(r_dst, n_arcs)
+                        r_il = _grow_i(r_il, n_arcs)
+                        r_ol = _grow_i(r_ol, n_arcs)
+                        r_w = _grow_i(r_w, n_arcs)
+                        r_src[n_arcs] = head
+                        r_dst[n_arcs] = d
+                        r_il[n_arcs] = a_il[e]
+                        r_ol[n_arcs] = b_ol[f]
+                        r_w[n_arcs] = a_w[e] + acc + b_w[f]
+                        n_arcs += 1
+                        k += 1
+                    break
+                if b_phi[r] < 0:
+                    break
+                acc += b_w[b_phi[r]]
+                r = b_dst[b_phi[r]]
+                steps += 1
+                if steps > nb_states:
+                    return qa_of, qb_of, finals, r_src, r_dst, r_il, r_ol, r_w, -1, -1
+        if b_eps:
+            for f in range(b_src_start[qb], b_src_start[qb + 1]):
+                if b_il[f] != EPSILON:
+                    continue
+                key = qa * nb_states + b_dst[f]
+                if key in ids:
+                    d = ids[key]
+                else:
+                    d = n_states
+                    ids[key] = d
+                    qa_of = _grow_i(qa_of, d)
+                    qb_of = _grow_i(qb_of, d)
+                    qa_of[d] = qa
+                    qb_of[d] = b_dst[f]
+                    n_states += 1
+                r_src = _grow_i(r_src, n_arcs)
+                r_dst = _grow_i(r_dst, n_arcs)
+                r_il = _grow_i(r_il, n_arcs)
+                r_ol = _grow_i(r_ol, n_arcs)
+                r_w = _grow_i(r_w, n_arcs)
+                r_src[n_arcs] = head
+                r_dst[n_arcs] = d
+                r_il[n_arcs] = EPSILON
+                r_ol[n_arcs] = b_ol[f]
+                r_w[n_arcs] = b_w[f]
+                n_arcs += 1
+        head += 1
+    return qa_of, qb_of, finals, r_src, r_dst, r_il, r_ol, r_w, n_states, n_arcs
+
+
+def _neglog(m: Machine):
+    w, f = m.neglog_weights()
+    return np.ascontiguousarray(w, dtype=np.float64), np.ascontiguousarray(f, dtype=np.float64)
+
+
+def _b_structures(b: Machine, phi_final: bool):
+    perm = label_index(b)
+    phi = phi_structure(b, phi_final).phi_arc if b.has_phi else np.full(b.num_states, -1, np.int64)
+    return perm, phi
+
+
+def compose(a: Machine, b: Machine, phi_final: bool = True, connect: bool = True) -> Machine:
+    """The composition a o b, with failure semantics for b's phi arcs.
+
+    Args:
+        a: left machine (no phi arcs).
+        b: right machine; phi arcs (input label PHI) are failure arcs.
+        phi_final: b's final weights fail over like labels.
+        connect: drop states that cannot reach a final state.
+
+    Returns:
+        A phi-free Machine with weights as negative logs (semiring "tropical"
+        if both inputs are tropical, else "log"); input symbols of a, output
+        symbols of b.
+
+    Raises:
+        SymbolTableError: a's output symbols differ from b's input symbols.
+        MachineError: a has phi arcs, or a has epsilon outputs while b has
+            epsilon inputs.
+    """
+    if a.has_phi or np.any(a.olabel == PHI):
+        raise MachineError("the left machine of compose has phi arcs; only the right one may")
+    ta, tb = a.output_symbols, b.isyms
+    if ta is not None and tb is not None and ta != tb:
+        raise SymbolTableError(f"compose: output symbols of the left machine ({ta.name!r}, {len(ta)} "
+                               f"symbols) differ from input symbols of the right one ({tb.name!r}, {len(tb)})")
+    b_eps = bool(np.any(b.ilabel == EPSILON))
+    if b_eps and np.any(a.olabel == EPSILON):
+        raise MachineError("compose: the left machine has epsilon outputs and the right one epsilon inputs; "
+                           "this needs an epsilon filter, which compose does not implement")
+    semiring = "tropical" if (a.semiring == "tropical" and b.semiring == "tropical") else "log"
+    if a.start < 0 or b.start < 0:
+        return Machine(start=-1, final=np.zeros(0), src_start=np.zeros(1, np.int64), dst=np.zeros(0, np.int32),
+                       ilabel=np.zeros(0, np.int32), weight=np.zeros(0), semiring=semiring)
+    aw, af = _neglog(a)
+    bw, bf = _neglog(b)
+    perm, phi = _b_structures(b, phi_final)
+    out = _compose_kernel(a.start, a.src_start, a.dst, a.ilabel, a.olabel, aw, af,
+                          b.start, b.src_start, b.dst, b.ilabel, b.olabel, bw, bf,
+                          np.isfinite(bf), perm, phi, phi_final, b_eps)
+    qa_of, qb_of, finals, r_src, r_dst, r_il, r_ol, r_w, n, E = out
+    if n < 0:
+        raise MachineError("compose: the phi arcs of the right machine form a cycle")
+    acceptor = a.is_acceptor and b.is_acceptor
+    m = Machine.from_arcs(n, 0, finals[:n], r_src[:E], r_dst[:E], r_il[:E],
+                          None if acceptor and np.array_equal(r_il[:E], r_ol[:E]) else r_ol[:E],
+                          r_w[:E], isyms=a.isyms, osyms=b.output_symbols if not acceptor else None,
+                          semiring=semiring)
+    return trim(m) if connect else m
+
+
+def intersect(a: Machine, b: Machine, phi_final: bool = True, connect: bool = True) -> Machine:
+    """Intersection of two acceptors (b may have phi arcs): compose(a, b)."""
+    return compose(a, b, phi_final=phi_final, connect=connect)
+
+
+@nb.njit(cache=True)
+def _reach(n, start, src_start, dst):
+    seen = np.zeros(n, np.bool_)
+    stack = np.empty(n, np.int64)
+    sp = 0
+    for s in range(n):
+        if start[s]:
+            seen[s] = True
+            stack[sp] = s
+            sp += 1
+    while sp > 0:
+        sp -= 1
+        s = stack[sp]
+        for a in range(src_start[s], src_start[s + 1]):
+            d = dst[a]
+            if not seen[d]:
+                seen[d] = True
+                stack[sp] = d
+                sp += 1
+    return seen
+
+
+def trim(m: Machine) -> Machine:
+    """Remove states not on a path from the start to a final state (renumbered in order)."""
+    n = m.num_states
+    if n == 0 or m.start < 0:
+        return m
+    init = np.zeros(n, bool)
+    init[m.start] = True
+    acc = _reach(n, init, m.src_start, m.dst)
+    # coaccessible: reachability on the reversed graph
+    order = np.argsort(m.dst, kind="stable")
+    rstart = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(m.dst, minlength=n), out=rstart[1:])
+    w, f = m.neglog_weights()
+    co = _reach(n, np.isfinite(f), rstart, m.arc_src[order].astype(np.int32))
+    keep = acc & co
+    if keep.all():
+        return m
+    if not keep[m.start]:
+        return Machine(start=-1, final=np.zeros(0), src_start=np.zeros(1, np.int64), dst=np.zeros(0, np.int32),
+                       ilabel=np.zeros(0, np.int32), weight=np.zeros(0), semiring=m.semiring,
+                       isyms=m.isyms, osyms=m.osyms)
+    new_id = np.cumsum(keep) - 1
+    arcs = keep[m.arc_src] & keep[m.dst]
+    return Machine.from_arcs(int(keep.sum()), int(new_id[m.start]), m.final[keep], new_id[m.arc_src[arcs]],
+                             new_id[m.dst[arcs]], m.ilabel[arcs], None if m._acceptor else m.olabel[arcs],
+                             m.weight[arcs], isyms=m.isyms, osyms=m.osyms, semiring=m.semiring,
+                             arc_type=m.arc_type, openfst_phi=m.openfst_phi)
+
+
+@dataclass
+class ScoreResult:
+    """Scores of label sequences on a machine.
+
+    Attributes:
+        weight: float64 [S] total weight of each sequence (negative log,
+            final weight included; inf when the machine rejects it).
+        failed_at: int64 [S] position of the first label the machine could
+            not read (-1 if none; the sequence length if only the final
+            weight was missing).
+    """
+    weight: np.ndarray
+    failed_at: np.ndarray
+
+
+@nb.njit(cache=True)
+def _score_kernel(ptr, labels, start, src_start, dst, il, w, final, has_final, perm, phi, phi_final,
+                  use_final, out_w, out_fail):
+    n = final.shape[0]
+    for i in range(ptr.shape[0] - 1):
+        q = start
+        tot = 0.0
+        fail = -1
+        for j in range(ptr[i], ptr[i + 1]):
+            x = labels[j]
+            r = q
+            acc = 0.0
+            found = -1
+            steps = 0
+            while True:
+                lo = src_start[r]
+                hi = src_start[r + 1]
+                k = find_label(perm, il, lo, hi, x)
+                if k < hi and il[perm[k]] == x:
+                    found = perm[k]
+                    break
+                if phi[r] < 0:
+                    break
+                acc += w[phi[r]]
+                r = dst[phi[r]]
+                steps += 1
+                if steps > n:
+                    break
+            if found < 0:
+                fail = j - ptr[i]
+                tot = np.inf
+                break
+            tot += acc + w[found]
+            q = dst[found]
+        if fail < 0 and use_final:
+            fw = _final_fail(q, final, has_final, phi, dst, w, phi_final)
+            if fw == np.inf:
+                fail = ptr[i + 1] - ptr[i]
+            tot += fw
+        out_w[i] = tot
+        out_fail[i] = fail
+
+
+def score_sequences(b: Machine, ptr: np.ndarray, labels: np.ndarray, phi_final: bool = True,
+                    final: bool = True) -> ScoreResult:
+    """Weights of label sequences on a (deterministic) machine with failure arcs.
+
+    Follows the first matching arc at each step (for a machine that is
+    deterministic on input labels this is the only path; the total weight is
+    that of ``compose(string_acceptor, b)``).
+
+    Args:
+        b: the machine (typically a backoff LM acceptor).
+        ptr: int64 [S+1] sequence boundaries in ``labels``.
+        labels: int32 label ids.
+        phi_final: final weights fail over.
+        final: include the final weight at the end of each sequence.
+    """
+    ptr = np.ascontiguousarray(ptr, dtype=np.int64)
+    labels = np.ascontiguousarray(labels, dtype=np.int32)
+    if ptr.ndim != 1 or ptr.size < 1 or ptr[0] != 0 or ptr[-1] != labels.size or np.any(np.diff(ptr) < 0):
+        raise MachineError("ptr must rise from 0 to len(labels)")
+    w, f = _neglog(b)
+    perm, phi = _b_structures(b, phi_final)
+    S = ptr.size - 1
+    out_w = np.empty(S)
+    out_f = np.empty(S, np.int64)
+    if b.start < 0:
+        out_w[:] = np.inf
+        out_f[:] = 0
+        return ScoreResult(out_w, out_f)
+    _score_kernel(ptr, labels, b.start, b.src_start, b.dst, b.ilabel, w, f, np.isfinite(f), perm, phi,
+                  phi_final, final, out_w, out_f)
+    return ScoreResult(out_w, out_f)

@@ -1,0 +1,305 @@
+"""Best paths (tropical semiring) and random paths (log semiring).
+
+:func:`best_path` runs the tropical solver with back-pointers and follows them
+from the best final state.  :func:`sample_paths` draws paths with probability
+proportional to their weight: with backward values beta, a path at state s
+stops with probability ``f(s) / beta(s)`` and takes arc a with probability
+``w_a beta(dst) / beta(s)``.
+
+On a phi machine sampling follows failure semantics exactly.  A state's
+events are its own arcs, its own final weight and its phi arc, whose
+probability is the mass its own events leave.  Having taken the phi arc from
+q to q', the walk must draw an event of q' whose label q does not have;
+draws from q' that violate this are rejected and redrawn at q' (the
+constraint of each level of the backoff chain is checked from the innermost
+level out, and a violation restarts the draw at the level that imposed it).
+
+Public names: Path, best_path, sample_paths, Samples.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+from ..errors import FsmError, MachineError, SemiringError
+from ..fsm.machine import EPSILON, PHI, Machine
+from .phi import find_label, label_index, phi_structure
+from .shortest import solve_values
+
+
+@dataclass
+class Path:
+    """A path through a machine.
+
+    Attributes:
+        arcs: int64 [L] arc ids in order.
+        states: int64 [L+1] states visited (start first).
+        weight: float, the path weight in the machine's convention
+            (negative log for log/tropical machines), final weight included.
+        ilabels, olabels: int32 [L] labels of the arcs (epsilon and phi
+            included).
+    """
+    arcs: np.ndarray
+    states: np.ndarray
+    weight: float
+    ilabels: np.ndarray
+    olabels: np.ndarray
+
+    def input_string(self, m: Machine, sep: str = " ") -> str:
+        """The input symbols of the path, epsilon and phi skipped."""
+        keep = [int(x) for x in self.ilabels if x != EPSILON and x != PHI]
+        return sep.join(m.isyms.decode(keep)) if m.isyms is not None else sep.join(map(str, keep))
+
+    def output_string(self, m: Machine, sep: str = " ") -> str:
+        keep = [int(x) for x in self.olabels if x != EPSILON and x != PHI]
+        t = m.output_symbols
+        return sep.join(t.decode(keep)) if t is not None else sep.join(map(str, keep))
+
+
+def best_path(m: Machine) -> Path:
+    """The path of least cost (tropical semiring; weights as negative logs).
+
+    Raises:
+        FsmError: the machine accepts nothing.
+        SemiringError: the machine has phi arcs (use phi_expand first).
+        DivergenceError: a negative cycle.
+    """
+    if m.has_phi:
+        raise SemiringError("best_path over a phi machine needs its phi-free expansion: "
+                            "best_path(phi_expand(m))")
+    _, V, _, ex = solve_values(m, "tropical", False)
+    bp = ex["bp"]
+    w, f = m.neglog_weights()
+    total = V[:, 0] + f
+    if m.num_states == 0 or not np.isfinite(total).any():
+        raise FsmError("the machine accepts no string: there is no best path")
+    q = int(np.argmin(total))
+    arcs = []
+    s = q
+    src = m.arc_src
+    while bp[s] >= 0:
+        a = int(bp[s])
+        arcs.append(a)
+        s = int(src[a])
+        if len(arcs) > m.num_states:
+            raise FsmError("back-pointers form a cycle (zero-weight cycle ties)")
+    if s != m.start:
+        raise FsmError(f"internal error: back-pointers end at state {s}, not the start state")
+    arcs = np.asarray(arcs[::-1], dtype=np.int64)
+    states = np.concatenate([[m.start], m.dst[arcs]]).astype(np.int64)
+    return Path(arcs, states, float(total[q]), m.ilabel[arcs].copy(), m.olabel[arcs].copy())
+
+
+@dataclass
+class Samples:
+    """Sampled paths in CSR form.
+
+    Attributes:
+        ptr: int64 [S+1]; path i is ``arcs[ptr[i]:ptr[i+1]]``.
+        arcs: int64 arc ids (phi arcs included on phi machines).
+    """
+    ptr: np.ndarray
+    arcs: np.ndarray
+
+    def __len__(self) -> int:
+        return self.ptr.shape[0] - 1
+
+    def path(self, i: int) -> np.ndarray:
+        return self.arcs[self.ptr[i]:self.ptr[i + 1]]
+
+    def label_sequences(self, m: Machine, side: str = "input") -> list[np.ndarray]:
+        """Label sequence of each path, epsilon and phi arcs dropped."""
+        lab = m.ilabel if side == "input" else m.olabel
+        out = []
+        for i in range(len(self)):
+            x = lab[self.path(i)]
+            out.append(x[(x != EPSILON) & (x != PHI)])
+        return out
+
+
+@nb.njit(cache=True)
+def _grow(buf, need):
+    if need <= buf.shape[0]:
+        return buf
+    nb_ = np.empty(max(need, 2 * buf.shape[0]), buf.dtype)
+    nb_[:buf.shape[0]] = buf
+    return nb_
+
+
+@nb.njit(cache=True)
+def _cumulative(src_start, arc_p, final_p):
+    cum = np.empty(arc_p.shape[0])
+    for s in range(src_start.shape[0] - 1):
+        acc = final_p[s]
+        for a in range(src_start[s], src_start[s + 1]):
+            acc += arc_p[a]
+            cum[a] = acc
+    return cum
+
+
+@nb.njit(cache=True)
+def _has_label(perm, ilabel, src_start, q, x):
+    lo = src_start[q]
+    hi = src_start[q + 1]
+    k = find_label(perm, ilabel, lo, hi, x)
+    return k < hi and ilabel[perm[k]] == x
+
+
+@nb.njit(cache=True)
+def _sample_kernel(num, seed, start, src_start, dst, ilabel, arc_p, arc_cum, final_p, phi_arc, phi_p,
+                   has_final, perm, max_len, phi_final):
+    """Draw ``num`` paths.
+
+    arc_p[a], final_p[s], phi_p[s] are local probabilities; arc_cum[a] is
+    final_p[src] plus arc_p of the non-phi arcs of src up to and including a.
+    """
+    np.random.seed(seed)
+    ptr = np.zeros(num + 1, np.int64)
+    out = np.empty(1024, np.int64)
+    n_out = 0
+    chain = np.empty(64, np.int64)     # states of the current backoff chain
+    chain_arc = np.empty(64, np.int64)  # phi arc taken from each level
+    for i in range(num):
+        s = start
+        length = 0
+        while True:
+            # draw one event of s under failure semantics
+            depth = 0
+            chain[0] = s
+            level = 0
+            ev_arc = -1
+            ev_final = False
+            while True:
+                r = chain[level]
+                u = np.random.random()
+                ev_arc = -1
+                ev_final = False
+                go_phi = False
+                lo = src_start[r]
+                hi = src_start[r + 1]
+                if u < final_p[r]:
+                    ev_final = True
+                else:
+                    # first arc whose cumulative probability exceeds u
+                    a_lo = lo
+                    a_hi = hi
+                    while a_lo < a_hi:
+                        mid = (a_lo + a_hi) >> 1
+                        if arc_cum[mid] <= u:
+                            a_lo = mid + 1
+                        else:
+                            a_hi = mid
+                    while a_lo < hi and ilabel[a_lo] == PHI:
+                        a_lo += 1
+                    if a_lo < hi:
+                        ev_arc = a_lo
+                    elif phi_arc[r] >= 0 and phi_p[r] > 0.0:
+                        go_phi = True
+                    else:
+                        # rounding: take the last option with mass
+                        for a in range(src_start[r + 1] - 1, src_start[r] - 1, -1):
+                            if ilabel[a] != PHI and arc_p[a] > 0.0:
+                                ev_arc = a
+                                break
+                        if ev_arc < 0:
+                            ev_final = final_p[r] > 0.0
+                            if not ev_final:
+                                return ptr, out[:n_out], i, 1
+                if go_phi:
+                    if level + 1 >= chain.shape[0]:
+                        return ptr, out[:n_out], i, 2
+                    chain_arc[level] = phi_arc[r]
+                    level += 1
+                    chain[level] = dst[phi_arc[r]]
+                    continue
+                # check the constraints from the innermost level out
+                bad_level = -1
+                for j in range(level, 0, -1):
+                    parent = chain[j - 1]
+                    if ev_final:
+                        if phi_final and has_final[parent]:
+                            bad_level = j
+                            break
+                    else:
+                        x = ilabel[ev_arc]
+                        if x != EPSILON and _has_label(perm, ilabel, src_start, parent, x):
+                            bad_level = j
+                            break
+                if bad_level >= 0:
+                    level = bad_level
+                    continue
+                break
+            # record the phi arcs taken, then the event
+            need = n_out + level + 1
+            out = _grow(out, need)
+            for j in range(level):
+                out[n_out] = chain_arc[j]
+                n_out += 1
+            if ev_final:
+                break
+            out[n_out] = ev_arc
+            n_out += 1
+            s = dst[ev_arc]
+            length += 1
+            if max_len > 0 and length > max_len:
+                return ptr, out[:n_out], i, 3
+        ptr[i + 1] = n_out
+    return ptr, out[:n_out], num, 0
+
+
+def sample_paths(m: Machine, num: int, seed: int = 0, max_length: int | None = None,
+                 phi_final: bool = True) -> Samples:
+    """Draw ``num`` paths with probability proportional to their weight.
+
+    Args:
+        m: the machine (log or real weights; phi arcs with failure semantics).
+        num: number of paths.
+        seed: random seed (the result is a function of the seed).
+        max_length: raise if a path grows longer than this many events.
+        phi_final: final weights fail over like labels (see algo.phi).
+
+    Raises:
+        FsmError: the machine accepts nothing, or max_length was exceeded.
+    """
+    if num < 0:
+        raise FsmError(f"num must be >= 0, got {num}")
+    _, Bt, _, _ = solve_values(m, "log", True, phi_final=phi_final)
+    beta = np.empty(m.num_states)
+    from ..semiring.ops import scaled_to_neglog
+    scaled_to_neglog(Bt, beta)
+    if m.start < 0 or not np.isfinite(beta[m.start]):
+        raise FsmError("the machine accepts no string: nothing to sample")
+    w, f = m.neglog_weights()
+    with np.errstate(over="ignore", invalid="ignore"):
+        arc_p = np.exp(beta[m.arc_src] - w - beta[m.dst])
+        arc_p = np.where(np.isfinite(arc_p), arc_p, 0.0)
+        final_p = np.where(np.isfinite(f), np.exp(beta - f), 0.0)
+        final_p = np.where(np.isfinite(final_p), final_p, 0.0)
+    phi = np.full(m.num_states, -1, np.int64)
+    phi_p = np.zeros(m.num_states)
+    perm = label_index(m)
+    has_final = np.isfinite(f)
+    if m.has_phi:
+        st = phi_structure(m, phi_final)
+        phi = st.phi_arc
+        own = np.bincount(m.arc_src, weights=np.where(m.ilabel == PHI, 0.0, arc_p),
+                          minlength=m.num_states) + final_p
+        phi_p = np.where(phi >= 0, np.maximum(1.0 - own, 0.0), 0.0)
+        if not phi_final:
+            has_final = np.zeros(m.num_states, bool)
+    arc_cum = _cumulative(m.src_start, np.where(m.ilabel == PHI, 0.0, arc_p), final_p)
+    ptr, arcs, done, err = _sample_kernel(int(num), int(seed) & 0xFFFFFFFF, m.start, m.src_start, m.dst,
+                                          m.ilabel, arc_p, arc_cum, final_p, phi, phi_p, has_final, perm,
+                                          int(max_length or 0), bool(phi_final))
+    if err == 1:
+        raise FsmError(f"sample {done}: reached a state with no way to continue (weights do not sum "
+                       "to the backward value; is the machine consistent?)")
+    if err == 2:
+        raise MachineError("phi chain longer than 63 levels while sampling")
+    if err == 3:
+        raise FsmError(f"sample {done}: path longer than max_length={max_length}")
+    return Samples(ptr, arcs)

@@ -1,0 +1,157 @@
+"""Shared fixtures and hypothesis strategies for the fsmlearn tests."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+from fsmlearn import PHI, Machine
+
+settings.register_profile("default", deadline=None, max_examples=60,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("thorough", deadline=None, max_examples=500,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("FSMLEARN_HYPOTHESIS", "default"))
+
+
+def random_machine(rng, n, E, cyclic=True, mass=0.9, labels=5, semiring="log", arc_type=None):
+    """A random machine in which each state's arcs carry ``mass`` and its final weight the rest."""
+    if cyclic:
+        src = rng.integers(0, n, E)
+        dst = rng.integers(0, n, E)
+    else:
+        src = rng.integers(0, n - 1, E)
+        dst = src + 1 + rng.integers(0, n - 1 - src)
+    w = rng.random(E) + 0.05
+    tot = np.bincount(src, w, minlength=n)
+    p = mass * w / tot[src]
+    final = np.full(n, 1 - mass)
+    final[tot == 0] = 1.0
+    if semiring == "real":
+        return Machine.from_arcs(n, 0, final, src, dst, rng.integers(1, labels + 1, E), weight=p,
+                                 semiring="real")
+    return Machine.from_arcs(n, 0, -np.log(final), src, dst, rng.integers(1, labels + 1, E),
+                             weight=-np.log(p), semiring=semiring, arc_type=arc_type)
+
+
+def backoff_machine(rng, V=4, order=3, keep=0.6, normalised=True):
+    """A random backoff acceptor with failure arcs (histories of length < order).
+
+    With ``normalised`` the weights are those of a proper backoff model: each
+    history's own events plus its phi arc's share give a distribution whose
+    failure-semantics total is 1 (phi weight = leftover / leftover of the
+    backoff history restricted to the labels the history lacks).
+    """
+    hist = [()]
+    for L in range(1, order):
+        hist += [h for h in itertools.product(range(1, V + 1), repeat=L) if rng.random() < keep]
+    idx = {h: i for i, h in enumerate(hist)}
+
+    def back(h):
+        h = h[1:]
+        while h not in idx:
+            h = h[1:]
+        return h
+
+    # probabilities of own events (labels, final) per history
+    own = {}
+    for h in hist:
+        labels = list(range(1, V + 1)) if h == () else [x for x in range(1, V + 1) if rng.random() < 0.5]
+        has_final = h == () or rng.random() < 0.5
+        if h != () and len(labels) == V and has_final:
+            has_final = False  # leave the backoff history something to serve
+        k = len(labels) + (1 if has_final else 0)
+        p = rng.dirichlet(np.ones(k + (1 if h != () else 0)))
+        own[h] = (labels, has_final, p)
+
+    # effective distribution of each history over events (label or 'F'), by failure semantics
+    eff = {}
+
+    def dist(h):
+        if h in eff:
+            return eff[h]
+        labels, has_final, p = own[h]
+        d = {x: p[i] for i, x in enumerate(labels)}
+        if has_final:
+            d["F"] = p[len(labels)]
+        if h != ():
+            left = 1.0 - sum(d.values())
+            lower = dist(back(h))
+            avail = {e: q for e, q in lower.items() if e not in d}
+            z = sum(avail.values())
+            alpha = left / z if normalised else left
+            for e, q in avail.items():
+                d[e] = alpha * q
+            own[h] = (labels, has_final, p, alpha)
+        eff[h] = d
+        return d
+
+    for h in hist:
+        dist(h)
+    src, dst, lab, w = [], [], [], []
+    final = np.full(len(hist), np.inf)
+    for h in hist:
+        q = idx[h]
+        labels, has_final, p = own[h][:3]
+        for i, x in enumerate(labels):
+            nh = (h + (x,))[-(order - 1):] if order > 1 else ()
+            while nh not in idx:
+                nh = nh[1:]
+            src.append(q)
+            dst.append(idx[nh])
+            lab.append(x)
+            w.append(-math.log(p[i]))
+        if has_final:
+            final[q] = -math.log(p[len(labels)])
+        if h != ():
+            src.append(q)
+            dst.append(idx[back(h)])
+            lab.append(PHI)
+            w.append(-math.log(own[h][3]))
+    return Machine.from_arcs(len(hist), idx[()], final, src, dst, lab, weight=w)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
+
+
+@st.composite
+def tiny_machines(draw, max_states=4, max_arcs=6, cyclic=True, max_weight=0.3, max_out=3, max_mass=0.5):
+    """Tiny machines for brute-force checks: real weights in (0, max_weight].
+
+    Cyclic ones have at most ``max_out`` arcs per state carrying at most
+    ``max_mass`` in all, so that the paths heavier than 1e-9 stay few.
+    """
+    n = draw(st.integers(1, max_states))
+    E = draw(st.integers(0, max_arcs))
+    src = [draw(st.integers(0, n - 1)) for _ in range(E)]
+    if cyclic:
+        count = {}
+        keep = []
+        for s in src:
+            if count.get(s, 0) < max_out:
+                count[s] = count.get(s, 0) + 1
+                keep.append(s)
+        src = keep
+        dst = [draw(st.integers(0, n - 1)) for _ in src]
+    else:
+        src = [s for s in src if s < n - 1]
+        dst = [draw(st.integers(s + 1, n - 1)) for s in src]
+    E = len(src)
+    w = np.array([draw(st.floats(0.02, max_weight)) for _ in range(E)])
+    if cyclic and E:
+        tot = np.bincount(src, w, minlength=n)
+        scale = np.minimum(1.0, max_mass / np.maximum(tot, 1e-300))
+        w = w * scale[np.asarray(src)]
+    lab = [draw(st.integers(1, 3)) for _ in range(E)]
+    final = [draw(st.one_of(st.just(0.0), st.floats(0.05, 0.9))) for _ in range(n)]
+    if not any(final):
+        final[draw(st.integers(0, n - 1))] = 0.5
+    return Machine.from_arcs(n, 0, np.array(final), src, dst, lab, weight=w, semiring="real")
