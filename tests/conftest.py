@@ -40,9 +40,10 @@ def random_machine(rng, n, E, cyclic=True, mass=0.9, labels=5, semiring="log", a
                              weight=-np.log(p), semiring=semiring, arc_type=arc_type)
 
 
-def backoff_machine(rng, V=4, order=3, keep=0.6, normalised=True):
+def backoff_machine(rng, V=4, order=3, keep=0.6, normalised=True, p_final=None):
     """A random backoff acceptor with failure arcs (histories of length < order).
 
+    ``p_final`` gives every history that final probability (short strings).
     With ``normalised`` the weights are those of a proper backoff model: each
     history's own events plus its phi arc's share give a distribution whose
     failure-semantics total is 1 (phi weight = leftover / leftover of the
@@ -66,8 +67,15 @@ def backoff_machine(rng, V=4, order=3, keep=0.6, normalised=True):
         has_final = h == () or rng.random() < 0.5
         if h != () and len(labels) == V and has_final:
             has_final = False  # leave the backoff history something to serve
+        if p_final is not None:
+            has_final = True
+            if h != () and len(labels) == V:
+                labels = labels[:-1]  # leave the backoff history something to serve
         k = len(labels) + (1 if has_final else 0)
         p = rng.dirichlet(np.ones(k + (1 if h != () else 0)))
+        if p_final is not None:  # the final event gets p_final, the rest shares 1 - p_final
+            p = np.insert(np.delete(p, len(labels)) * (1 - p_final) / np.delete(p, len(labels)).sum(),
+                          len(labels), p_final)
         own[h] = (labels, has_final, p)
 
     # effective distribution of each history over events (label or 'F'), by failure semantics

@@ -79,6 +79,27 @@ def _phi_of(src_start, ilabel):
 
 
 @nb.njit(cache=True)
+def _phi_cycle(phi, dst):
+    """A state on a cycle of phi arcs, or -1 (colouring walk, linear time)."""
+    n = phi.shape[0]
+    colour = np.zeros(n, np.int8)  # 0 new, 1 on the current walk, 2 done
+    for q in range(n):
+        if colour[q] != 0:
+            continue
+        r = q
+        while r >= 0 and colour[r] == 0:
+            colour[r] = 1
+            r = dst[phi[r]] if phi[r] >= 0 else -1
+        if r >= 0 and colour[r] == 1:
+            return r
+        r = q
+        while r >= 0 and colour[r] == 1:
+            colour[r] = 2
+            r = dst[phi[r]] if phi[r] >= 0 else -1
+    return -1
+
+
+@nb.njit(cache=True)
 def _exclusions(src_start, perm, ilabel, dst, has_final, phi, phi_final, fill,
                 neg_tail, neg_head, neg_ptr, neg_chain, nf_state, nf_final, nf_ptr, nf_chain):
     """Count (fill=False) or write (fill=True) exclusion arcs and final adjustments."""
@@ -211,6 +232,9 @@ def phi_structure(m: Machine, phi_final: bool = True) -> PhiStructure:
         phi, bad = _phi_of(m.src_start, m.ilabel)
         if bad >= 0:
             raise MachineError(f"state {bad} has more than one phi (failure) arc")
+        q = _phi_cycle(phi, m.dst)
+        if q >= 0:
+            raise MachineError(f"the phi (failure) arcs from state {q} form a cycle")
         perm = label_index(m)
         hf = _final_nonzero(m)
         z32 = np.empty(0, np.int32)

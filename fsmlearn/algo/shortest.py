@@ -25,12 +25,13 @@ import numba as nb
 import numpy as np
 
 from ..errors import DivergenceError, MachineError, NotConvergedError, SemiringError
-from ..fsm.machine import Machine
+from ..fsm.machine import PHI, Machine
 from ..semiring import Semiring, Tropical, get_semiring
 from ..semiring.ops import scaled_ops
 from .phi import LinearSystem, linear_system
 from .schedule import Schedule, schedule_for
-from .solve import STATUS_DIVERGED, STATUS_OK, gather_rows, linear_solver, tropical_solver
+from .solve import (STATUS_DIVERGED, STATUS_OK, gather_rows, linear_solver, phi_depths, phi_solver,
+                    tropical_solver)
 
 DEFAULT_TOL = 1e-11
 DEFAULT_MAX_SWEEPS = 100_000
@@ -206,6 +207,9 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
         if not sr.linear:
             extra["bp"] = np.full(n, -1, np.int64)
         return sr, V, info, extra
+    if g is not m:
+        V = _solve_phi_system(g, m, sr, W, F, reverse, init, tol, max_sweeps, info)
+        return sr, V, info, extra
     sched = schedule_for(g, reverse)
     info.components = sched.num_components
     info.cyclic = sched.cyclic
@@ -248,6 +252,118 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
             _raise_solver(status, stats, np.zeros(4), sched, m, reverse, max_sweeps, tol)
         extra["bp"] = bp
     return sr, V, info, extra
+
+
+def _phi_index(g: LinearSystem, m: Machine, reverse: bool):
+    """Cached arrays of the phi solver: the A - N arcs by row, and the phi forest."""
+    def build():
+        st = g.phi
+        is_phi = (g.kind == 0) & (m.ilabel[np.where(g.kind == 0, g.ref, 0)] == PHI)
+        keep = np.flatnonzero(~is_phi)
+        n = g.num_states
+        if reverse:   # rows are sources: the system CSR order already
+            rows = g.arc_src[keep]
+            cols = g.dst[keep]
+            order = np.arange(keep.size)
+        else:         # rows are destinations
+            rows = g.dst[keep]
+            cols = g.arc_src[keep]
+            order = np.argsort(rows, kind="stable")
+        idx = keep[order]
+        row_ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(rows, minlength=n), out=row_ptr[1:])
+        col = np.ascontiguousarray(cols[order], dtype=np.int64)
+        phi_t = np.where(st.phi_arc >= 0, m.dst[np.maximum(st.phi_arc, 0)], -1).astype(np.int64)
+        _, dorder = phi_depths(phi_t, n)
+        # system arc id of each state's phi arc
+        sys_of_arc = np.full(m.num_arcs, -1, np.int64)
+        k0 = np.flatnonzero(g.kind == 0)
+        sys_of_arc[g.ref[k0]] = k0
+        phi_sys = np.where(st.phi_arc >= 0, sys_of_arc[np.maximum(st.phi_arc, 0)], -1)
+        return row_ptr, col, idx, phi_t, dorder, phi_sys
+    return g.cached(("phi_index", reverse), build)
+
+
+def _solve_phi_system(g: LinearSystem, m: Machine, sr: Semiring, W, F, reverse, init, tol, max_sweeps,
+                      info: SolveInfo):
+    row_ptr, col, idx, phi_t, dorder, phi_sys = _phi_index(g, m, reverse)
+    n = m.num_states
+    KE = sr.K - 1
+    Wp = _plain_rows(W[idx])
+    Wphi = np.zeros((n, KE))
+    has = phi_sys >= 0
+    Wphi[has] = _plain_rows(W[phi_sys[has]])
+    if reverse:
+        B = _plain_rows(F)
+    else:
+        B = np.zeros((n, KE))
+        B[m.start, 0] = 1.0
+    solver = phi_solver(sr.R)
+    if init is not None:
+        X = _plain_rows(sr.rows_from_output(init))
+        if X.shape[0] != n:
+            raise SemiringError(f"init has {X.shape[0]} rows for {n} states")
+        if not reverse:
+            X = solver.gamma_from_alpha(X, dorder, phi_t, Wphi)
+    else:
+        X = B.copy()
+    stats = np.zeros(6, np.int64)
+    fstats = np.zeros(4)
+    status = solver(X, B, row_ptr, col, Wp, dorder, phi_t, Wphi, not reverse, float(tol), int(max_sweeps),
+                    stats, fstats)
+    info.sweeps, info.extrapolations = int(stats[0]), int(stats[1])
+    info.last_change, info.rate = float(fstats[0]), float(fstats[2])
+    info.components = 1
+    info.cyclic = True
+    if status != STATUS_OK:
+        direction = "backward" if reverse else "forward"
+        if status == STATUS_DIVERGED:
+            raise DivergenceError(f"{direction}: the weights of the phi machine diverge: the total mass grows "
+                                  f"without bound (contraction rate estimate {fstats[1]:.6f})"
+                                  if int(stats[4]) == 2 else
+                                  f"{direction}: the weights of the phi machine diverge: values became "
+                                  f"unbounded at state {int(stats[5])}")
+        raise NotConvergedError(f"{direction}: relaxation of the phi machine did not reach tol={tol:g} within "
+                                f"{max_sweeps} sweeps (last relative change {fstats[0]:.3g}); raise max_sweeps "
+                                "or tol")
+    V = np.empty((n, sr.K))
+    _plain_to_scaled(X, V)
+    return V
+
+
+@nb.njit(cache=True)
+def _plain_to_scaled(X, V):
+    KE = V.shape[1] - 1
+    for i in range(X.shape[0]):
+        m = 0.0
+        for j in range(KE):
+            m = max(m, abs(X[i, j]))
+        if m == 0.0:
+            for j in range(KE):
+                V[i, j] = 0.0
+            V[i, KE] = -1.0e9
+        else:
+            _, e = math.frexp(m)
+            f = math.ldexp(1.0, -e)
+            for j in range(KE):
+                V[i, j] = X[i, j] * f
+            V[i, KE] = e
+
+
+@nb.njit(cache=True)
+def _plain_rows_kernel(W, out):
+    KE = W.shape[1] - 1
+    for i in range(W.shape[0]):
+        e = int(min(max(W[i, KE], -2200.0), 2200.0))
+        for j in range(KE):
+            out[i, j] = math.ldexp(W[i, j], e)
+
+
+def _plain_rows(W: np.ndarray) -> np.ndarray:
+    """Plain rows (values, no exponent column) of scaled rows."""
+    out = np.empty((W.shape[0], W.shape[1] - 1))
+    _plain_rows_kernel(np.ascontiguousarray(W), out)
+    return out
 
 
 def _raise_solver(status, stats, fstats, sched: Schedule, m: Machine, reverse, max_sweeps, tol):

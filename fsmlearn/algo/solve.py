@@ -574,3 +574,196 @@ def tropical_solver():
         return 0
 
     return solve
+
+
+@nb.njit(cache=True)
+def phi_depths(phi_t, n):
+    """Depth of each state in the phi forest (0 for states without a phi arc).
+
+    Returns (depth, order): states sorted by increasing depth.
+    """
+    depth = np.full(n, -1, np.int64)
+    for q in range(n):
+        if depth[q] >= 0:
+            continue
+        # walk down to a known depth, then unwind
+        path_len = 0
+        r = q
+        while depth[r] < 0 and phi_t[r] >= 0:
+            path_len += 1
+            r = phi_t[r]
+            if path_len > n:
+                return depth, np.empty(0, np.int64)
+        base = depth[r] if depth[r] >= 0 else 0
+        if depth[r] < 0:
+            depth[r] = 0
+        r = q
+        d = base + path_len
+        while depth[r] < 0:
+            depth[r] = d
+            d -= 1
+            r = phi_t[r]
+    order = np.argsort(depth, kind="mergesort")
+    return depth, order
+
+
+@lru_cache(maxsize=None)
+def phi_solver(R: int):
+    """Jacobi relaxation of a phi system, equivalent to Jacobi on its phi-free expansion.
+
+    With phi arcs Phi (a forest), own arcs A and exclusion arcs N (negative),
+    backward values solve (I - Phi) beta = c + (A - N) beta.  The iteration
+
+        beta <- (I - Phi)^{-1} (c + (A - N) beta)
+
+    is computed as one pass over A - N and one pass down the phi forest
+    (targets first), and (I - Phi)^{-1} (A - N) is exactly the non-negative
+    matrix of the expanded machine: the iteration converges whenever the
+    machine's weights do, with the expansion's rate, at the signed system's
+    cost.  Forward values iterate gamma <- s + (A - N)^T (I - Phi^T)^{-1} gamma
+    (the expansion's forward values) and return alpha = (I - Phi^T)^{-1} gamma,
+    which counts flow through backoff states.  Plain float64 rows, Aitken
+    extrapolation and the stopping rule of the relaxation solver.
+    """
+    ops = scaled_ops(R)
+    KE = R + 1
+    times_plain = ops.times_plain
+
+    @nb.njit(inline="always")
+    def add_prod(Y, t, X, s, W, e):
+        """Y[t] += X[s] (x) W[e] (plain rows)."""
+        px = X[s, 0]
+        pw = W[e, 0]
+        Y[t, 0] += px * pw
+        for j in range(1, KE):
+            Y[t, j] += px * W[e, j] + X[s, j] * pw
+
+    @nb.njit(cache=True)
+    def phi_pass_down(Z, order, phi_t, Wphi, forward):
+        """backward: Z[q] += Wphi[q] Z[phi_t[q]] targets first; forward: Z[phi_t[q]] += Wphi[q] Z[q] sources first."""
+        n = order.shape[0]
+        for i in range(n):
+            q = order[n - 1 - i] if forward else order[i]
+            t = phi_t[q]
+            if t < 0:
+                continue
+            if forward:
+                add_prod(Z, t, Z, q, Wphi, q)
+            else:
+                add_prod(Z, q, Z, t, Wphi, q)
+
+    @nb.njit(cache=True)
+    def solve(X, B, row_ptr, col, W, order, phi_t, Wphi, forward, tol, max_sweeps, stats, fstats):
+        """X: initial plain rows (gamma for forward, beta for backward), overwritten with the result."""
+        n = X.shape[0]
+        Xn = np.empty_like(X)
+        Z = np.empty_like(X)
+        Dl = np.empty_like(X)
+        plain = 0
+        s_prev = 0.0
+        lam_prev = -1.0
+        rho = 0.0
+        ge1 = 0
+        status = 2
+        while stats[0] < max_sweeps:
+            # one Jacobi step
+            if forward:
+                for i in range(n):
+                    for j in range(KE):
+                        Z[i, j] = X[i, j]
+                phi_pass_down(Z, order, phi_t, Wphi, True)
+                src = Z
+            else:
+                src = X
+            for t in range(n):
+                for j in range(KE):
+                    Xn[t, j] = B[t, j]
+                for e in range(row_ptr[t], row_ptr[t + 1]):
+                    add_prod(Xn, t, src, col[e], W, e)
+            if not forward:
+                phi_pass_down(Xn, order, phi_t, Wphi, False)
+            stats[0] += 1
+            dn = 0.0
+            sd = 0.0
+            bad = -1
+            big = 0.0
+            for i in range(n):
+                m = 0.0
+                d = 0.0
+                for j in range(KE):
+                    dj = Xn[i, j] - X[i, j]
+                    Dl[i, j] = dj
+                    X[i, j] = Xn[i, j]
+                    m = max(m, abs(Xn[i, j]))
+                    d = max(d, abs(dj))
+                    sd += abs(dj)
+                if not (m < np.inf) or d != d:
+                    bad = i
+                big = max(big, m)
+                if m > 0.0:
+                    dn = max(dn, d / m)
+                elif d > 0.0:
+                    dn = max(dn, 1.0)
+            fstats[0] = dn
+            if bad >= 0 or big > 2.0**1000:
+                stats[4] = 1
+                stats[5] = max(bad, 0)
+                status = 1
+                break
+            plain += 1
+            if dn == 0.0:
+                status = 0
+                break
+            lam = sd / s_prev if (plain >= 2 and s_prev > 0.0) else -1.0
+            fstats[1] = lam
+            settled = plain >= 3 and lam > 0.0 and lam_prev > 0.0 and abs(lam - lam_prev) <= _SETTLE * lam
+            if settled and lam >= 1.0 - 1e-9:
+                ge1 += 1
+                if ge1 >= 6:
+                    stats[4] = 2
+                    status = 1
+                    break
+            else:
+                ge1 = 0
+            if settled and lam < 1.0 - 1e-9:
+                if lam > rho:
+                    rho = lam
+                    fstats[2] = max(fstats[2], rho)
+                if lam > 0.3:
+                    c = lam / (1.0 - lam)
+                    for i in range(n):
+                        for j in range(KE):
+                            X[i, j] += Dl[i, j] * c
+                    stats[1] += 1
+                    plain = 0
+                    s_prev = 0.0
+                    lam_prev = -1.0
+                    continue
+            if plain >= 2 and 0.0 <= lam < 1.0:
+                r = max(rho, lam)
+                if dn * r / (1.0 - r) <= tol:
+                    status = 0
+                    break
+            s_prev = sd
+            lam_prev = lam
+        if status == 0 and forward:
+            phi_pass_down(X, order, phi_t, Wphi, True)   # alpha from gamma
+        return status
+
+    @nb.njit(cache=True)
+    def gamma_from_alpha(X, order, phi_t, Wphi):
+        """Invert the forward phi pass: gamma = (I - Phi^T) alpha (for warm starts)."""
+        n = order.shape[0]
+        G = X.copy()
+        for q in range(n):
+            t = phi_t[q]
+            if t >= 0:
+                px = X[q, 0]
+                pw = Wphi[q, 0]
+                G[t, 0] -= px * pw
+                for j in range(1, KE):
+                    G[t, j] -= px * Wphi[q, j] + X[q, j] * pw
+        return G
+
+    solve.gamma_from_alpha = gamma_from_alpha
+    return solve

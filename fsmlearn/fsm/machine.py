@@ -489,6 +489,13 @@ class Machine:
 
 
 def _as_array(x, dtype, name: str) -> np.ndarray:
+    """A contiguous 1-D array of ``dtype`` that the machine owns.
+
+    Writable inputs are copied (the machine is immutable and must not freeze
+    or alias the caller's arrays); read-only ones (another machine's) are shared.
+    """
+    if isinstance(x, np.ndarray) and x.dtype == dtype and x.ndim == 1 and x.flags.c_contiguous:
+        return x if not x.flags.writeable else x.copy()
     a = np.asarray(x)
     if a.ndim != 1:
         raise MachineError(f"{name} must be one-dimensional, got shape {a.shape}")

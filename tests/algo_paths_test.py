@@ -1,0 +1,88 @@
+"""Best paths against pynini; sampling against exact path probabilities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pynini
+import pytest
+
+from conftest import random_machine
+from fsmlearn.algo import arc_posteriors, best_path, compose, sample_paths, total_weight
+from fsmlearn.errors import FsmError
+from fsmlearn.fsm import Machine
+from fsmlearn.testing import chi2_sf, enumerate_paths
+
+
+@pytest.mark.parametrize("cyclic", [False, True])
+def test_best_path_matches_pynini(rng, cyclic):
+    for _ in range(5):
+        m = random_machine(rng, 60, 300, cyclic=cyclic, semiring="tropical", arc_type="log64")
+        p = best_path(m)
+        f = m.to_pynini("standard")
+        sp = pynini.shortestpath(f)
+        ref = float(pynini.shortestdistance(sp, reverse=True)[sp.start()].to_string())
+        assert p.weight == pytest.approx(ref, rel=1e-5)
+        w, fin = m.neglog_weights()
+        assert p.weight == pytest.approx(w[p.arcs].sum() + fin[p.states[-1]], abs=1e-9)
+        assert p.states[0] == m.start
+
+
+def test_best_path_of_empty_language():
+    m = Machine.from_arcs(2, 0, {}, [0], [1], [1], weight=[0.0])
+    with pytest.raises(FsmError, match="accepts no string"):
+        best_path(m)
+
+
+def test_sampling_matches_path_probabilities(rng):
+    m = random_machine(rng, 8, 14, cyclic=False, mass=0.8)
+    paths = list(enumerate_paths(m))
+    probs = {arcs: p for arcs, p in paths}
+    z = sum(probs.values())
+    S = sample_paths(m, 40000, seed=3)
+    counts = {}
+    for i in range(len(S)):
+        k = tuple(int(a) for a in S.path(i))
+        counts[k] = counts.get(k, 0) + 1
+    assert set(counts) <= set(probs)
+    keys = list(probs)
+    obs = np.array([counts.get(k, 0) for k in keys], float)
+    exp_ = np.array([probs[k] / z for k in keys]) * len(S)
+    keep = exp_ >= 5
+    obs = np.r_[obs[keep], obs[~keep].sum()]
+    exp_ = np.r_[exp_[keep], exp_[~keep].sum()]
+    stat = float(((obs - exp_) ** 2 / np.maximum(exp_, 1e-12)).sum())
+    assert chi2_sf(stat, len(obs) - 1) > 1e-3
+
+
+def test_sampling_arc_frequencies_on_a_cyclic_machine(rng):
+    m = random_machine(rng, 30, 150, cyclic=True, mass=0.85)
+    S = sample_paths(m, 30000, seed=9)
+    freq = np.bincount(S.arcs, minlength=m.num_arcs) / len(S)
+    post = arc_posteriors(m)
+    # binomial-ish standard error of a count per path, generous factor
+    se = np.sqrt(np.maximum(post, 1e-4) * 4 / len(S))
+    assert np.all(np.abs(freq - post) < 6 * se)
+
+
+def test_sampling_is_reproducible(rng):
+    m = random_machine(rng, 30, 150)
+    a = sample_paths(m, 100, seed=42)
+    b = sample_paths(m, 100, seed=42)
+    c = sample_paths(m, 100, seed=43)
+    assert np.array_equal(a.arcs, b.arcs) and not np.array_equal(a.arcs, c.arcs)
+
+
+def test_compose_matches_pynini(rng):
+    # an epsilon-free weighted acceptor composed with a rewrite transducer
+    words = ["xxy", "yx", "xyxy", "yyy", "x"]
+    a = pynini.union(*[pynini.accep(w, weight=pynini.Weight("log64", 0.3 * i + 0.1), arc_type="log64")
+                       for i, w in enumerate(words)]).optimize()
+    sigma = pynini.union("x", "y").closure()
+    b = pynini.cdrewrite(pynini.cross("x", "z"), "y", "", sigma).optimize()
+    b = pynini.arcmap(b, map_type="to_log64")
+    ours = compose(Machine.from_pynini(a), Machine.from_pynini(b))
+    ref = pynini.compose(a, b)
+    z = float(pynini.shortestdistance(ref, reverse=True)[ref.start()].to_string())
+    assert total_weight(ours) == pytest.approx(z, abs=1e-7)
+    assert pynini.equivalent(pynini.determinize(ours.to_pynini()).optimize(),
+                             pynini.determinize(ref).optimize())

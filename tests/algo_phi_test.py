@@ -1,0 +1,152 @@
+"""Failure (phi) arcs: exact semantics against the phi-free expansion."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from conftest import backoff_machine
+from fsmlearn import PHI, Machine
+from fsmlearn.algo import (arc_posteriors, backward, compose, expectation, forward_backward,
+                           phi_expand, sample_paths, score_sequences, shortest_distance, total_weight)
+from fsmlearn.errors import MachineError, SemiringError
+from fsmlearn.testing import chi2_sf
+
+
+def string_acceptor(seq):
+    n = len(seq)
+    return Machine.from_arcs(n + 1, 0, {n: 0.0}, np.arange(n), np.arange(1, n + 1), seq, weight=np.zeros(n))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_string_weights_equal_those_of_the_expansion(seed):
+    rng = np.random.default_rng(seed)
+    m = backoff_machine(rng, V=4, order=3 + seed % 2, normalised=bool(seed % 2))
+    e = phi_expand(m)
+    seqs = [rng.integers(1, 5, rng.integers(0, 7)) for _ in range(80)]
+    ptr = np.concatenate([[0], np.cumsum([len(s) for s in seqs])])
+    labels = np.concatenate(seqs).astype(np.int32)
+    walk = score_sequences(m, ptr, labels).weight
+    walk_e = score_sequences(e, ptr, labels).weight
+    assert np.array_equal(np.isfinite(walk), np.isfinite(walk_e))
+    assert np.allclose(walk[np.isfinite(walk)], walk_e[np.isfinite(walk_e)], atol=1e-12)
+    for s, w in zip(seqs[:25], walk[:25]):
+        c1 = compose(string_acceptor(s), m)      # phi-intersection
+        c2 = compose(string_acceptor(s), e)      # the phi-free machine
+        t1 = total_weight(c1) if c1.start >= 0 else math.inf
+        t2 = total_weight(c2) if c2.start >= 0 else math.inf
+        assert t1 == pytest.approx(t2, abs=1e-12) and t1 == pytest.approx(w, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("phi_final", [True, False])
+def test_backward_values_and_totals_equal_the_expansion(seed, phi_final):
+    rng = np.random.default_rng(100 + seed)
+    m = backoff_machine(rng, V=4, order=3, normalised=True)
+    e = phi_expand(m, phi_final=phi_final)
+    b = backward(m, phi_final=phi_final)
+    be = backward(e)
+    assert np.allclose(b, be, atol=1e-10)
+    if phi_final:
+        assert total_weight(m) == pytest.approx(0.0, abs=1e-9)   # a normalised model sums to 1
+
+
+def test_total_probability_by_enumeration_over_strings():
+    rng = np.random.default_rng(7)
+    m = backoff_machine(rng, V=3, order=3, normalised=True, p_final=0.5)
+    total = 0.0
+    for L in range(0, 12):
+        seqs = list(itertools.product(range(1, 4), repeat=L))
+        ptr = np.arange(len(seqs) + 1) * L
+        labels = np.array(seqs, dtype=np.int32).ravel()
+        total += np.exp(-score_sequences(m, ptr, labels).weight).sum()
+    z = math.exp(-total_weight(m))
+    assert z == pytest.approx(1.0, abs=1e-9)
+    # strings longer than 11 carry at most 0.5**12 of the mass (every history stops with 0.5)
+    assert z - 0.5**12 - 1e-9 <= total <= z + 1e-9
+
+
+def test_expectations_and_posteriors_follow_failure_semantics():
+    rng = np.random.default_rng(3)
+    m = backoff_machine(rng, V=4, order=3)
+    e = phi_expand(m)
+    # expected length: every non-phi arc counts one word
+    words = (m.ilabel != PHI).astype(float)
+    assert expectation(m, words)[0] == pytest.approx(expectation(e, np.ones(e.num_arcs))[0], rel=1e-9)
+    # expected number of uses of each (state, label) event agrees with the expansion's
+    fb = forward_backward(m)
+    fe = forward_backward(e)
+    label_mass = np.bincount(m.ilabel[m.ilabel != PHI], fb.posteriors[m.ilabel != PHI])
+    label_mass_e = np.bincount(e.ilabel, fe.posteriors, minlength=label_mass.size)
+    assert np.allclose(label_mass, label_mass_e[:label_mass.size], rtol=1e-9, atol=1e-12)
+    # every posterior is a real (non-negative) expected count
+    assert fb.posteriors.min() > -1e-12
+    assert fb.final_posteriors.sum() == pytest.approx(1.0, abs=1e-9)
+
+
+def test_sampling_reproduces_string_probabilities():
+    rng = np.random.default_rng(11)
+    m = backoff_machine(rng, V=3, order=3, normalised=True)
+    S = sample_paths(m, 60000, seed=5)
+    seqs = S.label_sequences(m)
+    counts = {}
+    for s in seqs:
+        k = tuple(int(x) for x in s)
+        counts[k] = counts.get(k, 0) + 1
+    # the 40 most frequent strings, plus "other", against their exact probabilities
+    top = sorted(counts, key=counts.get, reverse=True)[:40]
+    ptr = np.concatenate([[0], np.cumsum([len(k) for k in top])])
+    lab = np.array([x for k in top for x in k], dtype=np.int32)
+    p = np.exp(-score_sequences(m, ptr, lab).weight)
+    obs = np.array([counts[k] for k in top] + [len(seqs) - sum(counts[k] for k in top)], float)
+    exp_ = np.concatenate([p, [1 - p.sum()]]) * len(seqs)
+    stat = float(((obs - exp_) ** 2 / exp_).sum())
+    assert chi2_sf(stat, len(obs) - 1) > 1e-3
+
+
+def test_sampling_catches_a_wrong_distribution():
+    # the same test must fail when the sampler is fed the phi-as-epsilon machine
+    # (backoff weights are the leftover mass here, so that machine is proper)
+    rng = np.random.default_rng(11)
+    m = backoff_machine(rng, V=3, order=3, normalised=False)
+    eps = m.replace(ilabel=np.where(m.ilabel == PHI, 0, m.ilabel))  # phi treated as epsilon
+    S = sample_paths(eps, 60000, seed=5)
+    seqs = S.label_sequences(eps)
+    counts = {}
+    for s in seqs:
+        k = tuple(int(x) for x in s if x != 0)
+        counts[k] = counts.get(k, 0) + 1
+    top = sorted(counts, key=counts.get, reverse=True)[:40]
+    ptr = np.concatenate([[0], np.cumsum([len(k) for k in top])])
+    lab = np.array([x for k in top for x in k], dtype=np.int32)
+    p = np.exp(-score_sequences(m, ptr, lab).weight)
+    obs = np.array([counts[k] for k in top] + [len(seqs) - sum(counts[k] for k in top)], float)
+    exp_ = np.concatenate([p, [max(1 - p.sum(), 1e-12)]]) * len(seqs)
+    stat = float(((obs - exp_) ** 2 / exp_).sum())
+    assert chi2_sf(stat, len(obs) - 1) < 1e-6
+
+
+def test_epsilon_approximation_double_counts():
+    # backoff weight = leftover mass: with phi as epsilon every state's events
+    # sum to 1 (total 1); with failure semantics the shadowed labels are lost
+    rng = np.random.default_rng(2)
+    m = backoff_machine(rng, V=4, order=3, normalised=False)
+    exact = total_weight(m)
+    approx = total_weight(m, phi="epsilon")
+    assert approx == pytest.approx(0.0, abs=1e-9)
+    assert exact > approx + 1e-3      # less mass than the epsilon version, which counts paths twice
+
+
+def test_phi_errors():
+    two = Machine.from_arcs(3, 0, {2: 0.0}, [0, 0, 1], [1, 2, 2], [PHI, PHI, 1], weight=[0.1, 0.2, 0.0])
+    with pytest.raises(MachineError, match="state 0 has more than one phi"):
+        total_weight(two)
+    cyc = Machine.from_arcs(2, 0, {1: 0.0}, [0, 1, 0], [1, 0, 1], [PHI, PHI, 1], weight=[0.1, 0.1, 0.0])
+    with pytest.raises(MachineError, match="form a cycle"):
+        total_weight(cyc)
+    ok = Machine.from_arcs(2, 0, {0: 0.0}, [1], [0], [PHI], weight=[0.1])
+    with pytest.raises(SemiringError, match="phi_expand"):
+        shortest_distance(ok, "tropical")
