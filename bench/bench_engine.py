@@ -1,0 +1,233 @@
+"""Benchmark: forward and backward values against pynini.shortestdistance.
+
+Two random log-semiring machines of the same size (default 1M states, 10M
+arcs, out-degree 10): a cyclic one (uniformly random destinations) and an
+acyclic one (destinations 1..100 states ahead, so paths are long and forward
+values reach about -ln 2000).  Each state's arcs carry 0.9 of its mass and its
+final weight 0.1.  In the same run:
+
+* fsmlearn's forward and backward, cold (a fresh machine: schedule, SCCs and
+  weight permutation included) and warm (cached schedule), median of runs;
+* pynini.shortestdistance (delta 1e-6) forward and reverse on the same
+  machine as a log64 FST, single-threaded, and the ratio pynini / fsmlearn;
+* accuracy: the largest relative difference from pynini's values, and a
+  bound on fsmlearn's own error from the residual of the fixed point;
+* a STREAM-like triad (a = b + s c) for the machine's memory bandwidth, and
+  fsmlearn's time per sweep against the bytes a sweep reads.
+
+Usage: python bench/bench_engine.py [--states N] [--degree D] [--pynini-runs K]
+Writes reports/bench_engine.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numba as nb
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fsmlearn import Machine  # noqa: E402
+from fsmlearn.algo import shortest_distance  # noqa: E402
+from fsmlearn.algo.schedule import schedule_for  # noqa: E402
+from fsmlearn.algo.solve import linear_solver  # noqa: E402
+
+
+@nb.njit(cache=True)
+def _triad(a, b, c, s):
+    for i in range(a.shape[0]):
+        a[i] = b[i] + s * c[i]
+
+
+def triad_bandwidth(n=20_000_000, runs=7) -> float:
+    """Single-threaded triad bandwidth in GB/s (best of runs; 3 arrays x 8 bytes)."""
+    rng = np.random.default_rng(0)
+    a = np.empty(n)
+    b = rng.random(n)
+    c = rng.random(n)
+    _triad(a, b, c, 2.0)
+    best = math.inf
+    for _ in range(runs):
+        t = time.perf_counter()
+        _triad(a, b, c, 2.0)
+        best = min(best, time.perf_counter() - t)
+    return 3 * 8 * n / best / 1e9
+
+
+def build(n: int, degree: int, cyclic: bool, seed: int = 0) -> Machine:
+    rng = np.random.default_rng(seed)
+    E = n * degree
+    src = np.repeat(np.arange(n, dtype=np.int64), degree)
+    if cyclic:
+        dst = rng.integers(0, n, E)
+    else:
+        dst = np.minimum(src + rng.integers(1, 101, E), n - 1)
+        keep = src < n - 1
+        src, dst = src[keep], dst[keep]
+    w = rng.random(src.size) + 0.05
+    tot = np.bincount(src, w, minlength=n)
+    p = 0.9 * w / tot[src]
+    final = np.full(n, 0.1)
+    final[tot == 0] = 1.0
+    return Machine.from_arcs(n, 0, -np.log(final), src, dst, rng.integers(1, 1001, src.size),
+                             weight=-np.log(p), arc_type="log64")
+
+
+def time_ours(m: Machine, reverse: bool, runs: int):
+    cold, warm = [], []
+    result = info = None
+    for _ in range(runs):
+        fresh = m.replace()            # same arrays, empty caches
+        t = time.perf_counter()
+        result, info = shortest_distance(fresh, "log", reverse=reverse, return_info=True)
+        cold.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        shortest_distance(fresh, "log", reverse=reverse)
+        warm.append(time.perf_counter() - t)
+    return result, info, statistics.median(cold), statistics.median(warm), cold, warm
+
+
+def time_pynini(fst, reverse: bool, runs: int):
+    import pynini
+    from fsmlearn.fsm.openfst_io import decode_vector_fst
+    times = []
+    dist = None
+    for _ in range(runs):
+        t = time.perf_counter()
+        dist = pynini.shortestdistance(fst, delta=1e-6, reverse=reverse)
+        times.append(time.perf_counter() - t)
+    scratch = pynini.Fst(arc_type=fst.arc_type())
+    scratch.add_states(fst.num_states())
+    for i, w in enumerate(dist):
+        scratch.set_final(i, w)
+    return decode_vector_fst(scratch.write_to_string())["final"], statistics.median(times), times
+
+
+@nb.njit(cache=True)
+def _residual(arc_src, dst, w, final, x, reverse, start):
+    """max_s |x_s - (b_s + sum of arc terms)| / |x_s| in the real semiring (x as -ln)."""
+    n = final.shape[0]
+    acc = np.zeros(n)
+    for a in range(dst.shape[0]):
+        if reverse:
+            acc[arc_src[a]] += math.exp(-(w[a] + x[dst[a]]) + x[arc_src[a]])
+        else:
+            acc[dst[a]] += math.exp(-(x[arc_src[a]] + w[a]) + x[dst[a]])
+    worst = 0.0
+    for s in range(n):
+        if x[s] == np.inf:
+            continue
+        b = 0.0
+        if reverse:
+            b = math.exp(-final[s] + x[s])
+        elif s == start:
+            b = math.exp(x[s])
+        worst = max(worst, abs(1.0 - (b + acc[s])))
+    return worst
+
+
+def sweep_bytes(m: Machine, reverse: bool) -> tuple[float, float]:
+    """(streamed bytes, streamed + one 64-byte line per random gather) of one plain sweep."""
+    s = schedule_for(m, reverse)
+    E = s.int_arc.shape[0]
+    n = int(np.max(np.diff(s.comp_ptr))) if s.cyclic else 0
+    streamed = E * (4 + 4 + 8) + n * (8 + 8 + 8)   # head, tail, weight; b, y, yold per row
+    return float(streamed), float(streamed + E * 64)
+
+
+def time_one_sweep(m: Machine, reverse: bool, runs=9) -> float:
+    """Median time of one plain Gauss-Seidel sweep over the largest component."""
+    s = schedule_for(m, reverse)
+    c = int(np.argmax(np.diff(s.comp_ptr)))
+    a0, a1 = int(s.int_ptr[c]), int(s.int_ptr[c + 1])
+    n = int(s.comp_ptr[c + 1] - s.comp_ptr[c])
+    k = linear_solver(0).kernels
+    Wp = np.exp(-m.weight[s.int_arc[a0:a1]])[:, None].copy()
+    y = np.full((n, 1), 1e-6)
+    yold = np.empty_like(y)
+    b = np.full((n, 1), 1e-7)
+    accr = np.zeros(1)
+    st = np.empty(5)
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        k.plain_sweep(y, yold, b, Wp, s.int_head, s.int_tail, a0, a1, accr, st)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--states", type=int, default=1_000_000)
+    ap.add_argument("--degree", type=int, default=10)
+    ap.add_argument("--our-runs", type=int, default=3)
+    ap.add_argument("--pynini-runs", type=int, default=1)
+    ap.add_argument("--skip-pynini", action="store_true")
+    ap.add_argument("--out", default="reports/bench_engine.json")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    report = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+              "states": args.states, "degree": args.degree}
+    bw = triad_bandwidth()
+    report["triad_GBps"] = bw
+    print(f"triad bandwidth (single thread): {bw:.1f} GB/s", flush=True)
+    import pynini  # noqa: F401
+    for cyclic in (True, False):
+        kind = "cyclic" if cyclic else "acyclic"
+        t = time.perf_counter()
+        m = build(args.states, args.degree, cyclic)
+        print(f"\n{kind}: {m.num_states} states, {m.num_arcs} arcs (built in {time.perf_counter() - t:.1f} s)",
+              flush=True)
+        fst = None if args.skip_pynini else m.to_pynini("log64")
+        rows = {}
+        for reverse in (False, True):
+            name = "backward" if reverse else "forward"
+            ours, info, cold, warm, colds, warms = time_ours(m, reverse, args.our_runs)
+            res = _residual(m.arc_src, m.dst, m.weight, m.final, ours, reverse, m.start)
+            row = {"ours_cold_s": cold, "ours_warm_s": warm, "ours_cold_runs": colds, "ours_warm_runs": warms,
+                   "sweeps": info.sweeps, "extrapolations": info.extrapolations, "rate": info.rate,
+                   "relative_residual": res}
+            if cyclic:
+                sweep = time_one_sweep(m, reverse)
+                streamed, lines = sweep_bytes(m, reverse)
+                row.update(sweep_s=sweep, sweep_streamed_bytes=streamed, sweep_line_bytes=lines,
+                           sweep_vs_streamed_bound=sweep / (streamed / (bw * 1e9)),
+                           sweep_vs_line_bound=sweep / (lines / (bw * 1e9)))
+            if fst is not None:
+                ref, pt, ptimes = time_pynini(fst, reverse, args.pynini_runs)
+                fin = np.isfinite(ref)
+                row.update(pynini_s=pt, pynini_runs=ptimes, ratio_cold=pt / cold, ratio_warm=pt / warm,
+                           max_rel_diff_vs_pynini=float(np.max(np.abs(ours[fin] - ref[fin]) /
+                                                               np.maximum(1, np.abs(ref[fin])))),
+                           max_neglog=float(np.max(ours[np.isfinite(ours)])))
+            rows[name] = row
+            msg = (f"  {name:8s} fsmlearn cold {cold:7.3f} s  warm {warm:7.3f} s  ({info.sweeps} sweeps, "
+                   f"{info.extrapolations} extrapolations)  residual {res:.1e}")
+            if fst is not None:
+                msg += (f"\n  {'':8s} pynini {row['pynini_s']:8.2f} s   ratio {row['ratio_cold']:6.1f}x cold, "
+                        f"{row['ratio_warm']:6.1f}x warm   max rel diff {row['max_rel_diff_vs_pynini']:.1e}")
+            if cyclic:
+                msg += (f"\n  {'':8s} one sweep {row['sweep_s'] * 1e3:.1f} ms: {row['sweep_vs_streamed_bound']:.1f}x "
+                        f"the streamed-bytes bound ({row['sweep_streamed_bytes'] / 1e6:.0f} MB), "
+                        f"{row['sweep_vs_line_bound']:.2f}x with a 64-byte line per gather "
+                        f"({row['sweep_line_bytes'] / 1e6:.0f} MB)")
+            print(msg, flush=True)
+        report[kind] = rows
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
