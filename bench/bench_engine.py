@@ -86,7 +86,9 @@ def time_ours(m: Machine, reverse: bool, runs: int):
     cold, warm = [], []
     result = info = None
     for _ in range(runs):
-        fresh = m.replace()            # same arrays, empty caches
+        # a new machine over copies of the arrays: no cached schedule or weights
+        fresh = Machine(start=m.start, final=m.final.copy(), src_start=m.src_start.copy(), dst=m.dst.copy(),
+                        ilabel=m.ilabel.copy(), weight=m.weight.copy(), arc_type=m.arc_type)
         t = time.perf_counter()
         result, info = shortest_distance(fresh, "log", reverse=reverse, return_info=True)
         cold.append(time.perf_counter() - t)

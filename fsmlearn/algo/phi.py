@@ -299,7 +299,6 @@ class LinearSystem:
     """
 
     def __init__(self, machine: Machine, phi: PhiStructure):
-        self.machine = machine
         self.phi = phi
         self.num_states = machine.num_states
         (self.src_start, self.arc_src, self.dst, self.kind, self.ref) = _merge_csr(

@@ -113,6 +113,53 @@ def _tarjan(n, start, adj):
 
 
 @nb.njit(cache=True)
+def _radix_sort3(key, p1, p2, bits=11):
+    """Sort records (key, p1, p2) by key (non-negative int64), stably.
+
+    LSD radix sort with 2**bits buckets per pass: every pass reads and writes
+    the records in streams, which is far kinder to caches than scattering
+    records into one bucket per key.  Already sorted input is returned as is.
+    """
+    n = key.shape[0]
+    ok = True
+    for i in range(1, n):
+        if key[i] < key[i - 1]:
+            ok = False
+            break
+    if ok:
+        return key, p1, p2
+    maxk = 0
+    for i in range(n):
+        if key[i] > maxk:
+            maxk = key[i]
+    nb_ = 1 << bits
+    mask = nb_ - 1
+    ka, pa, qa = key, p1, p2
+    kb = np.empty_like(key)
+    pb = np.empty_like(p1)
+    qb = np.empty_like(p2)
+    shift = 0
+    while (maxk >> shift) > 0:
+        count = np.zeros(nb_ + 1, np.int64)
+        for i in range(n):
+            count[((ka[i] >> shift) & mask) + 1] += 1
+        for d in range(nb_):
+            count[d + 1] += count[d]
+        for i in range(n):
+            d = (ka[i] >> shift) & mask
+            j = count[d]
+            count[d] = j + 1
+            kb[j] = ka[i]
+            pb[j] = pa[i]
+            qb[j] = qa[i]
+        ka, kb = kb, ka
+        pa, pb = pb, pa
+        qa, qb = qb, qa
+        shift += bits
+    return ka, pa, qa
+
+
+@nb.njit(cache=True)
 def _build(arc_src, dst, comp, ncomp, backward):
     n = comp.shape[0]
     E = dst.shape[0]
@@ -137,11 +184,10 @@ def _build(arc_src, dst, comp, ncomp, backward):
         fill[r] += 1
         comp_states[p] = s
         local[s] = p - comp_ptr[r]
-    # classify arcs and count per key
-    n_ext = np.zeros(C + 1, np.int64)
-    n_int = np.zeros(n + 1, np.int64)   # by global position of the head
-    n_self = np.zeros(C + 1, np.int64)
-    kind = np.empty(E, np.int8)
+    # classify arcs, compacting each kind in arc order (sequential writes)
+    n_ext = 0
+    n_int = 0
+    n_self = 0
     for a in range(E):
         if backward:
             t = dst[a]
@@ -151,30 +197,23 @@ def _build(arc_src, dst, comp, ncomp, backward):
             h = dst[a]
         ct = comp[t]
         if t == h:
-            kind[a] = 2
-            n_self[rank[ct] + 1] += 1
+            n_self += 1
         elif ct == comp[h]:
-            kind[a] = 1
-            n_int[comp_ptr[rank[ct]] + local[h] + 1] += 1
+            n_int += 1
         else:
-            kind[a] = 0
-            n_ext[rank[ct] + 1] += 1
-    for c in range(C):
-        n_ext[c + 1] += n_ext[c]
-        n_self[c + 1] += n_self[c]
-    for p in range(n):
-        n_int[p + 1] += n_int[p]
-    ext_tail = np.empty(n_ext[C], np.int32)
-    ext_head = np.empty(n_ext[C], np.int32)
-    ext_arc = np.empty(n_ext[C], np.int64)
-    int_tail = np.empty(n_int[n], np.int32)
-    int_head = np.empty(n_int[n], np.int32)
-    int_arc = np.empty(n_int[n], np.int64)
-    self_loc = np.empty(n_self[C], np.int32)
-    self_arc = np.empty(n_self[C], np.int64)
-    fe = n_ext[:-1].copy()
-    fi = n_int[:-1].copy()
-    fs = n_self[:-1].copy()
+            n_ext += 1
+    ek = np.empty(n_ext, np.int64)
+    et = np.empty(n_ext, np.int32)
+    ea = np.empty(n_ext, np.int64)
+    ik = np.empty(n_int, np.int64)
+    itl = np.empty(n_int, np.int32)
+    ia = np.empty(n_int, np.int64)
+    sk = np.empty(n_self, np.int64)
+    sl = np.empty(n_self, np.int32)
+    sa = np.empty(n_self, np.int64)
+    je = 0
+    ji = 0
+    js = 0
     for i in range(E):
         a = E - 1 - i if backward else i
         if backward:
@@ -183,34 +222,65 @@ def _build(arc_src, dst, comp, ncomp, backward):
         else:
             t = arc_src[a]
             h = dst[a]
-        k = kind[a]
         r = rank[comp[t]]
-        if k == 0:
-            j = fe[r]
-            fe[r] += 1
-            ext_tail[j] = t
-            ext_head[j] = h
-            ext_arc[j] = a
-        elif k == 1:
-            p = comp_ptr[r] + local[h]
-            j = fi[p]
-            fi[p] += 1
-            int_tail[j] = local[t]
-            int_head[j] = local[h]
-            int_arc[j] = a
+        if t == h:
+            sk[js] = r
+            sl[js] = local[h]
+            sa[js] = a
+            js += 1
+        elif comp[t] == comp[h]:
+            ik[ji] = comp_ptr[r] + local[h]   # global row position of the head
+            itl[ji] = local[t]
+            ia[ji] = a
+            ji += 1
         else:
-            j = fs[r]
-            fs[r] += 1
-            self_loc[j] = local[h]
-            self_arc[j] = a
+            ek[je] = r
+            et[je] = t
+            ea[je] = a
+            je += 1
+    ek, et, ea = _radix_sort3(ek, et, ea)
+    ik, itl, ia = _radix_sort3(ik, itl, ia)
+    sk, sl, sa = _radix_sort3(sk, sl, sa)
+    ext_tail = et
+    ext_arc = ea
+    ext_head = np.empty(n_ext, np.int32)
+    for j in range(n_ext):
+        a = ea[j]
+        ext_head[j] = arc_src[a] if backward else dst[a]
+    int_tail = itl
+    int_arc = ia
+    int_head = np.empty(n_int, np.int32)
+    self_loc = sl
+    self_arc = sa
+    # component boundaries in each list (keys are sorted)
+    ext_ptr = np.zeros(C + 1, np.int64)
+    self_ptr = np.zeros(C + 1, np.int64)
+    for j in range(n_ext):
+        ext_ptr[ek[j] + 1] += 1
+    for j in range(n_self):
+        self_ptr[sk[j] + 1] += 1
+    for c in range(C):
+        ext_ptr[c + 1] += ext_ptr[c]
+        self_ptr[c + 1] += self_ptr[c]
+    int_ptr_pos = np.zeros(n + 1, np.int64)
+    for j in range(n_int):
+        int_ptr_pos[ik[j] + 1] += 1
+    for p in range(n):
+        int_ptr_pos[p + 1] += int_ptr_pos[p]
+    c = 0
+    for j in range(n_int):
+        while ik[j] >= comp_ptr[c + 1]:
+            c += 1
+        int_head[j] = ik[j] - comp_ptr[c]
+    n_int_pos = int_ptr_pos
     int_ptr = np.empty(C + 1, np.int64)
     trivial = np.empty(C, np.bool_)
     for c in range(C + 1):
-        int_ptr[c] = n_int[comp_ptr[c]]
+        int_ptr[c] = n_int_pos[comp_ptr[c]]
     for c in range(C):
-        trivial[c] = int_ptr[c + 1] == int_ptr[c] and n_self[c + 1] == n_self[c]
-    return (comp_ptr, comp_states, trivial, ext_tail, ext_head, ext_arc, n_ext, int_tail, int_head,
-            int_arc, int_ptr, self_loc, self_arc, n_self)
+        trivial[c] = int_ptr[c + 1] == int_ptr[c] and self_ptr[c + 1] == self_ptr[c]
+    return (comp_ptr, comp_states, trivial, ext_tail, ext_head, ext_arc, ext_ptr, int_tail, int_head,
+            int_arc, int_ptr, self_loc, self_arc, self_ptr)
 
 
 @dataclass(frozen=True)
@@ -267,26 +337,22 @@ _E64 = np.empty(0, np.int64)
 
 
 def _forward_ordered_schedule(n: int, arc_src: np.ndarray, dst: np.ndarray, backward: bool) -> Schedule:
+    """Topologically numbered acyclic graph: one trivial pseudo-component whose
+    external arcs are the arcs in CSR order (reversed for backward), so the
+    solvers make a single flat pass and nothing is permuted."""
     E = dst.shape[0]
     if backward:
         tail = np.ascontiguousarray(dst[::-1])
         head = np.ascontiguousarray(arc_src[::-1])
         arcs = np.arange(E - 1, -1, -1, dtype=np.int64)
-        states = np.arange(n - 1, -1, -1, dtype=np.int32)
-        # components in processing order: state n-1 first; its arcs come first
-        counts = np.bincount(arc_src, minlength=n)[::-1] if E else np.zeros(n, np.int64)
     else:
         tail, head = arc_src, dst
         arcs = np.arange(E, dtype=np.int64)
-        states = np.arange(n, dtype=np.int32)
-        counts = np.bincount(arc_src, minlength=n) if E else np.zeros(n, np.int64)
-    ext_ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(counts, out=ext_ptr[1:])
-    return Schedule(n=n, backward=backward, comp_ptr=np.arange(n + 1, dtype=np.int64),
-                    comp_states=states, trivial=np.ones(n, np.bool_), ext_tail=tail, ext_head=head,
-                    ext_arc=arcs, ext_ptr=ext_ptr, int_tail=_E32, int_head=_E32, int_arc=_E64,
-                    int_ptr=np.zeros(n + 1, np.int64), self_loc=_E32, self_arc=_E64,
-                    self_ptr=np.zeros(n + 1, np.int64), forward_ordered=True)
+    return Schedule(n=n, backward=backward, comp_ptr=np.array([0, n], np.int64),
+                    comp_states=np.arange(n, dtype=np.int32), trivial=np.ones(1, np.bool_),
+                    ext_tail=tail, ext_head=head, ext_arc=arcs, ext_ptr=np.array([0, E], np.int64),
+                    int_tail=_E32, int_head=_E32, int_arc=_E64, int_ptr=np.zeros(2, np.int64),
+                    self_loc=_E32, self_arc=_E64, self_ptr=np.zeros(2, np.int64), forward_ordered=True)
 
 
 def build_schedule(n: int, src_start: np.ndarray, arc_src: np.ndarray, dst: np.ndarray,

@@ -9,10 +9,10 @@ Linear semirings (real, log, expectation) work on scaled rows (see
 take one flat pass over their external arcs.  Each cyclic component is solved
 by relaxation (Eisner 2002, section 5):
 
-1. if some state has no value yet, a Gauss-Seidel sweep in scaled
-   arithmetic establishes magnitudes (skipped on a warm start);
-2. the component is rescaled by those per-state power-of-two potentials into
-   plain float64 rows and plain Gauss-Seidel sweeps run (one flat loop over
+1. each state's power-of-two potential is the exponent of its current value
+   (its input, or the warm start); states without one yet take the
+   component's largest, flagged as a guess;
+2. the component is rescaled by those potentials into plain float64 rows and plain Gauss-Seidel sweeps run (one flat loop over
    the arcs, accumulators in registers) until the estimated error is below
    ``tol``.  The error is dominated by one real eigenvalue of the
    non-negative iteration matrix (Perron-Frobenius), so once the ratio ``lam``
@@ -399,16 +399,9 @@ def linear_solver(R: int):
             else:
                 times_scaled(Vl, i, B, i, Sc, i)
         accr = np.zeros(max(KE, 1))
-        if not use_warm:
-            # rows still zero need a magnitude before plain arithmetic starts
-            zero_rows = False
-            for i in range(n):
-                if not row_nonzero(Vl, i):
-                    zero_rows = True
-                    break
-            if zero_rows:
-                scaled_sweep(Vl, B, S, Wint, ih, it, a0, a1, accr)
-                stats[0] += 1
+        # Rows that are still zero get the largest potential of the component
+        # (flagged as a guess); the range checks and the final verification
+        # catch a guess that was wrong.
         fallback = np.zeros(n, np.bool_)
         pot = np.empty(n)
         y = np.empty((n, KE))

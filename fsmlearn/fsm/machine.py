@@ -302,7 +302,25 @@ class Machine:
                       osyms=self.osyms, semiring=self.semiring,
                       arc_type=self.arc_type, openfst_phi=self.openfst_phi)
         fields.update(changes)
-        return Machine(**fields)
+        m = Machine(**fields)
+        # structures that depend only on the topology carry over (schedules,
+        # components, label index); failure structures also need the same
+        # pattern of final weights that are zero
+        same_graph = m.src_start is self.src_start and m.dst is self.dst
+        if same_graph:
+            for key in ("arc_src", "components", "schedule_fwd", "schedule_bwd"):
+                if key in self._cache:
+                    m._cache[key] = self._cache[key]
+            if m.ilabel is self.ilabel:
+                if "label_index" in self._cache:
+                    m._cache["label_index"] = self._cache["label_index"]
+                zero = 0.0 if self.semiring == "real" else np.inf
+                if m.semiring == self.semiring and (m.final is self.final or
+                                                    np.array_equal(m.final == zero, self.final == zero)):
+                    for key, v in self._cache.items():
+                        if isinstance(key, tuple) and key[0] in ("phi_structure", "linear_system"):
+                            m._cache[key] = v
+        return m
 
     def neglog_weights(self) -> tuple[np.ndarray, np.ndarray]:
         """(arc, final) weights as negative natural logs, whatever the convention."""

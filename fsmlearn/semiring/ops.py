@@ -26,6 +26,8 @@ import numpy as np
 
 #: P2[j] = 2**-j for j = 0..1100 (P2[1075:] underflow to 0)
 P2 = np.ldexp(1.0, -np.arange(1101)).astype(np.float64)
+#: P2X[j] = 2**(j - 1000) for j = 0..2000
+P2X = np.ldexp(1.0, np.arange(-1000, 1001)).astype(np.float64)
 #: exponent of an unset (zero) scaled value
 EXP_UNSET = -1.0e9
 _HI = 2.0**64
@@ -87,9 +89,15 @@ def scaled_ops(R: int) -> LinearOps:
     @nb.njit(inline="always")
     def to_plain(Y, t, V, s, pot):
         """Plain row Y[t] = V[s] / 2**pot."""
-        e = int(min(max(V[s, KE] - pot, -2200.0), 2200.0))
-        for j in range(KE):
-            Y[t, j] = math.ldexp(V[s, j], e)
+        e = V[s, KE] - pot
+        if -1000.0 < e < 1000.0:
+            f = P2X[int(e) + 1000]
+            for j in range(KE):
+                Y[t, j] = V[s, j] * f
+        else:
+            ei = int(min(max(e, -2200.0), 2200.0))
+            for j in range(KE):
+                Y[t, j] = math.ldexp(V[s, j], ei)
 
     @nb.njit(inline="always")
     def from_plain(V, t, Y, s, pot):
