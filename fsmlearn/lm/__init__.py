@@ -1,0 +1,1 @@
+"""Layer 4: backoff n-gram language models as failure-arc acceptors."""

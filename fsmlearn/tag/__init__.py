@@ -1,0 +1,1 @@
+"""Layer 4: HMM taggers as transducers."""
