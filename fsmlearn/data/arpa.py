@@ -1,0 +1,599 @@
+"""ARPA backoff language-model files: a streaming reader, a validator and a writer.
+
+Format (Doug Paul's ARPA format as written by SRILM and KenLM)::
+
+    \\data\\
+    ngram 1=N1
+    ...
+    \\1-grams:
+    logprob <TAB> word <TAB> backoff
+    ...
+    \\end\\
+
+Fields may be separated by tabs or spaces.  The reader streams the file
+(plain, ``.gz``, ``.bz2`` or ``.xz``) in large blocks and parses each block in
+numba: words are looked up in a byte-level hash of the unigram vocabulary and
+numbers are parsed exactly (Clinger's fast path, an integer mantissa below
+2**53 times an exact power of ten, which is correctly rounded; anything else
+goes through Python's ``float``).  Memory is the model's arrays plus one block.
+
+Every problem raises :class:`~fsmlearn.errors.ArpaFormatError` with the file,
+the 1-based line number and the offending text: a header count that does not
+match its section, sections out of order, a wrong number of fields, a bad
+number, an unknown word, a missing ``\\end\\``.
+
+Public names: read_arpa, write_arpa, check_arpa, open_text.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import math
+import os
+import re
+import tempfile
+import zlib
+from pathlib import Path
+
+import numba as nb
+import numpy as np
+
+from ..errors import ArpaFormatError
+from ..lm.model import BackoffLM
+
+_BLOCK = 64 << 20
+_HEADER_RE = re.compile(rb"^ngram\s+(\d+)\s*=\s*(\d+)\s*$")
+_SECTION_RE = re.compile(rb"^\\(\d+)-grams:\s*$")
+
+# parser status codes
+_OK, _STOP, _E_FIELDS, _E_NUMBER, _E_WORD, _E_TOO_MANY, _E_DUP_UNIGRAM = 0, 1, 2, 3, 4, 5, 6
+_REASONS = {
+    _E_FIELDS: "wrong number of fields for a {k}-gram (expected {k} words after the probability, "
+               "then an optional backoff)",
+    _E_NUMBER: "not a number",
+    _E_WORD: "word not among the 1-grams",
+    _E_TOO_MANY: "more {k}-grams than the header's count {count}",
+    _E_DUP_UNIGRAM: "word listed twice among the 1-grams",
+}
+
+
+def open_text(path, mode: str = "rb"):
+    """Open a plain, .gz, .bz2 or .xz file (binary modes)."""
+    p = str(path)
+    if p.endswith(".gz"):
+        return gzip.open(p, mode)
+    if p.endswith(".bz2"):
+        return bz2.open(p, mode)
+    if p.endswith(".xz") or p.endswith(".lzma"):
+        return lzma.open(p, mode)
+    return open(p, mode)
+
+
+# ----------------------------------------------------------------- numba parts
+@nb.njit(cache=True)
+def _fnv(buf, s, e):
+    h = np.uint64(1469598103934665603)
+    for i in range(s, e):
+        h ^= np.uint64(buf[i])
+        h *= np.uint64(1099511628211)
+    return h
+
+
+@nb.njit(cache=True)
+def _vocab_find(buf, s, e, table, wbuf, woff, mask):
+    i = np.int64(_fnv(buf, s, e) & np.uint64(mask))
+    L = e - s
+    while True:
+        w = table[i]
+        if w < 0:
+            return -1, i
+        a = woff[w]
+        if woff[w + 1] - a == L:
+            same = True
+            for j in range(L):
+                if wbuf[a + j] != buf[s + j]:
+                    same = False
+                    break
+            if same:
+                return w, i
+        i = (i + 1) & mask
+
+
+@nb.njit(cache=True)
+def _is_space(c):
+    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
+
+
+_POW10 = np.array([10.0 ** i for i in range(23)])
+
+
+@nb.njit(cache=True)
+def _parse_number(buf, s, e, pow10):
+    """(value, ok, exact): Clinger's fast path; exact=False asks for a slow parse."""
+    i = s
+    neg = False
+    if i < e and (buf[i] == 45 or buf[i] == 43):
+        neg = buf[i] == 45
+        i += 1
+    if i >= e:
+        return 0.0, False, True
+    # inf / nan spelled out: leave to the slow path
+    c = buf[i]
+    if c == 105 or c == 73 or c == 110 or c == 78:
+        return 0.0, True, False
+    mant = np.int64(0)
+    digits = 0
+    exp10 = 0
+    seen = False
+    while i < e and 48 <= buf[i] <= 57:
+        if digits < 18:
+            mant = mant * 10 + (buf[i] - 48)
+            if mant > 0:
+                digits += 1
+        else:
+            exp10 += 1
+        seen = True
+        i += 1
+    if i < e and buf[i] == 46:
+        i += 1
+        while i < e and 48 <= buf[i] <= 57:
+            if digits < 18:
+                mant = mant * 10 + (buf[i] - 48)
+                if mant > 0:
+                    digits += 1
+                exp10 -= 1
+            seen = True
+            i += 1
+    if not seen:
+        return 0.0, False, True
+    if i < e and (buf[i] == 101 or buf[i] == 69):
+        i += 1
+        eneg = False
+        if i < e and (buf[i] == 45 or buf[i] == 43):
+            eneg = buf[i] == 45
+            i += 1
+        if i >= e or not (48 <= buf[i] <= 57):
+            return 0.0, False, True
+        ev = 0
+        while i < e and 48 <= buf[i] <= 57:
+            ev = ev * 10 + (buf[i] - 48)
+            if ev > 100000:
+                ev = 100000
+            i += 1
+        exp10 += -ev if eneg else ev
+    if i != e:
+        return 0.0, False, True
+    if mant == 0:
+        return -0.0 if neg else 0.0, True, True
+    if mant < 9007199254740992 and -22 <= exp10 <= 22:
+        v = float(mant)
+        v = v * pow10[exp10] if exp10 >= 0 else v / pow10[-exp10]
+        return -v if neg else v, True, True
+    return 0.0, True, False
+
+
+@nb.njit(cache=True)
+def _parse_block(buf, pos, end, k, count, filled, table, wbuf, woff, mask, pow10,
+                 ids, lp, bo, hasbo, slow, n_slow, unigram, spans):
+    """Parse the lines of a k-gram section from buf[pos:end] (complete lines).
+
+    Returns (status, position, rows filled, slow parses, lines consumed).
+    status _STOP: a blank line or a line starting with a backslash at position.
+    For unigrams (``unigram``), word spans are recorded in ``spans`` and words
+    are added to the hash table by the caller between blocks.
+    """
+    lines = 0
+    while pos < end:
+        # line bounds
+        le = pos
+        while le < end and buf[le] != 10:
+            le += 1
+        # trim trailing spaces / CR
+        te = le
+        while te > pos and _is_space(buf[te - 1]):
+            te -= 1
+        ts = pos
+        while ts < te and _is_space(buf[ts]):
+            ts += 1
+        if ts == te or buf[ts] == 92:
+            return _STOP, pos, filled, n_slow, lines
+        if filled >= count:
+            return _E_TOO_MANY, pos, filled, n_slow, lines
+        # split into fields
+        f = 0
+        i = ts
+        fs0 = 0
+        fe0 = 0
+        last_s = 0
+        last_e = 0
+        while i < te:
+            while i < te and _is_space(buf[i]):
+                i += 1
+            if i >= te:
+                break
+            s = i
+            while i < te and not _is_space(buf[i]):
+                i += 1
+            if f == 0:
+                fs0 = s
+                fe0 = i
+            elif f <= k:
+                if unigram:
+                    spans[filled, 0] = s
+                    spans[filled, 1] = i
+                else:
+                    w, _ = _vocab_find(buf, s, i, table, wbuf, woff, mask)
+                    if w < 0:
+                        return _E_WORD, pos, filled, n_slow, lines
+                    ids[filled, f - 1] = w
+            else:
+                last_s = s
+                last_e = i
+            f += 1
+        if f != k + 1 and f != k + 2:
+            return _E_FIELDS, pos, filled, n_slow, lines
+        v, ok, exact = _parse_number(buf, fs0, fe0, pow10)
+        if not ok:
+            return _E_NUMBER, pos, filled, n_slow, lines
+        if not exact:
+            slow[n_slow, 0] = filled
+            slow[n_slow, 1] = 0
+            slow[n_slow, 2] = fs0
+            slow[n_slow, 3] = fe0
+            n_slow += 1
+        lp[filled] = v
+        if f == k + 2:
+            v, ok, exact = _parse_number(buf, last_s, last_e, pow10)
+            if not ok:
+                return _E_NUMBER, pos, filled, n_slow, lines
+            if not exact:
+                slow[n_slow, 0] = filled
+                slow[n_slow, 1] = 1
+                slow[n_slow, 2] = last_s
+                slow[n_slow, 3] = last_e
+                n_slow += 1
+            bo[filled] = v
+            hasbo[filled] = True
+        else:
+            bo[filled] = 0.0
+            hasbo[filled] = False
+        filled += 1
+        lines += 1
+        if n_slow + 2 >= slow.shape[0]:
+            return _OK, le + 1 if le < end else end, filled, n_slow, lines
+        pos = le + 1
+    return _OK, pos, filled, n_slow, lines
+
+
+@nb.njit(cache=True)
+def _add_words(buf, spans, lo, hi, table, wbuf, woff, n_words, mask):
+    """Add the unigram words buf[spans[i]] to the hash; returns (n_words, wbuf, dup row or -1)."""
+    for r in range(lo, hi):
+        s = spans[r, 0]
+        e = spans[r, 1]
+        w, slot = _vocab_find(buf, s, e, table, wbuf, woff, mask)
+        if w >= 0:
+            return n_words, wbuf, r
+        L = e - s
+        need = woff[n_words] + L
+        if need > wbuf.shape[0]:
+            nb_ = np.empty(max(need, 2 * wbuf.shape[0]), np.uint8)
+            nb_[:wbuf.shape[0]] = wbuf
+            wbuf = nb_
+        a = woff[n_words]
+        for j in range(L):
+            wbuf[a + j] = buf[s + j]
+        woff[n_words + 1] = a + L
+        table[slot] = n_words
+        n_words += 1
+    return n_words, wbuf, -1
+
+
+# ------------------------------------------------------------------ reading
+class _Lines:
+    """Blocks of complete lines from a binary stream, with the current line number."""
+
+    def __init__(self, f):
+        self.f = f
+        self.buf = np.empty(0, np.uint8)
+        self.pos = 0
+        self.line = 1          # line number of the line starting at self.pos
+        self.eof = False
+
+    def _more(self) -> None:
+        data = self.f.read(_BLOCK)
+        if not data:
+            self.eof = True
+            return
+        self.buf = np.concatenate([self.buf[self.pos:], np.frombuffer(data, np.uint8)])
+        self.pos = 0
+
+    def fill(self) -> None:
+        """Buffer at least half a block (or up to EOF) ending in a complete line."""
+        while not self.eof and self.buf.size - self.pos < _BLOCK // 2:
+            self._more()
+        while not self.eof and self.complete_end() <= self.pos:
+            self._more()
+
+    def complete_end(self) -> int:
+        """End of the last complete line buffered (the buffer's end at EOF)."""
+        if self.eof:
+            return self.buf.size
+        nl = np.flatnonzero(self.buf[max(self.pos, self.buf.size - (1 << 20)):] == 10)
+        if nl.size:
+            return max(self.pos, self.buf.size - (1 << 20)) + int(nl[-1]) + 1
+        nl = np.flatnonzero(self.buf[self.pos:] == 10)
+        return self.pos + int(nl[-1]) + 1 if nl.size else self.pos
+
+    def readline(self) -> bytes | None:
+        """The next line without its newline, or None at EOF."""
+        if self.complete_end() <= self.pos:
+            self.fill()
+        if self.pos >= self.buf.size:
+            return None
+        window = self.buf[self.pos:min(self.buf.size, self.pos + (1 << 16))].tobytes()
+        j = window.find(b"\n")
+        if j < 0:
+            self.fill()
+            window = self.buf[self.pos:].tobytes()
+            j = window.find(b"\n")
+        if j < 0:
+            line = window
+            self.pos = self.buf.size
+        else:
+            line = window[:j]
+            self.pos += j + 1
+        self.line += 1
+        return line
+
+    def line_text(self, pos: int) -> str:
+        b = self.buf[pos:min(self.buf.size, pos + 300)].tobytes()
+        j = b.find(b"\n")
+        return (b[:j] if j >= 0 else b).decode("utf-8", "replace").rstrip("\r")
+
+
+def read_arpa(path, progress=None) -> BackoffLM:
+    """Read an ARPA file (plain, .gz, .bz2, .xz) into a :class:`BackoffLM`.
+
+    Args:
+        path: the file.
+        progress: optional callable(str) receiving progress messages.
+
+    Raises:
+        ArpaFormatError: with file, line and offending text.
+    """
+    path = Path(path)
+    say = progress or (lambda msg: None)
+    try:
+        f = open_text(path, "rb")
+    except OSError as e:
+        raise ArpaFormatError(f"cannot open: {e.strerror}", path) from None
+    try:
+        with f:
+            return _read(f, path, say)
+    except ArpaFormatError:
+        raise
+    except (EOFError, OSError, lzma.LZMAError, zlib.error) as e:
+        raise ArpaFormatError(f"cannot decompress or read: {e}", path) from None
+
+
+def _err(path, line, text, reason):
+    return ArpaFormatError(f"{reason}: {text[:200]!r}", path, line)
+
+
+def _read(f, path, say) -> BackoffLM:
+    L = _Lines(f)
+    # header: skip anything before \data\
+    while True:
+        raw = L.readline()
+        if raw is None:
+            raise ArpaFormatError("no \\data\\ header", path, L.line - 1)
+        if raw.strip() == b"\\data\\":
+            break
+    counts = {}
+    while True:
+        raw = L.readline()
+        if raw is None:
+            raise ArpaFormatError("file ends inside the \\data\\ header", path, L.line - 1)
+        s = raw.strip()
+        if not s:
+            if counts:
+                continue
+            continue
+        m = _HEADER_RE.match(s)
+        if m:
+            k, c = int(m.group(1)), int(m.group(2))
+            if k != len(counts) + 1:
+                raise _err(path, L.line - 1, raw.decode("utf-8", "replace"),
+                           f"expected the count of {len(counts) + 1}-grams")
+            counts[k] = c
+            continue
+        if _SECTION_RE.match(s):
+            break
+        raise _err(path, L.line - 1, raw.decode("utf-8", "replace"), "bad header line (expected 'ngram K=COUNT')")
+    if not counts:
+        raise ArpaFormatError("the \\data\\ header declares no n-gram counts", path, L.line - 1)
+    N = len(counts)
+    ngrams, logprob, backoff, hasbo = [], [], [], []
+    table = np.full(1 << max(4, int(math.ceil(math.log2(max(2, counts[1]) * 2)))), -1, np.int64)
+    mask = table.size - 1
+    wbuf = np.empty(1 << 16, np.uint8)
+    woff = np.zeros(counts[1] + 1, np.int64)
+    n_words = 0
+    vocab: list[str] = []
+    pow10 = _POW10
+    header_line = raw
+    for k in range(1, N + 1):
+        m = _SECTION_RE.match(header_line.strip())
+        if not m or int(m.group(1)) != k:
+            raise _err(path, L.line - 1, header_line.decode("utf-8", "replace"), f"expected the \\{k}-grams: section")
+        count = counts[k]
+        ids = np.empty((count, k), np.int32)
+        lp = np.empty(count)
+        bo = np.empty(count)
+        hb = np.empty(count, np.bool_)
+        spans = np.empty((count if k == 1 else 0, 2), np.int64)
+        filled = 0
+        slow = np.empty((1 << 16, 4), np.int64)
+        while True:
+            L.fill()
+            end = L.complete_end()
+            if L.pos >= end:
+                break
+            start_line = L.line
+            start_pos = L.pos
+            st, pos, new_filled, n_slow, lines = _parse_block(
+                L.buf, L.pos, end, k, count, filled, table, wbuf, woff, mask, pow10,
+                ids, lp, bo, hb, slow, 0, k == 1, spans)
+            # slow number parses
+            for r in range(n_slow):
+                row, which, s0, e0 = slow[r]
+                txt = L.buf[s0:e0].tobytes().decode("ascii", "replace")
+                try:
+                    v = float(txt)
+                except ValueError:
+                    raise _err(path, start_line + int(row) - filled, L.line_text(int(s0)), "not a number") from None
+                if which == 0:
+                    lp[row] = v
+                else:
+                    bo[row] = v
+            if k == 1 and new_filled > filled:
+                n_words, wbuf, dup = _add_words(L.buf, spans, filled, new_filled, table, wbuf, woff, n_words, mask)
+                for r in range(filled, new_filled if dup < 0 else dup):
+                    vocab.append(L.buf[spans[r, 0]:spans[r, 1]].tobytes().decode("utf-8", "replace"))
+                if dup >= 0:
+                    line = start_line + (dup - filled)
+                    raise _err(path, line, L.line_text(int(spans[dup, 0]) - 0), _REASONS[_E_DUP_UNIGRAM])
+            L.line = start_line + lines
+            L.pos = pos
+            filled = new_filled
+            if st == _STOP:
+                break
+            if st != _OK:
+                reason = _REASONS[st].format(k=k, count=count)
+                raise _err(path, L.line, L.line_text(pos), reason)
+            if filled and filled % 5_000_000 < lines:
+                say(f"read {filled:,} of {count:,} {k}-grams")
+        if filled != count:
+            raise ArpaFormatError(f"the header declares {count} {k}-grams but the section has {filled}",
+                                  path, L.line)
+        if k == 1:
+            ids[:, 0] = np.arange(count, dtype=np.int32)   # word id = unigram position
+        if k == N:
+            if hb[:filled].any():
+                r = int(np.argmax(hb[:filled]))
+                raise ArpaFormatError(f"a {k}-gram of the highest order has a backoff weight "
+                                      f"(row {r + 1} of the section)", path, L.line - filled + r)
+        ngrams.append(ids)
+        logprob.append(lp)
+        backoff.append(bo)
+        hasbo.append(hb)
+        say(f"read {filled:,} {k}-grams")
+        # skip blank lines to the next header
+        while True:
+            raw = L.readline()
+            if raw is None:
+                raise ArpaFormatError("file ends before \\end\\", path, L.line - 1)
+            if raw.strip():
+                break
+        header_line = raw
+        if k < N:
+            continue
+        if header_line.strip() != b"\\end\\":
+            raise _err(path, L.line - 1, header_line.decode("utf-8", "replace"), "expected \\end\\")
+    return BackoffLM(vocab, ngrams, logprob, backoff, hasbo)
+
+
+def check_arpa(path) -> BackoffLM:
+    """Validate an ARPA file fully: format, counts, and that every n-gram's
+    context is listed and no n-gram is listed twice.
+
+    Returns the model.  Raises ArpaFormatError with file and line.
+    """
+    lm = read_arpa(path)
+    from ..errors import MachineError
+    from ..lm.model import compile_lm
+    try:
+        compile_lm(lm)
+    except MachineError as e:
+        line = _find_line(path, str(e))
+        raise ArpaFormatError(str(e), path, line) from None
+    return lm
+
+
+def _find_line(path, message: str) -> int | None:
+    m = re.search(r"'([^']*)'", message)
+    if not m:
+        return None
+    words = m.group(1).split()
+    with open_text(path, "rb") as f:
+        for i, raw in enumerate(f, 1):
+            parts = raw.split()
+            if len(parts) >= len(words) + 1 and [p.decode("utf-8", "replace") for p in parts[1:1 + len(words)]] == words:
+                return i
+    return None
+
+
+# ------------------------------------------------------------------ writing
+def _fmt(x: float) -> str:
+    if x == 0.0:
+        return "0"
+    if math.isinf(x):
+        return "-inf" if x < 0 else "inf"
+    return repr(float(x))
+
+
+def write_arpa(lm: BackoffLM, path, progress=None) -> None:
+    """Write a model as an ARPA file (compressed by extension), atomically.
+
+    Numbers are written in Python's shortest round-trip form, so reading the
+    file back gives the same floats; backoff weights are written where the
+    model has them.  The file appears only when complete.
+    """
+    path = Path(path)
+    say = progress or (lambda msg: None)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp" + _ext(path), dir=str(path.parent or "."))
+    os.close(fd)
+    try:
+        with open_text(tmp, "wb") as out:
+            out.write(b"\\data\\\n")
+            for k, c in enumerate(lm.counts, 1):
+                out.write(f"ngram {k}={c}\n".encode())
+            vocab = lm.vocab
+            for k in range(1, lm.order + 1):
+                out.write(f"\n\\{k}-grams:\n".encode())
+                rows = lm.ngrams[k - 1]
+                lp = lm.logprob[k - 1]
+                bo = lm.backoff[k - 1]
+                hb = lm.has_backoff[k - 1]
+                lines = []
+                for i in range(rows.shape[0]):
+                    words = " ".join([vocab[w] for w in rows[i]])
+                    if hb[i]:
+                        lines.append(f"{_fmt(lp[i])}\t{words}\t{_fmt(bo[i])}\n")
+                    else:
+                        lines.append(f"{_fmt(lp[i])}\t{words}\n")
+                    if len(lines) >= 100000:
+                        out.write("".join(lines).encode("utf-8"))
+                        lines = []
+                out.write("".join(lines).encode("utf-8"))
+                say(f"wrote {rows.shape[0]:,} {k}-grams")
+            out.write(b"\n\\end\\\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _ext(path) -> str:
+    p = str(path)
+    for e in (".gz", ".bz2", ".xz"):
+        if p.endswith(e):
+            return e
+    return ""

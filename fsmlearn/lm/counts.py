@@ -1,0 +1,300 @@
+"""n-gram counts: counting a corpus, count cutoffs, lookups.
+
+Sentences are padded as ``<s> w1 ... wn </s>`` and every n-gram of order
+1..N inside a padded sentence is counted (none crosses a sentence boundary),
+as KenLM's ``lmplz`` does.  Counting streams the corpus in chunks: each chunk's
+n-grams are packed into two 64-bit keys (``bits`` per word, ids < 2**bits),
+sorted and run-length counted in numba, and merged into the running totals.
+
+Public names: NGramCounts, count_ngrams, count_token_ids, apply_cutoffs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+from ..errors import FsmError
+from .model import BOS, EOS, UNK
+
+
+@dataclass
+class NGramCounts:
+    """Raw n-gram counts of orders 1..N.
+
+    Attributes:
+        vocab: words (word id = index); includes ``<s>`` and ``</s>``.
+        ngrams: per order k, int32 [M_k, k] word ids, sorted lexicographically.
+        counts: per order k, int64 [M_k] counts (>= 1).
+        cutoffs: per order, the count cutoff already applied (1 = none).
+    """
+    vocab: list
+    ngrams: list
+    counts: list
+    cutoffs: list
+
+    @property
+    def order(self) -> int:
+        return len(self.ngrams)
+
+    @property
+    def sizes(self) -> list[int]:
+        return [int(g.shape[0]) for g in self.ngrams]
+
+    @property
+    def word_ids(self) -> dict:
+        d = getattr(self, "_wid", None)
+        if d is None:
+            d = self._wid = {w: i for i, w in enumerate(self.vocab)}
+        return d
+
+    def total_tokens(self) -> int:
+        """Tokens counted, ``</s>`` included and ``<s>`` not (the unigram total)."""
+        wid = self.word_ids
+        c = self.counts[0]
+        bos = wid.get(BOS, -1)
+        return int(c.sum() - (c[self.ngrams[0][:, 0] == bos].sum() if bos >= 0 else 0))
+
+    def __repr__(self) -> str:
+        return f"NGramCounts(order={self.order}, vocab={len(self.vocab)}, ngrams={self.sizes})"
+
+
+def _bits_for(V: int) -> int:
+    return max(1, int(V - 1).bit_length())
+
+
+@nb.njit(cache=True)
+def _windows(tokens, sent_start, k, bits, hi, lo):
+    """Pack every k-gram inside a sentence into (hi, lo); returns how many."""
+    n = 0
+    words_lo = 64 // bits
+    S = sent_start.shape[0] - 1
+    for s in range(S):
+        a = sent_start[s]
+        b = sent_start[s + 1]
+        for i in range(a, b - k + 1):
+            h = np.uint64(0)
+            low = np.uint64(0)
+            for j in range(k):
+                w = np.uint64(tokens[i + j])
+                if j < k - words_lo:
+                    h = (h << np.uint64(bits)) | w
+                else:
+                    low = (low << np.uint64(bits)) | w
+            hi[n] = h
+            lo[n] = low
+            n += 1
+    return n
+
+
+@nb.njit(cache=True)
+def _runs(hi, lo):
+    """Unique (hi, lo) pairs of sorted arrays and their multiplicities."""
+    n = hi.shape[0]
+    uh = np.empty(n, np.uint64)
+    ul = np.empty(n, np.uint64)
+    c = np.empty(n, np.int64)
+    m = 0
+    for i in range(n):
+        if m > 0 and uh[m - 1] == hi[i] and ul[m - 1] == lo[i]:
+            c[m - 1] += 1
+        else:
+            uh[m] = hi[i]
+            ul[m] = lo[i]
+            c[m] = 1
+            m += 1
+    return uh[:m], ul[:m], c[:m]
+
+
+@nb.njit(cache=True)
+def _merge(h1, l1, c1, h2, l2, c2):
+    n1 = h1.shape[0]
+    n2 = h2.shape[0]
+    H = np.empty(n1 + n2, np.uint64)
+    L = np.empty(n1 + n2, np.uint64)
+    C = np.empty(n1 + n2, np.int64)
+    i = 0
+    j = 0
+    m = 0
+    while i < n1 or j < n2:
+        if j >= n2 or (i < n1 and (h1[i] < h2[j] or (h1[i] == h2[j] and l1[i] < l2[j]))):
+            H[m] = h1[i]
+            L[m] = l1[i]
+            C[m] = c1[i]
+            i += 1
+        elif i >= n1 or (h2[j] < h1[i] or (h2[j] == h1[i] and l2[j] < l1[i])):
+            H[m] = h2[j]
+            L[m] = l2[j]
+            C[m] = c2[j]
+            j += 1
+        else:
+            H[m] = h1[i]
+            L[m] = l1[i]
+            C[m] = c1[i] + c2[j]
+            i += 1
+            j += 1
+        m += 1
+    return H[:m], L[:m], C[:m]
+
+
+@nb.njit(cache=True)
+def _unpack(hi, lo, k, bits):
+    n = hi.shape[0]
+    out = np.empty((n, k), np.int32)
+    words_lo = 64 // bits
+    mask = np.uint64((1 << bits) - 1)
+    nlo = min(k, words_lo)
+    nhi = k - nlo
+    for i in range(n):
+        x = lo[i]
+        for j in range(nlo):
+            out[i, k - 1 - j] = np.int32(x & mask)
+            x = x >> np.uint64(bits)
+        x = hi[i]
+        for j in range(nhi):
+            out[i, nhi - 1 - j] = np.int32(x & mask)
+            x = x >> np.uint64(bits)
+    return out
+
+
+def _sort_pairs(hi, lo):
+    order = np.lexsort((lo, hi))
+    return hi[order], lo[order]
+
+
+def _push_run(stack, run):
+    """Add a sorted run, merging neighbours of similar size (O(n log n) overall)."""
+    stack.append(run)
+    while len(stack) >= 2 and stack[-1][0].size * 2 >= stack[-2][0].size:
+        b = stack.pop()
+        a = stack.pop()
+        stack.append(_merge(*a, *b))
+
+
+def count_token_ids(chunks, words: list, order: int, bits: int | None = None, progress=None) -> NGramCounts:
+    """Count the n-grams of id sequences.
+
+    Args:
+        chunks: iterable of (tokens int32, sent_start int64 [S+1]) pairs:
+            padded sentences (``<s> ... </s>``) laid end to end.  ``words``
+            may grow while the chunks are produced.
+        words: the words of the ids (read after the last chunk).
+        order: highest order N.
+        bits: bits per word id in the packed keys (default: as many as
+            128 // order allows, at most 24).
+        progress: optional callable(str).
+
+    Returns:
+        NGramCounts with every n-gram of orders 1..N.
+    """
+    say = progress or (lambda msg: None)
+    if bits is None:
+        bits = min(24, 128 // order)
+    if order * bits > 128 or bits < 1:
+        raise FsmError(f"order {order} does not fit 128-bit keys with {bits} bits per word")
+    stacks = [[] for _ in range(order)]
+    seen = 0
+    for tokens, starts in chunks:
+        if len(words) > (1 << bits):
+            raise FsmError(f"a vocabulary of {len(words)} words is too large to count order {order} "
+                           f"(at most {1 << bits} words)")
+        tokens = np.ascontiguousarray(tokens, np.int32)
+        starts = np.ascontiguousarray(starts, np.int64)
+        seen += tokens.size
+        for k in range(1, order + 1):
+            hi = np.empty(tokens.size, np.uint64)
+            lo = np.empty(tokens.size, np.uint64)
+            n = _windows(tokens, starts, k, bits, hi, lo)
+            hi, lo = _sort_pairs(hi[:n], lo[:n])
+            _push_run(stacks[k - 1], _runs(hi, lo))
+        say(f"counted {seen:,} tokens")
+    ngrams, counts = [], []
+    for k in range(1, order + 1):
+        st = stacks[k - 1]
+        while len(st) > 1:
+            b = st.pop()
+            a = st.pop()
+            st.append(_merge(*a, *b))
+        if not st:
+            ngrams.append(np.empty((0, k), np.int32))
+            counts.append(np.empty(0, np.int64))
+            continue
+        h, l, c = st[0]
+        ngrams.append(_unpack(h, l, k, bits))
+        counts.append(c)
+    return NGramCounts(list(words), ngrams, counts, [1] * order)
+
+
+def count_ngrams(sentences, order: int, chunk_tokens: int = 5_000_000, vocab=None, progress=None) -> NGramCounts:
+    """Count n-grams of tokenised sentences (streaming, in chunks).
+
+    Args:
+        sentences: iterable of sentences (strings split on whitespace, or
+            lists of tokens); ``<s>`` and ``</s>`` are added.
+        order: highest order N.
+        chunk_tokens: tokens per counting chunk.
+        vocab: optional fixed vocabulary (other words become ``<unk>``);
+            by default every word seen is in the vocabulary.
+        progress: optional callable(str).
+    """
+    words = [BOS, EOS, UNK] if vocab is None else list(vocab)
+    wid = {w: i for i, w in enumerate(words)}
+    for w in (BOS, EOS, UNK):
+        if w not in wid:
+            wid[w] = len(words)
+            words.append(w)
+    fixed = vocab is not None
+    bos, eos, unk = wid[BOS], wid[EOS], wid[UNK]
+
+    def chunks():
+        buf = []
+        starts = [0]
+        for s in sentences:
+            toks = s.split() if isinstance(s, str) else s
+            ids = [bos]
+            for t in toks:
+                i = wid.get(t)
+                if i is None:
+                    if fixed:
+                        i = unk
+                    else:
+                        i = wid[t] = len(words)
+                        words.append(t)
+                ids.append(i)
+            ids.append(eos)
+            buf.extend(ids)
+            starts.append(len(buf))
+            if len(buf) >= chunk_tokens:
+                yield np.asarray(buf, np.int32), np.asarray(starts, np.int64)
+                buf = []
+                starts = [0]
+        if len(starts) > 1:
+            yield np.asarray(buf, np.int32), np.asarray(starts, np.int64)
+
+    return count_token_ids(chunks(), words, order, progress=progress)
+
+
+def apply_cutoffs(counts: NGramCounts, cutoffs, keep_bigrams: bool = False) -> NGramCounts:
+    """Drop n-grams whose count is below their order's cutoff.
+
+    Args:
+        counts: the counts.
+        cutoffs: one minimum count per order (or a single int for orders >= 2;
+            unigrams are never cut).
+        keep_bigrams: keep every 2-gram whatever its cutoff (as Smith and
+            Eisner do, so every word pair of the corpus stays possible).
+    """
+    N = counts.order
+    if isinstance(cutoffs, int):
+        cutoffs = [1] + [cutoffs] * (N - 1)
+    cutoffs = list(cutoffs) + [cutoffs[-1]] * (N - len(cutoffs))
+    ngrams, cs, applied = [], [], []
+    for k in range(1, N + 1):
+        cut = 1 if k == 1 or (k == 2 and keep_bigrams) else int(cutoffs[k - 1])
+        keep = counts.counts[k - 1] >= cut
+        ngrams.append(counts.ngrams[k - 1][keep])
+        cs.append(counts.counts[k - 1][keep])
+        applied.append(max(cut, counts.cutoffs[k - 1]))
+    return NGramCounts(counts.vocab, ngrams, cs, applied)

@@ -1,0 +1,319 @@
+"""Estimating backoff n-gram models from counts.
+
+Three interpolated estimators share one skeleton.  For every order k and
+every context h (the first k-1 words), with counts a(h x) of the k-grams that
+extend h::
+
+    u(w | h)   = discounted count of (h w) / sum_x a(h x)
+    gamma(h)   = mass left over / sum_x a(h x)
+    p(w | h)   = u(w | h) + gamma(h) p(w | h')      (h' = h without its first word)
+
+and the unigram distribution interpolated with the uniform distribution over
+the vocabulary (``<s>`` excluded).  The ARPA backoff weight of h is gamma(h).
+
+* ``kneser-ney``: interpolated modified Kneser-Ney (Chen and Goodman 1998) as
+  in KenLM's lmplz (Heafield et al. 2013): the highest order uses raw counts,
+  lower orders continuation counts (the number of distinct words seen before
+  the n-gram), except n-grams that start with ``<s>``, which keep their raw
+  counts; three discounts per order D1, D2, D3+ from the count-of-counts
+  t1..t4 of those adjusted counts (Y = t1 / (t1 + 2 t2), Dj = j - (j+1) Y
+  t_{j+1} / t_j), with a fallback (default 0.5 1 1.5) when a discount is out
+  of range, like lmplz's ``--discount_fallback``.
+* ``witten-bell``: u = c / (c(h) + T(h)), gamma = T(h) / (c(h) + T(h)), with T
+  the number of distinct words after h.
+* ``absolute``: absolute discounting (Ney, Essen and Kneser 1994) with one
+  discount D at every order, and additive smoothing s of the unigrams
+  (p0(w) = (c(w) + s) / (N + s |V|)); the reified-context-models decipherment
+  uses D = 0.25, s = 0.01.
+
+Count cutoffs prune n-grams whose raw count is below their order's cutoff
+(never unigrams; every 2-gram with ``keep_bigrams``, as Smith and Eisner do).
+Pruned n-grams keep their interpolated probabilities; backoff weights are
+then recomputed so that every context stays normalised:
+alpha(h) = (1 - sum_kept p(w | h)) / (1 - sum_kept p(w | h')).  Statistics
+(continuation counts, discounts) come from the counts given, which may
+themselves be cut already (Web1T); continuation counts are then floored at 1.
+
+Public names: estimate, kneser_ney_discounts, METHODS.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+from ..errors import FsmError
+from .counts import NGramCounts
+from .index import NGramIndex
+from .model import BOS, EOS, UNK, BackoffLM
+
+METHODS = ("kneser-ney", "witten-bell", "absolute")
+_FALLBACK = (0.5, 1.0, 1.5)
+
+
+def kneser_ney_discounts(adjusted: np.ndarray, fallback=_FALLBACK, order: int = 0):
+    """(D1, D2, D3+) from adjusted counts; ``fallback`` when out of range (or None to raise)."""
+    t = [int(np.count_nonzero(adjusted == j)) for j in (1, 2, 3, 4)]
+    ok = all(x > 0 for x in t)
+    if ok:
+        Y = t[0] / (t[0] + 2 * t[1])
+        D = (1 - 2 * Y * t[1] / t[0], 2 - 3 * Y * t[2] / t[1], 3 - 4 * Y * t[3] / t[2])
+        ok = all(0 < D[j] <= j + 1 for j in range(3))
+    if ok:
+        return D, t
+    if fallback is None:
+        raise FsmError(f"order {order}: Kneser-Ney discounts are out of range (count-of-counts t1..t4 = {t}); "
+                       "use a discount fallback")
+    return tuple(float(x) for x in fallback), t
+
+
+@nb.njit(cache=True)
+def _continuation(lo, hi, out, lo_next, hi_next, suffix):
+    """out[g - lo] = number of (k+1)-grams whose first-word-dropped suffix is g."""
+    for g in range(lo_next, hi_next):
+        s = suffix[g]
+        if lo <= s < hi:
+            out[s - lo] += 1
+
+
+@nb.njit(cache=True)
+def _group_probs(lo, hi, prefix, suffix, a, method, D1, D2, D3, p_lower_uniform, p_final, gamma_ctx,
+                 is_bos_word, last_word, V_uniform, smooth, unigram_total_raw, raw):
+    """Interpolated probabilities of the k-grams lo..hi (grouped by prefix)."""
+    i = lo
+    while i < hi:
+        h = prefix[i]
+        j = i
+        tot = 0.0
+        n1 = 0
+        n2 = 0
+        n3 = 0
+        types = 0
+        while j < hi and prefix[j] == h:
+            if not is_bos_word[last_word[j]]:
+                x = a[j]
+                tot += x
+                if x > 0:
+                    types += 1
+                if x == 1:
+                    n1 += 1
+                elif x == 2:
+                    n2 += 1
+                elif x >= 3:
+                    n3 += 1
+            j += 1
+        if method == 0:      # modified Kneser-Ney
+            gam = (D1 * n1 + D2 * n2 + D3 * n3) / tot if tot > 0 else 1.0
+        elif method == 1:    # Witten-Bell
+            gam = types / (tot + types) if tot > 0 else 1.0
+        else:                # absolute discounting
+            gam = D1 * types / tot if tot > 0 else 1.0
+        if h >= 0:
+            gamma_ctx[h] = gam
+        else:
+            gamma_ctx[gamma_ctx.shape[0] - 1] = gam
+        for r in range(i, j):
+            w = last_word[r]
+            if is_bos_word[w]:
+                p_final[r] = 0.0
+                continue
+            x = a[r]
+            if method == 0:
+                d = D1 if x == 1 else (D2 if x == 2 else (D3 if x >= 3 else 0.0))
+                u = (x - d) / tot if tot > 0 else 0.0
+            elif method == 1:
+                u = x / (tot + types) if tot > 0 else 0.0
+            else:
+                u = max(x - D1, 0.0) / tot if tot > 0 else 0.0
+            if h < 0:   # unigrams: interpolate with uniform (or smoothed) base
+                if method == 2 and smooth > 0.0:
+                    base = (raw[r] + smooth) / (unigram_total_raw + smooth * V_uniform)
+                else:
+                    base = 1.0 / V_uniform
+            else:
+                s = suffix[r]
+                base = p_final[s] if s >= 0 else 0.0
+            p_final[r] = u + gam * base
+        i = j
+
+
+@nb.njit(cache=True)
+def _renormalise(lo, hi, prefix, suffix, p, keep, alpha, gamma_ctx, pruned_ctx):
+    """Backoff weights of contexts whose extensions were pruned: exact normalisation."""
+    i = lo
+    while i < hi:
+        h = prefix[i]
+        j = i
+        sp = 0.0
+        sl = 0.0
+        any_pruned = False
+        while j < hi and prefix[j] == h:
+            if keep[j]:
+                sp += p[j]
+                s = suffix[j]
+                sl += p[s] if s >= 0 else 0.0
+            elif p[j] > 0.0:
+                any_pruned = True
+            j += 1
+        if h >= 0:
+            if any_pruned:
+                num = 1.0 - sp
+                den = 1.0 - sl
+                alpha[h] = num / den if den > 0.0 else 0.0
+                pruned_ctx[h] = True
+            else:
+                alpha[h] = gamma_ctx[h]
+        i = j
+
+
+def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
+             discount_fallback=_FALLBACK, discount: float = 0.25, smoothing: float = 0.0,
+             cutoffs=None, keep_bigrams: bool = False, progress=None) -> BackoffLM:
+    """Estimate a backoff model from counts.
+
+    Args:
+        counts: raw n-gram counts of orders 1..N (``count_ngrams``, Web1T).
+        method: "kneser-ney", "witten-bell" or "absolute".
+        discounts: Kneser-Ney only: per order (D1, D2, D3+) overriding the
+            estimated ones (a list, one entry per order, None entries estimated).
+        discount_fallback: Kneser-Ney discounts used when the estimated ones
+            are out of range (None: raise instead).
+        discount: absolute discounting's D.
+        smoothing: absolute discounting's additive unigram smoothing s.
+        cutoffs: minimum raw count per order (int for orders >= 2, or list);
+            unigrams are never cut.
+        keep_bigrams: keep every 2-gram whatever the cutoff.
+        progress: optional callable(str).
+
+    Returns:
+        A normalised BackoffLM (every context's distribution sums to 1).
+
+    Raises:
+        FsmError: an unknown method, bad parameters, or counts without ``<s>``/``</s>``.
+    """
+    say = progress or (lambda msg: None)
+    if method not in METHODS:
+        raise FsmError(f"unknown estimation method {method!r}; expected one of {METHODS}")
+    if method == "absolute" and not (0 < discount < 1):
+        raise FsmError(f"absolute discounting needs 0 < discount < 1, got {discount}")
+    if smoothing < 0:
+        raise FsmError(f"smoothing must be >= 0, got {smoothing}")
+    vocab = list(counts.vocab)
+    wid = {w: i for i, w in enumerate(vocab)}
+    for w in (BOS, EOS):
+        if w not in wid:
+            raise FsmError(f"the counts have no {w}")
+    ngrams = [g for g in counts.ngrams]
+    raw_counts = [c.astype(np.float64) for c in counts.counts]
+    # <unk> is always in the model (probability from the uniform share)
+    if UNK not in wid:
+        wid[UNK] = len(vocab)
+        vocab.append(UNK)
+    V = len(vocab)
+    uni_words = ngrams[0][:, 0]
+    missing = np.setdiff1d(np.arange(V), uni_words)
+    if missing.size:   # words in the vocabulary but never counted (e.g. <unk>): count 0
+        ngrams[0] = np.concatenate([ngrams[0], missing[:, None].astype(np.int32)])
+        raw_counts[0] = np.concatenate([raw_counts[0], np.zeros(missing.size)])
+        order1 = np.argsort(ngrams[0][:, 0], kind="stable")
+        ngrams[0] = ngrams[0][order1]
+        raw_counts[0] = raw_counts[0][order1]
+    N = len(ngrams)
+    idx = NGramIndex(ngrams, V)
+    off = idx.offsets
+    total = idx.total
+    raw = np.concatenate(raw_counts)
+    last_word = np.concatenate([g[:, -1].astype(np.int64) for g in ngrams])
+    first_word = np.concatenate([g[:, 0].astype(np.int64) for g in ngrams])
+    bos = wid[BOS]
+    is_bos_word = np.zeros(V, np.bool_)
+    is_bos_word[bos] = True
+    # adjusted counts
+    a = raw.copy()
+    if method == "kneser-ney":
+        for k in range(1, N):
+            lo, hi = int(off[k - 1]), int(off[k])
+            cont = np.zeros(hi - lo)
+            _continuation(lo, hi, cont, int(off[k]), int(off[k + 1]), idx.suffix)
+            starts_bos = first_word[lo:hi] == bos
+            adj = np.where(starts_bos, raw[lo:hi], cont)
+            if counts.cutoffs[k] > 1 if k < len(counts.cutoffs) else False:
+                adj = np.maximum(adj, np.where(raw[lo:hi] > 0, 1.0, 0.0))
+            a[lo:hi] = adj
+    # discounts per order
+    Ds = []
+    if method == "kneser-ney":
+        for k in range(1, N + 1):
+            lo, hi = int(off[k - 1]), int(off[k])
+            given = None if discounts is None or k - 1 >= len(discounts) else discounts[k - 1]
+            if given is not None:
+                D = tuple(float(x) for x in given)
+            else:
+                sel = ~is_bos_word[last_word[lo:hi]]
+                D, t = kneser_ney_discounts(a[lo:hi][sel], discount_fallback, k)
+            Ds.append(D)
+            say(f"order {k}: discounts {', '.join(f'{d:.4f}' for d in D)}")
+    else:
+        Ds = [(discount, discount, discount)] * N
+    method_id = METHODS.index(method)
+    p = np.zeros(total)
+    gamma_ctx = np.ones(total + 1)   # last slot: the empty context
+    V_uniform = V - 1                 # every word but <s>
+    uni_raw_total = float(raw[:int(off[1])][~is_bos_word[last_word[:int(off[1])]]].sum())
+    for k in range(1, N + 1):
+        lo, hi = int(off[k - 1]), int(off[k])
+        D1, D2, D3 = Ds[k - 1]
+        _group_probs(lo, hi, idx.prefix, idx.suffix, a, method_id, D1, D2, D3, 0.0, p, gamma_ctx,
+                     is_bos_word, last_word, float(V_uniform), float(smoothing), uni_raw_total, raw)
+        say(f"estimated {hi - lo:,} {k}-grams")
+    # cutoffs
+    keep = np.ones(total, np.bool_)
+    if cutoffs is not None:
+        cut = [1] + [int(cutoffs)] * (N - 1) if isinstance(cutoffs, (int, np.integer)) else list(cutoffs)
+        cut = cut + [cut[-1]] * (N - len(cut))
+        cut[0] = 1
+        if keep_bigrams and N >= 2:
+            cut[1] = 1
+        for k in range(2, N + 1):
+            lo, hi = int(off[k - 1]), int(off[k])
+            keep[lo:hi] = raw[lo:hi] >= cut[k - 1]
+        # contexts of kept n-grams must stay, and so must the suffix each kept
+        # n-gram backs off to
+        for k in range(N, 1, -1):
+            lo, hi = int(off[k - 1]), int(off[k])
+            kept = np.flatnonzero(keep[lo:hi]) + lo
+            keep[idx.prefix[kept]] = True
+            s = idx.suffix[kept]
+            keep[s[s >= 0]] = True
+    alpha = gamma_ctx[:total].copy()
+    pruned_ctx = np.zeros(total, np.bool_)
+    if not keep.all():
+        for k in range(2, N + 1):
+            lo, hi = int(off[k - 1]), int(off[k])
+            _renormalise(lo, hi, idx.prefix, idx.suffix, p, keep, alpha, gamma_ctx, pruned_ctx)
+    # contexts: n-grams that some kept n-gram extends
+    is_ctx = np.zeros(total, np.bool_)
+    kept_all = np.flatnonzero(keep)
+    pre = idx.prefix[kept_all]
+    is_ctx[pre[pre >= 0]] = True
+    out_ngrams, out_lp, out_bo, out_hb = [], [], [], []
+    with np.errstate(divide="ignore"):
+        for k in range(1, N + 1):
+            lo, hi = int(off[k - 1]), int(off[k])
+            sel = np.flatnonzero(keep[lo:hi]) + lo
+            out_ngrams.append(ngrams[k - 1][sel - lo])
+            lp = np.log10(p[sel])
+            lp[last_word[sel] == bos] = 0.0   # never predicted; KenLM writes 0
+            bad = ~np.isfinite(lp)
+            lp[bad] = -99.0
+            out_lp.append(lp)
+            if k < N:
+                bo = np.where(is_ctx[sel], np.log10(np.maximum(alpha[sel], 1e-300)), 0.0)
+                out_bo.append(bo)
+                out_hb.append(np.ones(sel.size, np.bool_))
+            else:
+                out_bo.append(np.zeros(sel.size))
+                out_hb.append(np.zeros(sel.size, np.bool_))
+    return BackoffLM(vocab, out_ngrams, out_lp, out_bo, out_hb)

@@ -1,0 +1,178 @@
+"""A hash index over the n-grams of a model or a count table.
+
+Every n-gram gets a global id (orders in sequence, rows in order); an open
+addressing hash maps (id of the prefix, last word) to the n-gram's id, so
+that prefixes, suffixes and arbitrary n-grams are found in O(order) probes
+without Python objects.
+
+Public names: NGramIndex, NGramIndexError.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+@nb.njit(cache=True)
+def _hash(key):
+    # 64-bit mix (splitmix64 finaliser)
+    x = np.uint64(key)
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(0xbf58476d1ce4e5b9)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(0x94d049bb133111eb)
+    x ^= x >> np.uint64(31)
+    return x
+
+
+@nb.njit(cache=True)
+def _insert(keys, vals, mask, key, val):
+    """Insert key -> val; returns the existing value if the key is present, else -1."""
+    i = np.int64(_hash(key) & np.uint64(mask))
+    while True:
+        k = keys[i]
+        if k == -1:
+            keys[i] = key
+            vals[i] = val
+            return -1
+        if k == key:
+            return vals[i]
+        i = (i + 1) & mask
+
+
+@nb.njit(cache=True)
+def _lookup(keys, vals, mask, key):
+    i = np.int64(_hash(key) & np.uint64(mask))
+    while True:
+        k = keys[i]
+        if k == -1:
+            return -1
+        if k == key:
+            return vals[i]
+        i = (i + 1) & mask
+
+
+@nb.njit(cache=True)
+def _index_order(rows, V, uni, keys, vals, mask, gid0, prefix_out, err):
+    """Give the k-grams ids gid0.. and find each one's prefix id.
+
+    ``uni[w]`` is the id of unigram w (-1 if absent).  Returns the index of the
+    first n-gram whose prefix is missing or which is duplicated (err[0] = 1
+    missing prefix, 2 duplicate), or -1.
+    """
+    M, k = rows.shape
+    for i in range(M):
+        g = uni[rows[i, 0]]
+        for j in range(1, k - 1):
+            if g < 0:
+                break
+            g = _lookup(keys, vals, mask, g * V + rows[i, j])
+        if g < 0:
+            err[0] = 1
+            return i
+        prefix_out[i] = g
+        prev = _insert(keys, vals, mask, g * V + rows[i, k - 1], gid0 + i)
+        if prev != -1:
+            err[0] = 2
+            return i
+    return -1
+
+
+@nb.njit(cache=True)
+def _suffix_ids(rows, V, uni, keys, vals, mask, out):
+    """Id of the longest proper suffix of each k-gram that is in the model (-1: empty)."""
+    M, k = rows.shape
+    for i in range(M):
+        best = -1
+        for s in range(1, k):
+            g = uni[rows[i, s]]
+            for j in range(s + 1, k):
+                if g < 0:
+                    break
+                g = _lookup(keys, vals, mask, g * V + rows[i, j])
+            if g >= 0:
+                best = g
+                break
+        out[i] = best
+
+
+@nb.njit(cache=True)
+def find_ngram(words, V, uni, keys, vals, mask):
+    """Global id of the n-gram ``words`` (int32 array), or -1."""
+    g = uni[words[0]] if words[0] < uni.shape[0] else -1
+    for j in range(1, words.shape[0]):
+        if g < 0:
+            return -1
+        g = _lookup(keys, vals, mask, g * V + words[j])
+    return g
+
+
+class NGramIndexError(Exception):
+    """An n-gram without its prefix, or listed twice (row holds its words)."""
+
+    def __init__(self, kind: str, row):
+        super().__init__(kind)
+        self.kind = kind
+        self.row = row
+
+
+class NGramIndex:
+    """Hash index of n-grams of orders 1..N (``ngrams[k-1]`` int32 [M_k, k]).
+
+    Attributes:
+        V: vocabulary size (word ids < V).
+        total: number of n-grams; global ids run 0..total-1, order by order.
+        offsets: int64 [N+1] first global id of each order.
+        uni: int64 [V] global id of each unigram (-1 if absent).
+        prefix: int64 [total] id of each n-gram's prefix (-1 for unigrams).
+        suffix: int64 [total] id of the longest proper suffix that is listed
+            (-1: the empty n-gram).
+        order_of: int8 [total] order of each n-gram.
+
+    Raises:
+        NGramIndexError: an n-gram's prefix is missing ("missing") or an
+            n-gram is listed twice ("duplicate").
+    """
+
+    def __init__(self, ngrams: list, V: int):
+        self.V = int(V)
+        self.N = len(ngrams)
+        counts = [int(g.shape[0]) for g in ngrams]
+        self.total = total = sum(counts)
+        self.offsets = np.zeros(self.N + 1, np.int64)
+        np.cumsum(counts, out=self.offsets[1:])
+        cap = 1
+        while cap < 2 * max(total, 1):
+            cap *= 2
+        self.keys = np.full(cap, -1, np.int64)
+        self.vals = np.full(cap, -1, np.int64)
+        self.mask = cap - 1
+        self.uni = np.full(self.V, -1, np.int64)
+        u = ngrams[0][:, 0]
+        if np.unique(u).size != u.size:
+            vals, cnt = np.unique(u, return_counts=True)
+            raise NGramIndexError("duplicate", np.array([vals[np.argmax(cnt > 1)]]))
+        self.uni[u] = np.arange(u.size)
+        prefixes = [np.full(u.size, -1, np.int64)]
+        for k in range(2, self.N + 1):
+            rows = ngrams[k - 1]
+            pre = np.empty(rows.shape[0], np.int64)
+            err = np.zeros(1, np.int64)
+            bad = _index_order(rows, self.V, self.uni, self.keys, self.vals, self.mask,
+                               int(self.offsets[k - 1]), pre, err)
+            if bad >= 0:
+                raise NGramIndexError("missing" if err[0] == 1 else "duplicate", rows[bad].copy())
+            prefixes.append(pre)
+        self.prefix = np.concatenate(prefixes)
+        self.suffix = np.empty(total, np.int64)
+        for k in range(1, self.N + 1):
+            lo, hi = int(self.offsets[k - 1]), int(self.offsets[k])
+            if k == 1:
+                self.suffix[lo:hi] = -1
+            else:
+                _suffix_ids(ngrams[k - 1], self.V, self.uni, self.keys, self.vals, self.mask, self.suffix[lo:hi])
+        self.order_of = np.concatenate([np.full(c, k + 1, np.int8) for k, c in enumerate(counts)])
+
+    def find(self, words) -> int:
+        """Global id of an n-gram given as word ids, or -1."""
+        return int(find_ngram(np.asarray(words, np.int32), self.V, self.uni, self.keys, self.vals, self.mask))

@@ -1,0 +1,294 @@
+"""Backoff n-gram language models and their compilation to failure-arc acceptors.
+
+A :class:`BackoffLM` holds an ARPA-style model as arrays: for each order k, the
+k-grams (word ids), their log10 probabilities and log10 backoff weights.
+:func:`compile_lm` turns it into a weighted acceptor with exact failure
+semantics (Allauzen, Mohri and Roark 2003; as used by Smith and Eisner,
+"Unsupervised learning on an approximate corpus", section 3.1):
+
+* one state per history: the empty history and every n-gram that is the
+  context of a higher-order n-gram;
+* an arc per n-gram ``h w`` from state ``h`` to the state of the longest
+  suffix of ``h w`` that is a history, labelled ``w``, weighted
+  ``-ln p(w | h)``;
+* a phi arc from each non-empty history to the state of its longest proper
+  suffix that is a history, weighted ``-ln backoff(h)``;
+* ``<s>`` is the start state (the history ``<s>``); ``p(</s> | h)`` is the
+  final weight of ``h`` when the model lists ``h </s>``, and reached through
+  the phi arcs otherwise (final weights fail over like labels).
+
+Labels are word ids plus one (label 0 is epsilon).  Out-of-vocabulary words
+score as ``<unk>``, as KenLM does.
+
+Public names: BackoffLM, CompiledLM, compile_lm, BOS, EOS, UNK, LN10.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numba as nb
+import numpy as np
+
+from ..errors import FsmError, MachineError
+from ..fsm.machine import PHI, Machine
+from ..fsm.symbols import SymbolTable
+from .index import NGramIndex, NGramIndexError
+
+BOS = "<s>"
+EOS = "</s>"
+UNK = "<unk>"
+LN10 = math.log(10.0)
+#: log10 probability that marks an impossible n-gram (KenLM writes -99 for <s>)
+IMPOSSIBLE = -99.0
+
+
+@dataclass
+class BackoffLM:
+    """An n-gram backoff model (the contents of an ARPA file).
+
+    Attributes:
+        vocab: list of words; word id = index.  Contains ``<s>``, ``</s>`` and
+            ``<unk>``.
+        ngrams: per order k = 1..N, int32 [M_k, k] word ids.
+        logprob: per order, float64 [M_k] log10 probabilities.
+        backoff: per order, float64 [M_k] log10 backoff weights (0 when the
+            file gives none; always 0 for the highest order).
+        has_backoff: per order, bool [M_k], whether the file gave a backoff.
+    """
+    vocab: list
+    ngrams: list
+    logprob: list
+    backoff: list
+    has_backoff: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if not self.has_backoff:
+            self.has_backoff = [np.zeros(len(p), bool) for p in self.logprob]
+        self._word_id = None
+
+    @property
+    def order(self) -> int:
+        return len(self.ngrams)
+
+    @property
+    def counts(self) -> list[int]:
+        return [int(g.shape[0]) for g in self.ngrams]
+
+    def word_id(self, word: str) -> int:
+        if self._word_id is None:
+            self._word_id = {w: i for i, w in enumerate(self.vocab)}
+        return self._word_id.get(word, -1)
+
+    @property
+    def word_ids(self) -> dict:
+        if self._word_id is None:
+            self._word_id = {w: i for i, w in enumerate(self.vocab)}
+        return self._word_id
+
+    def __repr__(self) -> str:
+        return f"BackoffLM(order={self.order}, vocab={len(self.vocab)}, ngrams={self.counts})"
+
+
+@nb.njit(cache=True)
+def _state_of(g, is_ctx, suffix, state_id):
+    """State of the longest suffix (of the n-gram with id g, itself included) that is a history."""
+    while g >= 0 and not is_ctx[g]:
+        g = suffix[g]
+    if g < 0:
+        return 0
+    return state_id[g]
+
+
+@nb.njit(cache=True)
+def _build_arcs(order_of, prefix, last_word, suffix, is_ctx, state_id, logprob, backoff, bos, eos,
+                N, n_states):
+    G = order_of.shape[0]
+    n_arc = 0
+    for g in range(G):
+        w = last_word[g]
+        if w != bos and w != eos and logprob[g] > -99.0:
+            n_arc += 1
+    src = np.empty(n_arc + n_states, np.int64)
+    dst = np.empty(n_arc + n_states, np.int64)
+    lab = np.empty(n_arc + n_states, np.int32)
+    wt = np.empty(n_arc + n_states, np.float64)
+    final = np.full(n_states, np.inf)
+    ln10 = math.log(10.0)
+    a = 0
+    for g in range(G):
+        w = last_word[g]
+        h = prefix[g]
+        s = 0 if h < 0 else state_id[h]
+        if w == eos:
+            final[s] = -logprob[g] * ln10
+            continue
+        if w == bos or logprob[g] <= -99.0:
+            continue
+        if order_of[g] < N and is_ctx[g]:
+            d = state_id[g]
+        else:
+            d = _state_of(suffix[g], is_ctx, suffix, state_id)
+        src[a] = s
+        dst[a] = d
+        lab[a] = w + 1
+        wt[a] = -logprob[g] * ln10
+        a += 1
+    # phi arcs: each history to its longest proper suffix that is a history
+    for g in range(G):
+        if is_ctx[g]:
+            src[a] = state_id[g]
+            dst[a] = _state_of(suffix[g], is_ctx, suffix, state_id)
+            lab[a] = -2
+            wt[a] = -backoff[g] * ln10
+            a += 1
+    return src[:a], dst[:a], lab[:a], wt[:a], final
+
+
+@dataclass
+class CompiledLM:
+    """A backoff LM compiled to an acceptor with failure arcs.
+
+    Attributes:
+        machine: the acceptor (log semiring, labels = word id + 1).
+        vocab: the model's words (word id = label - 1).
+        unk_label: label of ``<unk>``.
+        order: the model's order.
+        state_history: for each state, the id of its history n-gram in the
+            model (-1 for the empty history); with ``history_words`` the
+            history itself.
+    """
+    machine: Machine
+    vocab: list
+    unk_label: int
+    order: int
+    state_gid: np.ndarray
+    ngram_words: np.ndarray   # flat word ids of every n-gram
+    ngram_ptr: np.ndarray     # offsets of each n-gram in ngram_words
+
+    def history(self, state: int) -> list[str]:
+        g = int(self.state_gid[state])
+        if g < 0:
+            return []
+        return [self.vocab[w] for w in self.ngram_words[self.ngram_ptr[g]:self.ngram_ptr[g + 1]]]
+
+    @property
+    def word_ids(self) -> dict:
+        d = getattr(self, "_wid", None)
+        if d is None:
+            d = self._wid = {w: i for i, w in enumerate(self.vocab)}
+        return d
+
+    def encode(self, sentences) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Label sequences of whitespace-tokenised sentences.
+
+        Returns:
+            (ptr int64 [S+1], labels int32, oov int64 [S]): out-of-vocabulary
+            words get the ``<unk>`` label and are counted.
+        """
+        wid = self.word_ids
+        unk = self.unk_label - 1
+        ptr = [0]
+        labels = []
+        oov = []
+        for s in sentences:
+            toks = s.split() if isinstance(s, str) else list(s)
+            ids = [wid.get(t, -1) for t in toks]
+            n_oov = ids.count(-1)
+            if n_oov:
+                ids = [unk if i < 0 else i for i in ids]
+            labels.extend(ids)
+            ptr.append(ptr[-1] + len(ids))
+            oov.append(n_oov)
+        lab = np.asarray(labels, dtype=np.int32) + 1
+        return np.asarray(ptr, np.int64), lab, np.asarray(oov, np.int64)
+
+    def score(self, sentences) -> tuple[np.ndarray, np.ndarray]:
+        """log10 probability of each sentence, ``</s>`` included, and its OOV count.
+
+        Equals ``kenlm.Model.score(sentence, bos=True, eos=True)``.
+        """
+        from ..algo.compose import score_sequences
+        ptr, lab, oov = self.encode(sentences)
+        r = score_sequences(self.machine, ptr, lab, phi_final=True, final=True)
+        return -r.weight / LN10, oov
+
+
+def compile_lm(lm: BackoffLM, progress=None) -> CompiledLM:
+    """Compile a backoff model into an acceptor with exact failure semantics.
+
+    Args:
+        lm: the model.
+        progress: optional callable(str) for progress messages.
+
+    Raises:
+        MachineError: the model lacks ``<s>`` or ``</s>``, an n-gram's context
+            is missing, or an n-gram is listed twice.
+    """
+    say = progress or (lambda msg: None)
+    V = len(lm.vocab)
+    wid = lm.word_ids
+    for w in (BOS, EOS):
+        if w not in wid:
+            raise MachineError(f"the model has no {w} unigram")
+    bos, eos = wid[BOS], wid[EOS]
+    N = lm.order
+    try:
+        idx = NGramIndex(lm.ngrams, V)
+    except NGramIndexError as e:
+        words = " ".join(lm.vocab[int(x)] for x in e.row)
+        k = len(e.row)
+        if e.kind == "missing":
+            raise MachineError(f"{k}-gram '{words}' has no context {k - 1}-gram in the model") from None
+        raise MachineError(f"{k}-gram '{words}' is listed twice") from None
+    total = idx.total
+    uni = idx.uni
+    prefix = idx.prefix
+    suffix = idx.suffix
+    order_of = idx.order_of
+    last_word = np.concatenate([g[:, -1].astype(np.int64) for g in lm.ngrams])
+    say("indexed n-grams")
+    is_ctx = np.zeros(total, bool)
+    has_pre = prefix >= 0
+    is_ctx[prefix[has_pre]] = True
+    if not is_ctx[uni[bos]]:
+        is_ctx[uni[bos]] = True   # the start state, even in a unigram model
+    ctx = np.flatnonzero(is_ctx)
+    n_states = ctx.size + 1
+    state_id = np.full(total, -1, np.int64)
+    state_id[ctx] = np.arange(1, n_states)
+    logprob = np.concatenate(lm.logprob)
+    backoff = np.concatenate(lm.backoff)
+    src, dst, lab, wt, final = _build_arcs(order_of, prefix, last_word, suffix, is_ctx, state_id, logprob,
+                                           backoff, bos, eos, N, n_states)
+    say(f"built {src.size} arcs over {n_states} states")
+    # arcs sorted by (state, label): phi (label -2) first in each state
+    order = np.lexsort((lab, src))
+    syms = SymbolTable(["<eps>"] + list(lm.vocab), name="words")
+    start = int(state_id[uni[bos]])
+    counts = np.bincount(src, minlength=n_states)
+    src_start = np.zeros(n_states + 1, np.int64)
+    np.cumsum(counts, out=src_start[1:])
+    m = Machine(start=start, final=final, src_start=src_start, dst=dst[order], ilabel=lab[order],
+                weight=wt[order], isyms=syms, semiring="log", arc_type="log64", check_symbols=False)
+    gid_of_state = np.empty(n_states, np.int64)
+    gid_of_state[0] = -1
+    gid_of_state[1:] = ctx
+    flat = np.concatenate([g.ravel() for g in lm.ngrams]).astype(np.int32)
+    ptr = np.zeros(total + 1, np.int64)
+    np.cumsum(order_of.astype(np.int64), out=ptr[1:])
+    unk = wid.get(UNK)
+    if unk is None:
+        raise MachineError("the model has no <unk> unigram")
+    return CompiledLM(m, list(lm.vocab), unk + 1, N, gid_of_state, flat, ptr)
+
+
+def check_normalised(lm: BackoffLM, tol: float = 1e-6) -> float:
+    """Largest |1 - sum_w p(w | h)| over the model's histories (brute force; small models)."""
+    c = compile_lm(lm)
+    from ..algo.phi import phi_expand
+    e = phi_expand(c.machine)
+    w, f = e.neglog_weights()
+    tot = np.bincount(e.arc_src, np.exp(-w), minlength=e.num_states) + np.exp(-f)
+    return float(np.max(np.abs(1 - tot)))
