@@ -9,11 +9,13 @@ STAMP  := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg pyproject.toml scripts/build_kenlm.sh
 	@echo "== creating $(VENV) and installing fsmlearn with its dependencies"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e .
+	@echo "== building KenLM's lmplz, build_binary and query into $(VENV)/bin"
+	scripts/build_kenlm.sh $(VENV)/bin
 	@touch $(STAMP)
 
 test: $(STAMP)

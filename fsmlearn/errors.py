@@ -7,7 +7,8 @@ callers who do not know fsmlearn can still catch them.
 
 Public names: FsmError, MachineError, SymbolTableError, FileFormatError,
 NpzFormatError, OpenFstFormatError, SemiringError, DivergenceError,
-NotConvergedError, ArpaFormatError, CorpusFormatError, ToolNotFoundError.
+NotConvergedError, ArpaFormatError, CorpusFormatError, ToolNotFoundError,
+ToolFailedError, ToolUsageError.
 """
 
 from __future__ import annotations
@@ -79,3 +80,30 @@ class NotConvergedError(FsmError, ArithmeticError):
 
 class ToolNotFoundError(FsmError, OSError):
     """An external tool (KenLM's lmplz, build_binary, query) was not found."""
+
+
+class ToolFailedError(FsmError, RuntimeError):
+    """An external tool ran but failed (non-zero exit status or a signal).
+
+    Attributes:
+        tool: the program's name, e.g. ``"lmplz"``.
+        command: the full command line (list of str).
+        returncode: the exit status (negative: killed by that signal).
+        stderr_tail: the last lines the tool wrote to stderr.
+    """
+
+    def __init__(self, tool: str, command: list[str], returncode: int, stderr_tail: str):
+        self.tool = tool
+        self.command = list(command)
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        how = (f"was killed by signal {-returncode}" if returncode < 0
+               else f"exited with status {returncode}")
+        msg = f"{tool} {how}; command: {' '.join(self.command)}"
+        if stderr_tail:
+            msg += f"\n--- last lines of {tool}'s stderr ---\n{stderr_tail}"
+        super().__init__(msg)
+
+
+class ToolUsageError(FsmError, ValueError):
+    """A tool wrapper was called with bad arguments (the value is in the message)."""

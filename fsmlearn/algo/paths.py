@@ -251,9 +251,48 @@ def _sample_kernel(num, seed, start, src_start, dst, ilabel, arc_p, arc_cum, fin
     return ptr, out[:n_out], num, 0
 
 
+class _Sampler:
+    """Local probabilities of a machine's events, computed once (see sample_paths)."""
+
+    def __init__(self, m: Machine, phi_final: bool):
+        from ..semiring.ops import scaled_to_neglog
+        _, Bt, _, _ = solve_values(m, "log", True, phi_final=phi_final)
+        beta = np.empty(m.num_states)
+        scaled_to_neglog(Bt, beta)
+        if m.start < 0 or not np.isfinite(beta[m.start]):
+            raise FsmError("the machine accepts no string: nothing to sample")
+        w, f = m.neglog_weights()
+        with np.errstate(over="ignore", invalid="ignore"):
+            arc_p = np.exp(beta[m.arc_src] - w - beta[m.dst])
+            arc_p = np.where(np.isfinite(arc_p), arc_p, 0.0)
+            final_p = np.where(np.isfinite(f), np.exp(beta - f), 0.0)
+            final_p = np.where(np.isfinite(final_p), final_p, 0.0)
+        phi = np.full(m.num_states, -1, np.int64)
+        phi_p = np.zeros(m.num_states)
+        has_final = np.isfinite(f)
+        if m.has_phi:
+            st = phi_structure(m, phi_final)
+            phi = st.phi_arc
+            own = np.bincount(m.arc_src, weights=np.where(m.ilabel == PHI, 0.0, arc_p),
+                              minlength=m.num_states) + final_p
+            phi_p = np.where(phi >= 0, np.maximum(1.0 - own, 0.0), 0.0)
+            if not phi_final:
+                has_final = np.zeros(m.num_states, bool)
+        self.arc_p = arc_p
+        self.arc_cum = _cumulative(m.src_start, np.where(m.ilabel == PHI, 0.0, arc_p), final_p)
+        self.final_p = final_p
+        self.phi = phi
+        self.phi_p = phi_p
+        self.has_final = has_final
+        self.perm = label_index(m)
+
+
 def sample_paths(m: Machine, num: int, seed: int = 0, max_length: int | None = None,
                  phi_final: bool = True) -> Samples:
     """Draw ``num`` paths with probability proportional to their weight.
+
+    The backward values and local probabilities are computed once per machine
+    (cached), so repeated calls cost only the drawing.
 
     Args:
         m: the machine (log or real weights; phi arcs with failure semantics).
@@ -267,34 +306,10 @@ def sample_paths(m: Machine, num: int, seed: int = 0, max_length: int | None = N
     """
     if num < 0:
         raise FsmError(f"num must be >= 0, got {num}")
-    _, Bt, _, _ = solve_values(m, "log", True, phi_final=phi_final)
-    beta = np.empty(m.num_states)
-    from ..semiring.ops import scaled_to_neglog
-    scaled_to_neglog(Bt, beta)
-    if m.start < 0 or not np.isfinite(beta[m.start]):
-        raise FsmError("the machine accepts no string: nothing to sample")
-    w, f = m.neglog_weights()
-    with np.errstate(over="ignore", invalid="ignore"):
-        arc_p = np.exp(beta[m.arc_src] - w - beta[m.dst])
-        arc_p = np.where(np.isfinite(arc_p), arc_p, 0.0)
-        final_p = np.where(np.isfinite(f), np.exp(beta - f), 0.0)
-        final_p = np.where(np.isfinite(final_p), final_p, 0.0)
-    phi = np.full(m.num_states, -1, np.int64)
-    phi_p = np.zeros(m.num_states)
-    perm = label_index(m)
-    has_final = np.isfinite(f)
-    if m.has_phi:
-        st = phi_structure(m, phi_final)
-        phi = st.phi_arc
-        own = np.bincount(m.arc_src, weights=np.where(m.ilabel == PHI, 0.0, arc_p),
-                          minlength=m.num_states) + final_p
-        phi_p = np.where(phi >= 0, np.maximum(1.0 - own, 0.0), 0.0)
-        if not phi_final:
-            has_final = np.zeros(m.num_states, bool)
-    arc_cum = _cumulative(m.src_start, np.where(m.ilabel == PHI, 0.0, arc_p), final_p)
+    sp = m.cached(("sampler", bool(phi_final)), lambda: _Sampler(m, phi_final))
     ptr, arcs, done, err = _sample_kernel(int(num), int(seed) & 0xFFFFFFFF, m.start, m.src_start, m.dst,
-                                          m.ilabel, arc_p, arc_cum, final_p, phi, phi_p, has_final, perm,
-                                          int(max_length or 0), bool(phi_final))
+                                          m.ilabel, sp.arc_p, sp.arc_cum, sp.final_p, sp.phi, sp.phi_p,
+                                          sp.has_final, sp.perm, int(max_length or 0), bool(phi_final))
     if err == 1:
         raise FsmError(f"sample {done}: reached a state with no way to continue (weights do not sum "
                        "to the backward value; is the machine consistent?)")

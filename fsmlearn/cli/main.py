@@ -3,6 +3,8 @@
 Subcommands:
     demo   build a weighted machine with pynini, run forward-backward on it and
            print its total weight, state values and arc posteriors.
+    lm     backoff n-gram language models (count, web1t, estimate, compile,
+           score, ppl, sample, check).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="compose a machine in pynini and run forward-backward on it")
     d.add_argument("--acyclic", action="store_true", help="use an acyclic grammar instead of a cyclic one")
     d.set_defaults(func=_demo)
+    from . import lm
+    lm.add_parser(sub)
     return p
 
 

@@ -52,7 +52,7 @@ _SECTION_RE = re.compile(rb"^\\(\d+)-grams:\s*$")
 _OK, _STOP, _E_FIELDS, _E_NUMBER, _E_WORD, _E_TOO_MANY, _E_DUP_UNIGRAM = 0, 1, 2, 3, 4, 5, 6
 _REASONS = {
     _E_FIELDS: "wrong number of fields for a {k}-gram (expected {k} words after the probability, "
-               "then an optional backoff)",
+               "then an optional numeric backoff)",
     _E_NUMBER: "not a number",
     _E_WORD: "word not among the 1-grams",
     _E_TOO_MANY: "more {k}-grams than the header's count {count}",
@@ -247,8 +247,8 @@ def _parse_block(buf, pos, end, k, count, filled, table, wbuf, woff, mask, pow10
         lp[filled] = v
         if f == k + 2:
             v, ok, exact = _parse_number(buf, last_s, last_e, pow10)
-            if not ok:
-                return _E_NUMBER, pos, filled, n_slow, lines
+            if not ok:   # an extra word rather than a bad backoff
+                return _E_FIELDS, pos, filled, n_slow, lines
             if not exact:
                 slow[n_slow, 0] = filled
                 slow[n_slow, 1] = 1

@@ -412,7 +412,10 @@ class Machine:
         return cls._from_decoded(decode_vector_fst(data, str(path)), phi_label, semiring, True)
 
     def save(self, path) -> None:
-        """Save as a compact ``.npz`` (uncompressed numpy arrays), atomically."""
+        """Save in numpy's ``.npz`` format (uncompressed arrays), atomically.
+
+        Any file name is accepted (numpy appends nothing when given a file object).
+        """
         meta = dict(format=_NPZ_FORMAT, version=_NPZ_VERSION, start=self.start,
                     semiring=self.semiring, arc_type=self.arc_type, openfst_phi=self.openfst_phi,
                     acceptor=self._acceptor, isyms=self.isyms is not None,
@@ -431,8 +434,6 @@ class Machine:
                 arrays[side + "_offsets"] = offs
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         path = Path(path)
-        if path.suffix != ".npz":
-            raise MachineError(f"{path}: a machine file must end in .npz")
 
         def write(f):
             np.savez(f, **arrays)

@@ -20,7 +20,8 @@ semantics (Allauzen, Mohri and Roark 2003; as used by Smith and Eisner,
 Labels are word ids plus one (label 0 is epsilon).  Out-of-vocabulary words
 score as ``<unk>``, as KenLM does.
 
-Public names: BackoffLM, CompiledLM, compile_lm, BOS, EOS, UNK, LN10.
+Public names: BackoffLM, CompiledLM, compile_lm, epsilon_approximation, event_mass, check_normalised,
+BOS, EOS, UNK, LN10.
 """
 
 from __future__ import annotations
@@ -204,15 +205,46 @@ class CompiledLM:
         lab = np.asarray(labels, dtype=np.int32) + 1
         return np.asarray(ptr, np.int64), lab, np.asarray(oov, np.int64)
 
+    def save(self, path) -> None:
+        """Save the acceptor (its symbol table holds the vocabulary) atomically."""
+        self.machine.save(path)
+
+    @classmethod
+    def load(cls, path) -> "CompiledLM":
+        """Load a compiled LM written by :meth:`save` (or ``fsmlearn lm compile``)."""
+        m = Machine.load(path)
+        t = m.isyms
+        if t is None or UNK not in t or BOS not in t:
+            raise MachineError(f"{path}: not a compiled language model (no word symbol table with <unk> and <s>)")
+        keys = np.asarray(t.keys)
+        V = int(keys.max())
+        vocab = [""] * V
+        for k, w in t:
+            if k > 0:
+                vocab[k - 1] = w
+        return cls(m, vocab, t.find(UNK), 0, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64))
+
     def score(self, sentences) -> tuple[np.ndarray, np.ndarray]:
         """log10 probability of each sentence, ``</s>`` included, and its OOV count.
 
-        Equals ``kenlm.Model.score(sentence, bos=True, eos=True)``.
+        Equals ``kenlm.Model.score(sentence, bos=True, eos=True)`` (for an
+        :func:`epsilon_approximation`, the approximation's sum over paths).
         """
-        from ..algo.compose import score_sequences
+        from ..algo.compose import compose, score_sequences
         ptr, lab, oov = self.encode(sentences)
-        r = score_sequences(self.machine, ptr, lab, phi_final=True, final=True)
-        return -r.weight / LN10, oov
+        if not getattr(self, "epsilon", False):
+            r = score_sequences(self.machine, ptr, lab, phi_final=True, final=True)
+            return -r.weight / LN10, oov
+        from ..algo.shortest import total_weight
+        out = np.empty(ptr.size - 1)
+        for i in range(ptr.size - 1):
+            seq = lab[ptr[i]:ptr[i + 1]]
+            n = seq.size
+            acc = Machine.from_arcs(n + 1, 0, {n: 0.0}, np.arange(n), np.arange(1, n + 1), seq,
+                                    weight=np.zeros(n))
+            c = compose(acc, self.machine)
+            out[i] = -(total_weight(c) if c.start >= 0 else np.inf) / LN10
+        return out, oov
 
 
 def compile_lm(lm: BackoffLM, progress=None) -> CompiledLM:
@@ -284,11 +316,59 @@ def compile_lm(lm: BackoffLM, progress=None) -> CompiledLM:
     return CompiledLM(m, list(lm.vocab), unk + 1, N, gid_of_state, flat, ptr)
 
 
-def check_normalised(lm: BackoffLM, tol: float = 1e-6) -> float:
-    """Largest |1 - sum_w p(w | h)| over the model's histories (brute force; small models)."""
-    c = compile_lm(lm)
-    from ..algo.phi import phi_expand
-    e = phi_expand(c.machine)
-    w, f = e.neglog_weights()
-    tot = np.bincount(e.arc_src, np.exp(-w), minlength=e.num_states) + np.exp(-f)
-    return float(np.max(np.abs(1 - tot)))
+def epsilon_approximation(lm: CompiledLM) -> CompiledLM:
+    """An approximation of the model with its phi arcs read as epsilon arcs.
+
+    Reading a failure arc as an epsilon arc lets a word that the state has
+    itself also be reached through the backoff state, which double-counts
+    paths (what k2 and Kaldi do).  Here the backoff weights are recomputed so
+    that each state stays normalised under epsilon semantics: the epsilon arc
+    of state q carries 1 - (its own arcs' and final mass), so that, with the
+    backoff states normalised first, every state's total mass is 1.  The
+    result is a proper distribution that differs from the exact model; it is
+    never used unless asked for.  Its ``score`` sums over paths (compose).
+    """
+    m = lm.machine
+    w, f = m.neglog_weights()
+    is_phi = m.ilabel == PHI
+    with np.errstate(over="ignore"):
+        own = np.bincount(m.arc_src, np.where(is_phi, 0.0, np.exp(-w)), minlength=m.num_states) + np.exp(-f)
+    if np.any(own > 1.0 + 1e-9):
+        q = int(np.argmax(own))
+        raise MachineError(f"state {q} has outgoing mass {own[q]:.6f} > 1: the model is not normalised")
+    with np.errstate(divide="ignore"):
+        new_w = np.where(is_phi, -np.log(np.maximum(1.0 - own[m.arc_src], 0.0)), w)
+    em = m.replace(ilabel=np.where(is_phi, 0, m.ilabel).astype(np.int32), weight=new_w)
+    out = CompiledLM(em, lm.vocab, lm.unk_label, lm.order, lm.state_gid, lm.ngram_words, lm.ngram_ptr)
+    out.epsilon = True
+    return out
+
+
+def event_mass(c: CompiledLM) -> np.ndarray:
+    """Total probability of the next event (a word or the end) at each state.
+
+    Every non-phi arc is redirected to a sink whose final weight is one, the
+    phi arcs are kept, and the backward value of each state is then the sum
+    of its events' probabilities under failure semantics: 1 everywhere for a
+    normalised model.  One pass over an acyclic machine (the phi forest).
+
+    Returns:
+        float64 [N] per-state event mass.
+    """
+    from ..algo.shortest import backward
+    m = c.machine
+    n = m.num_states
+    sink = n
+    is_phi = m.ilabel == PHI
+    dst = np.where(is_phi, m.dst, sink).astype(np.int64)
+    final = np.concatenate([m.final, [0.0]])
+    src_start = np.concatenate([m.src_start, [m.src_start[-1]]])
+    mm = Machine(start=m.start, final=final, src_start=src_start, dst=dst, ilabel=m.ilabel, weight=m.weight,
+                 semiring="log", check_symbols=False)
+    return np.exp(-backward(mm)[:n])
+
+
+def check_normalised(lm) -> float:
+    """Largest |1 - sum_w p(w | h)| over the histories of a model (BackoffLM or CompiledLM)."""
+    c = lm if isinstance(lm, CompiledLM) else compile_lm(lm)
+    return float(np.max(np.abs(1.0 - event_mass(c))))

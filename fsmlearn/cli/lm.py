@@ -1,0 +1,311 @@
+"""``fsmlearn lm``: backoff language models on the command line.
+
+Subcommands:
+    count     text -> n-gram counts in Google Web1T format (with cutoffs)
+    web1t     Web1T counts -> Web1T counts with new cutoffs (and statistics)
+    estimate  text or counts -> ARPA (modified Kneser-Ney, Witten-Bell, absolute)
+    compile   ARPA -> compiled failure-arc acceptor
+    score     sentences on stdin -> log10 probability and OOV count per line
+    ppl       perplexity of a text file
+    sample    sample sentences (a synthetic corpus) from a model
+    check     validate an ARPA file (exit 0 valid, 2 with FILE:LINE: reason)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..errors import FsmError
+
+
+class Progress:
+    """Progress lines on stderr with elapsed time."""
+
+    def __init__(self, quiet: bool = False):
+        self.t0 = time.time()
+        self.quiet = quiet
+
+    def __call__(self, msg: str) -> None:
+        if not self.quiet:
+            print(f"[{time.time() - self.t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def _cutoffs(text):
+    if text is None:
+        return None
+    parts = [int(x) for x in str(text).replace(",", " ").split()]
+    if any(c < 1 for c in parts):
+        raise FsmError(f"cutoffs must be >= 1, got {text!r}")
+    return parts[0] if len(parts) == 1 else parts
+
+
+def iter_text(paths, lower: bool = False):
+    """Sentences (one per line, tokens separated by spaces) from text files (.gz/.bz2/.xz ok)."""
+    from ..data.arpa import open_text
+    for p in paths:
+        if p == "-":
+            stream = sys.stdin
+            for line in stream:
+                yield line.lower() if lower else line
+            continue
+        with open_text(p, "rb") as f:
+            for raw in f:
+                line = raw.decode("utf-8", "replace")
+                yield line.lower() if lower else line
+
+
+def _dataset_sentences(name):
+    """Word lists of a named dataset (tags dropped)."""
+    from ..data.corpora import iter_sentences
+    for s in iter_sentences(name):
+        yield [w if isinstance(w, str) else w[0] for w in s]
+
+
+def _sentences(args):
+    if getattr(args, "dataset", None):
+        return _dataset_sentences(args.dataset)
+    if not args.text:
+        raise FsmError("give text files or --dataset NAME")
+    return iter_text(args.text)
+
+
+def _count(args) -> int:
+    from ..data.web1t import write_web1t
+    from ..lm.counts import count_ngrams
+    say = Progress(args.quiet)
+    c = count_ngrams(_sentences(args), args.order, progress=say)
+    sizes = write_web1t(c, args.output, cutoffs=_cutoffs(args.cutoffs), keep_bigrams=args.keep_bigrams,
+                        progress=say)
+    say(f"wrote {args.output}: " + ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(sizes)))
+    return 0
+
+
+def _web1t(args) -> int:
+    from ..data.web1t import read_web1t, write_web1t
+    say = Progress(args.quiet)
+    c = read_web1t(args.counts, max_order=args.order, progress=say)
+    print(f"{args.counts}: order {c.order}, {len(c.vocab):,} words, " +
+          ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(c.sizes)) +
+          f", smallest counts {c.cutoffs}")
+    if args.output:
+        sizes = write_web1t(c, args.output, cutoffs=_cutoffs(args.cutoffs), keep_bigrams=args.keep_bigrams,
+                            progress=say)
+        print(f"wrote {args.output}: " + ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(sizes)))
+    return 0
+
+
+def _estimate(args) -> int:
+    from ..data.arpa import write_arpa
+    from ..lm.counts import count_ngrams
+    from ..lm.estimate import estimate
+    say = Progress(args.quiet)
+    if args.counts:
+        from ..data.web1t import read_web1t
+        c = read_web1t(args.counts, max_order=args.order, progress=say)
+    else:
+        c = count_ngrams(_sentences(args), args.order, progress=say)
+    kn = None
+    if args.kn_discounts:
+        vals = [float(x) for x in args.kn_discounts.replace(",", " ").split()]
+        if len(vals) % 3:
+            raise FsmError("--kn-discounts takes three numbers (D1 D2 D3+) per order")
+        kn = [tuple(vals[i:i + 3]) for i in range(0, len(vals), 3)]
+    lm = estimate(c, args.method, discounts=kn, discount=args.discount, smoothing=args.smoothing,
+                  cutoffs=_cutoffs(args.cutoffs), keep_bigrams=args.keep_bigrams, progress=say)
+    write_arpa(lm, args.output, progress=say)
+    say(f"wrote {args.output}: " + ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(lm.counts)))
+    return 0
+
+
+def _load_model(path, say):
+    from ..lm.model import CompiledLM, compile_lm
+    p = str(path)
+    if p.endswith((".arpa", ".arpa.gz", ".arpa.bz2", ".arpa.xz", ".lm", ".lm.gz")):
+        from ..data.arpa import read_arpa
+        return compile_lm(read_arpa(p, progress=say), progress=say)
+    return CompiledLM.load(p)
+
+
+def _compile(args) -> int:
+    from ..data.arpa import read_arpa
+    from ..lm.model import compile_lm
+    say = Progress(args.quiet)
+    lm = read_arpa(args.model, progress=say)
+    c = compile_lm(lm, progress=say)
+    c.save(args.output)
+    say(f"wrote {args.output}: {c.machine.num_states:,} states, {c.machine.num_arcs:,} arcs")
+    return 0
+
+
+def _score(args) -> int:
+    say = Progress(True)
+    c = _load_model(args.model, say)
+    out = sys.stdout
+    batch = []
+
+    def flush():
+        lp, oov = c.score(batch)
+        out.write("".join(f"{x:.6f}\t{n}\n" for x, n in zip(lp.tolist(), oov.tolist())))
+        batch.clear()
+
+    for line in sys.stdin:
+        batch.append(line)
+        if len(batch) >= 100000:
+            flush()
+    if batch:
+        flush()
+    out.flush()
+    return 0
+
+
+def _ppl(args) -> int:
+    say = Progress(args.quiet)
+    c = _load_model(args.model, say)
+    tot = 0.0
+    tokens = 0
+    sents = 0
+    oovs = 0
+    batch = []
+
+    def flush():
+        nonlocal tot, tokens, sents, oovs
+        lp, oov = c.score(batch)
+        tot += float(lp.sum())
+        tokens += sum(len(s.split()) + 1 for s in batch)
+        sents += len(batch)
+        oovs += int(oov.sum())
+        batch.clear()
+
+    for line in iter_text(args.text):
+        batch.append(line)
+        if len(batch) >= 100000:
+            flush()
+    if batch:
+        flush()
+    ppl = 10 ** (-tot / tokens) if tokens else math.inf
+    print(f"sentences {sents}  tokens {tokens} (</s> included)  OOVs {oovs}  log10 prob {tot:.4f}  "
+          f"perplexity {ppl:.4f}")
+    return 0
+
+
+def _sample(args) -> int:
+    from ..lm.sample import sample_text
+    say = Progress(args.quiet)
+    c = _load_model(args.model, say)
+    out_path = Path(args.output) if args.output != "-" else None
+    t0 = time.time()
+    if out_path is None:
+        n_s, n_t = sample_text(c, sys.stdout.buffer, tokens=args.tokens, sentences=args.sentences,
+                               seed=args.seed, progress=say)
+    else:
+        import tempfile
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=out_path.name + ".", suffix=".tmp", dir=str(out_path.parent))
+        try:
+            with os.fdopen(fd, "wb") as f:
+                n_s, n_t = sample_text(c, f, tokens=args.tokens, sentences=args.sentences, seed=args.seed,
+                                       progress=say)
+            os.replace(tmp, out_path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    dt = time.time() - t0
+    say(f"sampled {n_s:,} sentences, {n_t:,} tokens in {dt:.1f} s ({n_t / max(dt, 1e-9) / 1e6:.1f}M tokens/s)")
+    return 0
+
+
+def _check(args) -> int:
+    from ..data.arpa import check_arpa
+    from ..errors import ArpaFormatError
+    try:
+        lm = check_arpa(args.file)
+    except ArpaFormatError as e:
+        where = f"{e.path}:{e.line}" if e.line is not None else f"{e.path}"
+        print(f"{where}: {e.reason}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(f"{args.file}: valid ARPA, order {lm.order}, " +
+              ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(lm.counts)))
+    return 0
+
+
+def add_parser(sub) -> None:
+    lm = sub.add_parser("lm", help="backoff n-gram language models")
+    lsub = lm.add_subparsers(dest="lm_command", metavar="command")
+
+    def common(p):
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+
+    p = lsub.add_parser("count", help="count n-grams of a text into a Web1T-format directory")
+    p.add_argument("text", nargs="*", help="text files, one sentence per line (.gz/.bz2/.xz; - for stdin)")
+    p.add_argument("--dataset", help="a named dataset instead of files (e.g. mixed-text)")
+    p.add_argument("-o", "--output", required=True, help="output directory")
+    p.add_argument("--order", type=int, default=5)
+    p.add_argument("--cutoffs", help="minimum count per order, e.g. '1 1 3 3 3' or '3' for orders >= 2")
+    p.add_argument("--keep-bigrams", action="store_true", help="keep every 2-gram whatever the cutoff")
+    common(p)
+    p.set_defaults(func=_count)
+
+    p = lsub.add_parser("web1t", help="read Web1T-format counts, print statistics, rewrite with cutoffs")
+    p.add_argument("counts", help="Web1T-format directory")
+    p.add_argument("-o", "--output", help="write the (cut) counts here")
+    p.add_argument("--order", type=int, default=None)
+    p.add_argument("--cutoffs")
+    p.add_argument("--keep-bigrams", action="store_true")
+    common(p)
+    p.set_defaults(func=_web1t)
+
+    p = lsub.add_parser("estimate", help="estimate an ARPA model from text or counts")
+    p.add_argument("text", nargs="*", help="text files, one sentence per line")
+    p.add_argument("--counts", help="a Web1T-format count directory instead of text")
+    p.add_argument("--dataset", help="a named dataset instead of files")
+    p.add_argument("-o", "--output", required=True, help="output ARPA (.gz/.bz2/.xz compress)")
+    p.add_argument("--order", type=int, default=5)
+    p.add_argument("--method", choices=["kneser-ney", "witten-bell", "absolute"], default="kneser-ney")
+    p.add_argument("--kn-discounts", help="Kneser-Ney discounts 'D1 D2 D3+' per order (default: estimated)")
+    p.add_argument("--discount", type=float, default=0.25, help="absolute discounting's D (default 0.25)")
+    p.add_argument("--smoothing", type=float, default=0.0, help="absolute discounting's unigram additive smoothing")
+    p.add_argument("--cutoffs")
+    p.add_argument("--keep-bigrams", action="store_true")
+    common(p)
+    p.set_defaults(func=_estimate)
+
+    p = lsub.add_parser("compile", help="compile an ARPA model to a failure-arc acceptor")
+    p.add_argument("model", help="MODEL.arpa[.gz|.bz2|.xz]")
+    p.add_argument("-o", "--output", required=True)
+    common(p)
+    p.set_defaults(func=_compile)
+
+    p = lsub.add_parser("score", help="score sentences from stdin: log10 prob (with </s>) TAB OOVs")
+    p.add_argument("model", help="a compiled model (or an .arpa file)")
+    p.set_defaults(func=_score)
+
+    p = lsub.add_parser("ppl", help="perplexity of a text")
+    p.add_argument("model", help="a compiled model (or an .arpa file)")
+    p.add_argument("text", nargs="+")
+    common(p)
+    p.set_defaults(func=_ppl)
+
+    p = lsub.add_parser("sample", help="sample sentences from a model")
+    p.add_argument("model", help="a compiled model (or an .arpa file)")
+    p.add_argument("-o", "--output", default="-", help="output text file (- for stdout)")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--tokens", type=int)
+    g.add_argument("--sentences", type=int)
+    p.add_argument("--seed", type=int, default=0)
+    common(p)
+    p.set_defaults(func=_sample)
+
+    p = lsub.add_parser("check", help="validate an ARPA file (exit 0 valid; 2 and FILE:LINE: reason)")
+    p.add_argument("file")
+    common(p)
+    p.set_defaults(func=_check)
+    lm.set_defaults(func=lambda a: (lm.print_help(), 2)[1])

@@ -1,0 +1,141 @@
+"""ARPA reader and writer: validation with file and line, compression, lossless round trips."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fsmlearn.data.arpa import check_arpa, read_arpa, write_arpa
+from fsmlearn.errors import ArpaFormatError
+
+GOOD = """some comment before the header
+
+\\data\\
+ngram 1=5
+ngram 2=3
+
+\\1-grams:
+-1.0\t<unk>\t0
+0\t<s>\t-0.30103
+-0.6\t</s>
+-0.7\tthe\t-0.2
+-0.8 cat -0.25
+
+\\2-grams:
+-0.3\t<s> the
+-0.5\tthe cat
+-0.2\tcat </s>
+
+\\end\\
+"""
+
+
+def write(tmp_path, text, name="m.arpa"):
+    p = tmp_path / name
+    opener = {"gz": gzip.open, "bz2": bz2.open, "xz": lzma.open}.get(name.rsplit(".", 1)[-1])
+    if opener:
+        with opener(p, "wb") as f:
+            f.write(text.encode())
+    else:
+        p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize("name", ["m.arpa", "m.arpa.gz", "m.arpa.bz2", "m.arpa.xz"])
+def test_reads_plain_and_compressed(tmp_path, name):
+    lm = read_arpa(write(tmp_path, GOOD, name))
+    assert lm.counts == [5, 3] and lm.vocab == ["<unk>", "<s>", "</s>", "the", "cat"]
+    assert lm.logprob[0][4] == -0.8 and lm.backoff[0][4] == -0.25   # space-separated line
+    assert not lm.has_backoff[0][2] and lm.has_backoff[0][1]
+    assert lm.ngrams[1].tolist() == [[1, 3], [3, 4], [4, 2]]
+
+
+@pytest.mark.parametrize("bad,line,needle", [
+    (GOOD.replace("ngram 2=3", "ngram 2=4"), None, "declares 4 2-grams but the section has 3"),
+    (GOOD.replace("ngram 1=5", "ngram 1=4"), 12, "more 1-grams than the header's count 4"),
+    (GOOD.replace("-0.5\tthe cat", "-0.5\tthe cat dog"), 16, "wrong number of fields"),
+    (GOOD.replace("-0.7\tthe", "-0.x7\tthe"), 11, "not a number"),
+    (GOOD.replace("-0.5\tthe cat", "-0.5\tthe dog"), 16, "word not among the 1-grams"),
+    (GOOD.replace("\\end\\\n", ""), None, "before \\end\\"),
+    (GOOD.replace("\\2-grams:", "\\3-grams:"), 14, "expected the \\2-grams: section"),
+    (GOOD.replace("-0.8 cat -0.25", "-0.8 the -0.25"), 12, "listed twice"),
+    (GOOD.replace("ngram 2=3", "ngram 3=3"), 5, "expected the count of 2-grams"),
+    ("nothing here\n", None, "no \\data\\ header"),
+    (GOOD.replace("-0.2\tcat </s>", "-0.2\tcat </s>\t-0.1"), None, "highest order has a backoff"),
+])
+def test_errors_carry_file_line_and_text(tmp_path, bad, line, needle):
+    p = write(tmp_path, bad)
+    with pytest.raises(ArpaFormatError) as e:
+        read_arpa(p)
+    assert needle in str(e.value)
+    assert e.value.path == str(p)
+    if line is not None:
+        assert e.value.line == line, str(e.value)
+        assert str(e.value).startswith(f"{p}:{line}: ")
+
+
+def test_truncated_compressed_file(tmp_path):
+    p = write(tmp_path, GOOD, "m.arpa.gz")
+    data = p.read_bytes()
+    p.write_bytes(data[:len(data) // 2])
+    with pytest.raises(ArpaFormatError, match="m.arpa.gz"):
+        read_arpa(p)
+
+
+def test_check_finds_missing_context(tmp_path):
+    bad = GOOD.replace("ngram 2=3", "ngram 2=4").replace("-0.2\tcat </s>", "-0.2\tcat </s>\n-0.4\tcat the")
+    bad = bad.replace("ngram 2=4\n", "ngram 2=4\nngram 3=1\n").replace(
+        "\\end\\", "\\3-grams:\n-0.1\tthe the cat\n\n\\end\\")
+    p = write(tmp_path, bad)
+    read_arpa(p)   # the format is fine
+    with pytest.raises(ArpaFormatError, match=r"3-gram 'the the cat' has no context 2-gram") as e:
+        check_arpa(p)
+    assert e.value.line == 22
+
+
+@pytest.mark.parametrize("name", ["out.arpa", "out.arpa.gz", "out.arpa.xz"])
+def test_write_round_trip_is_lossless(tmp_path, name):
+    lm = read_arpa(write(tmp_path, GOOD))
+    rng = np.random.default_rng(0)
+    lm.logprob[1] = -rng.random(3) * 3          # arbitrary floats survive exactly
+    out = tmp_path / name
+    write_arpa(lm, out)
+    back = read_arpa(out)
+    for k in range(2):
+        assert np.array_equal(back.ngrams[k], lm.ngrams[k])
+        assert np.array_equal(back.logprob[k], lm.logprob[k])
+        assert np.array_equal(back.backoff[k], lm.backoff[k])
+        assert np.array_equal(back.has_backoff[k], lm.has_backoff[k])
+    assert back.vocab == lm.vocab
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["m.arpa", name])   # no temporaries
+
+
+def test_kenlm_written_text_round_trips_byte_for_byte(tmp_path):
+    # KenLM-style numbers (7 significant digits) are written back as they were read
+    p = write(tmp_path, GOOD.replace("some comment before the header\n\n", ""))
+    lm = read_arpa(p)
+    out = tmp_path / "o.arpa"
+    write_arpa(lm, out)
+    norm = lambda t: [line.replace(" ", "\t") for line in t.splitlines() if line.strip()]
+    orig = norm(p.read_text())
+    # our writer puts the 0 backoffs KenLM omits only where the file had them
+    assert norm(out.read_text()) == orig
+
+
+def test_cli_check(tmp_path):
+    good = write(tmp_path, GOOD)
+    bad = write(tmp_path, GOOD.replace("-0.7\tthe", "-0.x7\tthe"), "bad.arpa")
+    r = subprocess.run([sys.executable, "-m", "fsmlearn.cli.main", "lm", "check", str(good)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, "-m", "fsmlearn.cli.main", "lm", "check", str(bad)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{bad}:11: not a number")
