@@ -27,6 +27,7 @@ from numba import types
 from numba.typed import Dict
 
 from ..errors import MachineError, SymbolTableError
+from ..fsm.hashing import hash64
 from ..fsm.machine import EPSILON, PHI, Machine
 from .phi import find_label, label_index, phi_structure
 
@@ -319,46 +320,138 @@ class ScoreResult:
 
 
 @nb.njit(cache=True)
-def _score_kernel(ptr, labels, start, src_start, dst, il, w, final, has_final, perm, phi, phi_final,
-                  use_final, out_w, out_fail):
+def _build_label_hash(src_start, perm, il, dst, w, L, T, mask):
+    """Rows [key, destination, weight] of the first arc per (state, label).
+
+    key = state * L + label, stored as float64 (exact below 2**53); one row
+    per probe, so a lookup touches one cache line in the common case.
+    """
+    for s in range(src_start.shape[0] - 1):
+        for i in range(src_start[s], src_start[s + 1]):
+            a = perm[i]
+            x = il[a]
+            if x < 0:
+                continue
+            if i > src_start[s] and il[perm[i - 1]] == x:
+                continue
+            key = s * L + x
+            j = np.int64(hash64(key) & np.uint64(mask))
+            while T[j, 0] >= 0.0:
+                j = (j + 1) & mask
+            T[j, 0] = key
+            T[j, 1] = dst[a]
+            T[j, 2] = w[a]
+
+
+@nb.njit(inline="always")
+def _probe(T, mask, key):
+    j = np.int64(hash64(key) & np.uint64(mask))
+    kf = float(key)
+    while True:
+        k = T[j, 0]
+        if k == kf:
+            return j
+        if k < 0.0:
+            return -1
+        j = (j + 1) & mask
+
+
+def label_hash(m: Machine):
+    """Cached hash of (state, input label) -> (destination, weight) of its first arc."""
+    def build():
+        perm = label_index(m)
+        L = int(max(int(m.ilabel.max(initial=0)), 0)) + 1
+        if m.num_states * L >= 2**53:
+            raise MachineError("too many states x labels for the arc hash")
+        cap = 16
+        while cap < 2 * max(1, m.num_arcs):
+            cap *= 2
+        T = np.full((cap, 3), -1.0)
+        w, _ = _neglog(m)
+        _build_label_hash(m.src_start, perm, m.ilabel, m.dst, w, L, T, cap - 1)
+        return T, cap - 1, L
+    return m.cached("label_hash", build)
+
+
+@nb.njit(inline="always")
+def _step(x, r, T, mask, L, phi, dst, w, n):
+    """Read label x from state r with failure arcs: (row of the arc or -1, phi cost)."""
+    acc = 0.0
+    steps = 0
+    while True:
+        if 0 <= x < L:
+            row = _probe(T, mask, r * L + x)
+            if row >= 0:
+                return row, acc
+        if phi[r] < 0:
+            return -1, acc
+        acc += w[phi[r]]
+        r = dst[phi[r]]
+        steps += 1
+        if steps > n:
+            return -1, acc
+
+
+@nb.njit(cache=True)
+def _score_kernel(ptr, labels, start, dst, w, final, has_final, T, mask, L, phi, phi_final, use_final,
+                  out_w, out_fail):
+    """Walk many sentences in lockstep (K streams), so that the hash probes of
+    different sentences overlap in memory instead of waiting one by one."""
     n = final.shape[0]
-    for i in range(ptr.shape[0] - 1):
-        q = start
-        tot = 0.0
-        fail = -1
-        for j in range(ptr[i], ptr[i + 1]):
-            x = labels[j]
-            r = q
-            acc = 0.0
-            found = -1
-            steps = 0
-            while True:
-                lo = src_start[r]
-                hi = src_start[r + 1]
-                k = find_label(perm, il, lo, hi, x)
-                if k < hi and il[perm[k]] == x:
-                    found = perm[k]
-                    break
-                if phi[r] < 0:
-                    break
-                acc += w[phi[r]]
-                r = dst[phi[r]]
-                steps += 1
-                if steps > n:
-                    break
-            if found < 0:
-                fail = j - ptr[i]
-                tot = np.inf
-                break
-            tot += acc + w[found]
-            q = dst[found]
-        if fail < 0 and use_final:
-            fw = _final_fail(q, final, has_final, phi, dst, w, phi_final)
-            if fw == np.inf:
-                fail = ptr[i + 1] - ptr[i]
-            tot += fw
-        out_w[i] = tot
-        out_fail[i] = fail
+    S = ptr.shape[0] - 1
+    K = 16
+    sent = np.full(K, -1, np.int64)
+    pos = np.zeros(K, np.int64)
+    state = np.zeros(K, np.int64)
+    tot = np.zeros(K)
+    nxt = 0
+    active = 0
+    for k in range(K):
+        if nxt < S:
+            sent[k] = nxt
+            pos[k] = ptr[nxt]
+            state[k] = start
+            tot[k] = 0.0
+            nxt += 1
+            active += 1
+    while active > 0:
+        for k in range(K):
+            i = sent[k]
+            if i < 0:
+                continue
+            p = pos[k]
+            done = False
+            if p < ptr[i + 1]:
+                row, acc = _step(labels[p], state[k], T, mask, L, phi, dst, w, n)
+                if row < 0:
+                    out_w[i] = np.inf
+                    out_fail[i] = p - ptr[i]
+                    done = True
+                else:
+                    tot[k] += acc + T[row, 2]
+                    state[k] = np.int64(T[row, 1])
+                    pos[k] = p + 1
+            else:
+                fail = -1
+                t = tot[k]
+                if use_final:
+                    fw = _final_fail(state[k], final, has_final, phi, dst, w, phi_final)
+                    if fw == np.inf:
+                        fail = ptr[i + 1] - ptr[i]
+                    t += fw
+                out_w[i] = t
+                out_fail[i] = fail
+                done = True
+            if done:
+                if nxt < S:
+                    sent[k] = nxt
+                    pos[k] = ptr[nxt]
+                    state[k] = start
+                    tot[k] = 0.0
+                    nxt += 1
+                else:
+                    sent[k] = -1
+                    active -= 1
 
 
 def score_sequences(b: Machine, ptr: np.ndarray, labels: np.ndarray, phi_final: bool = True,
@@ -367,7 +460,8 @@ def score_sequences(b: Machine, ptr: np.ndarray, labels: np.ndarray, phi_final: 
 
     Follows the first matching arc at each step (for a machine that is
     deterministic on input labels this is the only path; the total weight is
-    that of ``compose(string_acceptor, b)``).
+    that of ``compose(string_acceptor, b)``).  Arcs are found through a cached
+    hash of (state, label), one probe per step.
 
     Args:
         b: the machine (typically a backoff LM acceptor).
@@ -381,7 +475,8 @@ def score_sequences(b: Machine, ptr: np.ndarray, labels: np.ndarray, phi_final: 
     if ptr.ndim != 1 or ptr.size < 1 or ptr[0] != 0 or ptr[-1] != labels.size or np.any(np.diff(ptr) < 0):
         raise MachineError("ptr must rise from 0 to len(labels)")
     w, f = _neglog(b)
-    perm, phi = _b_structures(b, phi_final)
+    _, phi = _b_structures(b, phi_final)
+    T, mask, L = label_hash(b)
     S = ptr.size - 1
     out_w = np.empty(S)
     out_f = np.empty(S, np.int64)
@@ -389,6 +484,6 @@ def score_sequences(b: Machine, ptr: np.ndarray, labels: np.ndarray, phi_final: 
         out_w[:] = np.inf
         out_f[:] = 0
         return ScoreResult(out_w, out_f)
-    _score_kernel(ptr, labels, b.start, b.src_start, b.dst, b.ilabel, w, f, np.isfinite(f), perm, phi,
-                  phi_final, final, out_w, out_f)
+    _score_kernel(ptr, labels, b.start, b.dst, w, f, np.isfinite(f), T, mask, L, phi, phi_final, final,
+                  out_w, out_f)
     return ScoreResult(out_w, out_f)

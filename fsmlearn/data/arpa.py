@@ -43,6 +43,7 @@ import numpy as np
 
 from ..errors import ArpaFormatError
 from ..lm.model import BackoffLM
+from ..lm.vocab import vocab_find
 
 _BLOCK = 64 << 20
 _HEADER_RE = re.compile(rb"^ngram\s+(\d+)\s*=\s*(\d+)\s*$")
@@ -73,35 +74,6 @@ def open_text(path, mode: str = "rb"):
 
 
 # ----------------------------------------------------------------- numba parts
-@nb.njit(cache=True)
-def _fnv(buf, s, e):
-    h = np.uint64(1469598103934665603)
-    for i in range(s, e):
-        h ^= np.uint64(buf[i])
-        h *= np.uint64(1099511628211)
-    return h
-
-
-@nb.njit(cache=True)
-def _vocab_find(buf, s, e, table, wbuf, woff, mask):
-    i = np.int64(_fnv(buf, s, e) & np.uint64(mask))
-    L = e - s
-    while True:
-        w = table[i]
-        if w < 0:
-            return -1, i
-        a = woff[w]
-        if woff[w + 1] - a == L:
-            same = True
-            for j in range(L):
-                if wbuf[a + j] != buf[s + j]:
-                    same = False
-                    break
-            if same:
-                return w, i
-        i = (i + 1) & mask
-
-
 @nb.njit(cache=True)
 def _is_space(c):
     return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
@@ -225,7 +197,7 @@ def _parse_block(buf, pos, end, k, count, filled, table, wbuf, woff, mask, pow10
                     spans[filled, 0] = s
                     spans[filled, 1] = i
                 else:
-                    w, _ = _vocab_find(buf, s, i, table, wbuf, woff, mask)
+                    w, _ = vocab_find(buf, s, i, table, wbuf, woff, mask)
                     if w < 0:
                         return _E_WORD, pos, filled, n_slow, lines
                     ids[filled, f - 1] = w
@@ -274,7 +246,7 @@ def _add_words(buf, spans, lo, hi, table, wbuf, woff, n_words, mask):
     for r in range(lo, hi):
         s = spans[r, 0]
         e = spans[r, 1]
-        w, slot = _vocab_find(buf, s, e, table, wbuf, woff, mask)
+        w, slot = vocab_find(buf, s, e, table, wbuf, woff, mask)
         if w >= 0:
             return n_words, wbuf, r
         L = e - s

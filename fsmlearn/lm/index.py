@@ -13,44 +13,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-@nb.njit(cache=True)
-def _hash(key):
-    # 64-bit mix (splitmix64 finaliser)
-    x = np.uint64(key)
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xbf58476d1ce4e5b9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94d049bb133111eb)
-    x ^= x >> np.uint64(31)
-    return x
-
-
-@nb.njit(cache=True)
-def _insert(keys, vals, mask, key, val):
-    """Insert key -> val; returns the existing value if the key is present, else -1."""
-    i = np.int64(_hash(key) & np.uint64(mask))
-    while True:
-        k = keys[i]
-        if k == -1:
-            keys[i] = key
-            vals[i] = val
-            return -1
-        if k == key:
-            return vals[i]
-        i = (i + 1) & mask
-
-
-@nb.njit(cache=True)
-def _lookup(keys, vals, mask, key):
-    i = np.int64(_hash(key) & np.uint64(mask))
-    while True:
-        k = keys[i]
-        if k == -1:
-            return -1
-        if k == key:
-            return vals[i]
-        i = (i + 1) & mask
-
+from ..fsm.hashing import hash_insert as _insert
+from ..fsm.hashing import hash_lookup as _lookup
 
 @nb.njit(cache=True)
 def _index_order(rows, V, uni, keys, vals, mask, gid0, prefix_out, err):

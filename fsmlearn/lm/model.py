@@ -36,6 +36,7 @@ from ..errors import FsmError, MachineError
 from ..fsm.machine import PHI, Machine
 from ..fsm.symbols import SymbolTable
 from .index import NGramIndex, NGramIndexError
+from .vocab import ByteVocab
 
 BOS = "<s>"
 EOS = "</s>"
@@ -184,26 +185,25 @@ class CompiledLM:
     def encode(self, sentences) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Label sequences of whitespace-tokenised sentences.
 
+        Args:
+            sentences: strings (tokens separated by whitespace; a string may
+                not contain a newline) or lists of tokens.
+
         Returns:
             (ptr int64 [S+1], labels int32, oov int64 [S]): out-of-vocabulary
             words get the ``<unk>`` label and are counted.
         """
-        wid = self.word_ids
-        unk = self.unk_label - 1
-        ptr = [0]
-        labels = []
-        oov = []
-        for s in sentences:
-            toks = s.split() if isinstance(s, str) else list(s)
-            ids = [wid.get(t, -1) for t in toks]
-            n_oov = ids.count(-1)
-            if n_oov:
-                ids = [unk if i < 0 else i for i in ids]
-            labels.extend(ids)
-            ptr.append(ptr[-1] + len(ids))
-            oov.append(n_oov)
-        lab = np.asarray(labels, dtype=np.int32) + 1
-        return np.asarray(ptr, np.int64), lab, np.asarray(oov, np.int64)
+        bv = getattr(self, "_bytevocab", None)
+        if bv is None:
+            bv = self._bytevocab = ByteVocab(self.vocab)
+        sentences = [s if isinstance(s, str) else " ".join(s) for s in sentences]
+        if not sentences:
+            return np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int64)
+        text = "\n".join(s.rstrip("\n") for s in sentences).encode("utf-8") + b"\n"
+        ptr, ids, oov = bv.encode(text, self.unk_label - 1)
+        if ptr.size - 1 != len(sentences):
+            raise FsmError("a sentence contains a newline; give one sentence per string")
+        return ptr, ids + 1, oov
 
     def save(self, path) -> None:
         """Save the acceptor (its symbol table holds the vocabulary) atomically."""

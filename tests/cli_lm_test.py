@@ -1,0 +1,77 @@
+"""``fsmlearn lm``: the interfaces other tools rely on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import kenlm
+import pytest
+
+from lm_model_test import conll_sentences
+from fsmlearn.lm.tools import run_lmplz
+
+
+def fsmlearn(*args, stdin=None):
+    r = subprocess.run([sys.executable, "-m", "fsmlearn.cli.main", *map(str, args)], input=stdin,
+                       capture_output=True, text=True, timeout=600)
+    return r
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    s = conll_sentences()
+    (d / "train.txt").write_text("\n".join(s[:4000]) + "\n")
+    (d / "held.txt").write_text("\n".join(s[4000:4300]) + "\n")
+    run_lmplz(s[:4000], 4, d / "ken.arpa", discount_fallback=True)
+    return d
+
+
+def test_compile_and_score_match_kenlm(files):
+    d = files
+    r = fsmlearn("lm", "compile", d / "ken.arpa", "-o", d / "ken.fsm")
+    assert r.returncode == 0, r.stderr
+    held = (d / "held.txt").read_text().splitlines() + ["unseen words here", ""]
+    r = fsmlearn("lm", "score", d / "ken.fsm", stdin="\n".join(held) + "\n")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == len(held)
+    k = kenlm.Model(str(d / "ken.arpa"))
+    vocab = set(k_ for k_ in open(d / "ken.arpa").read().split() if k_)
+    for s, line in zip(held, lines):
+        lp, oov = line.split("\t")
+        assert float(lp) == pytest.approx(k.score(s, bos=True, eos=True), abs=1e-4)
+        assert int(oov) == sum(1 for w in s.split() if w not in k)
+    del vocab
+
+
+def test_count_estimate_ppl_and_sample(files):
+    d = files
+    r = fsmlearn("lm", "count", d / "train.txt", "-o", d / "counts", "--order", "3", "--cutoffs", "1")
+    assert r.returncode == 0, r.stderr
+    assert (d / "counts" / "3gms" / "3gm-0000.gz").exists()
+    assert "counted" in r.stderr        # progress on stderr
+    r = fsmlearn("lm", "estimate", "--counts", d / "counts", "--order", "3", "-o", d / "ours.arpa.gz")
+    assert r.returncode == 0, r.stderr
+    r = fsmlearn("lm", "check", d / "ours.arpa.gz")
+    assert r.returncode == 0 and "valid ARPA, order 3" in r.stdout
+    r = fsmlearn("lm", "ppl", d / "ours.arpa.gz", d / "held.txt", "-q")
+    assert r.returncode == 0 and "perplexity" in r.stdout
+    ppl = float(r.stdout.split("perplexity")[1])
+    assert 50 < ppl < 2000
+    a = fsmlearn("lm", "sample", d / "ours.arpa.gz", "--sentences", "50", "--seed", "7", "-q")
+    b = fsmlearn("lm", "sample", d / "ours.arpa.gz", "--sentences", "50", "--seed", "7", "-q")
+    c = fsmlearn("lm", "sample", d / "ours.arpa.gz", "--sentences", "50", "--seed", "8", "-q")
+    assert a.returncode == 0 and a.stdout == b.stdout and a.stdout != c.stdout
+    assert len(a.stdout.splitlines()) == 50
+    t = fsmlearn("lm", "sample", d / "ours.arpa.gz", "--tokens", "1000", "--seed", "7", "-o", d / "s.txt")
+    assert t.returncode == 0, t.stderr
+    n = len((d / "s.txt").read_text().split())
+    assert 1000 <= n < 1200
+
+
+def test_errors_are_reported_without_traceback(files):
+    r = fsmlearn("lm", "compile", files / "missing.arpa", "-o", files / "x")
+    assert r.returncode == 2 and "missing.arpa" in r.stderr and "Traceback" not in r.stderr
+    assert not (files / "x").exists()
