@@ -40,3 +40,15 @@ def test_apply_cutoffs():
     keep = apply_cutoffs(c, 2, keep_bigrams=True)
     assert keep.sizes[1] == c.sizes[1] and keep.sizes[2] < c.sizes[2]
     assert cut.cutoffs == [1, 2, 2]
+
+
+def test_large_word_ids_pack_without_overflow():
+    # a 5-gram of ids above 2**16 once overflowed the high key (regression)
+    from fsmlearn.lm.counts import count_token_ids, key_bits
+    assert key_bits(5) == 21 and key_bits(4) == 24 and key_bits(6) == 21
+    words = [f"w{i}" for i in range(300_000)]
+    toks = np.array([0, 299_999, 250_000, 70_000, 123_456, 299_998, 1], np.int32)
+    c = count_token_ids([(toks, np.array([0, toks.size]))], words, 5)
+    assert c.ngrams[4].tolist() == [[0, 299_999, 250_000, 70_000, 123_456],
+                                    [250_000, 70_000, 123_456, 299_998, 1],
+                                    [299_999, 250_000, 70_000, 123_456, 299_998]]

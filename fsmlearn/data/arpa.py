@@ -64,8 +64,10 @@ _REASONS = {
 def open_text(path, mode: str = "rb"):
     """Open a plain, .gz, .bz2 or .xz file (binary modes)."""
     p = str(path)
+    writing = any(c in mode for c in "wax")
     if p.endswith(".gz"):
-        return gzip.open(p, mode)
+        # level 9 (gzip's default) triples the time of writing a large model
+        return gzip.open(p, mode, compresslevel=3) if writing else gzip.open(p, mode)
     if p.endswith(".bz2"):
         return bz2.open(p, mode)
     if p.endswith(".xz") or p.endswith(".lzma"):
@@ -241,6 +243,17 @@ def _parse_block(buf, pos, end, k, count, filled, table, wbuf, woff, mask, pow10
 
 
 @nb.njit(cache=True)
+def _gather_fields(buf, spans, width):
+    """Fixed-width byte rows (NUL padded) of the fields buf[spans[i, 2]:spans[i, 3]]."""
+    out = np.zeros((spans.shape[0], width), np.uint8)
+    for i in range(spans.shape[0]):
+        s = spans[i, 2]
+        for j in range(spans[i, 3] - s):
+            out[i, j] = buf[s + j]
+    return out
+
+
+@nb.njit(cache=True)
 def _add_words(buf, spans, lo, hi, table, wbuf, woff, n_words, mask):
     """Add the unigram words buf[spans[i]] to the hash; returns (n_words, wbuf, dup row or -1)."""
     for r in range(lo, hi):
@@ -409,7 +422,7 @@ def _read(f, path, say) -> BackoffLM:
         hb = np.empty(count, np.bool_)
         spans = np.empty((count if k == 1 else 0, 2), np.int64)
         filled = 0
-        slow = np.empty((1 << 16, 4), np.int64)
+        slow = np.empty((1 << 20, 4), np.int64)
         while True:
             L.fill()
             end = L.complete_end()
@@ -420,18 +433,25 @@ def _read(f, path, say) -> BackoffLM:
             st, pos, new_filled, n_slow, lines = _parse_block(
                 L.buf, L.pos, end, k, count, filled, table, wbuf, woff, mask, pow10,
                 ids, lp, bo, hb, slow, 0, k == 1, spans)
-            # slow number parses
-            for r in range(n_slow):
-                row, which, s0, e0 = slow[r]
-                txt = L.buf[s0:e0].tobytes().decode("ascii", "replace")
+            # numbers outside the fast path: numpy's correctly rounded conversion, in bulk
+            if n_slow:
+                sl = slow[:n_slow]
+                width = int((sl[:, 3] - sl[:, 2]).max())
+                mat = _gather_fields(L.buf, sl, width)
                 try:
-                    v = float(txt)
+                    vals = mat.view(f"S{width}").ravel().astype(np.float64)
                 except ValueError:
-                    raise _err(path, start_line + int(row) - filled, L.line_text(int(s0)), "not a number") from None
-                if which == 0:
-                    lp[row] = v
-                else:
-                    bo[row] = v
+                    for r in range(n_slow):   # find the culprit for the message
+                        row, which, s0, e0 = sl[r]
+                        try:
+                            float(L.buf[s0:e0].tobytes())
+                        except ValueError:
+                            raise _err(path, start_line + int(row) - filled, L.line_text(int(s0)),
+                                       "not a number") from None
+                    raise
+                rows, which = sl[:, 0], sl[:, 1]
+                lp[rows[which == 0]] = vals[which == 0]
+                bo[rows[which == 1]] = vals[which == 1]
             if k == 1 and new_filled > filled:
                 n_words, wbuf, dup = _add_words(L.buf, spans, filled, new_filled, table, wbuf, woff, n_words, mask)
                 for r in range(filled, new_filled if dup < 0 else dup):
@@ -510,23 +530,91 @@ def _find_line(path, message: str) -> int | None:
 
 
 # ------------------------------------------------------------------ writing
-def _fmt(x: float) -> str:
-    if x == 0.0:
-        return "0"
-    if math.isinf(x):
-        return "-inf" if x < 0 else "inf"
-    return repr(float(x))
+@nb.njit(cache=True)
+def _render_lines(rows, lp_txt, bo_txt, hb, zero_lp, zero_bo, wbuf, woff, lo, hi):
+    """ARPA lines of n-grams lo..hi: 'logprob TAB words [TAB backoff] NL' as bytes.
+
+    Numbers arrive as NUL-padded text (numpy's shortest round-trip form);
+    zeros are written as '0', as KenLM does.
+    """
+    k = rows.shape[1]
+    W = lp_txt.shape[1]
+    size = 0
+    for i in range(lo, hi):
+        size += 3 + k
+        if zero_lp[i]:
+            size += 1
+        else:
+            for j in range(W):
+                if lp_txt[i, j] == 0:
+                    break
+                size += 1
+        for c in range(k):
+            w = rows[i, c]
+            size += woff[w + 1] - woff[w]
+        if hb[i]:
+            size += 1
+            if zero_bo[i]:
+                size += 1
+            else:
+                for j in range(W):
+                    if bo_txt[i, j] == 0:
+                        break
+                    size += 1
+    out = np.empty(size, np.uint8)
+    p = 0
+    for i in range(lo, hi):
+        if zero_lp[i]:
+            out[p] = 48
+            p += 1
+        else:
+            for j in range(W):
+                ch = lp_txt[i, j]
+                if ch == 0:
+                    break
+                out[p] = ch
+                p += 1
+        out[p] = 9
+        p += 1
+        for c in range(k):
+            if c:
+                out[p] = 32
+                p += 1
+            w = rows[i, c]
+            for q in range(woff[w], woff[w + 1]):
+                out[p] = wbuf[q]
+                p += 1
+        if hb[i]:
+            out[p] = 9
+            p += 1
+            if zero_bo[i]:
+                out[p] = 48
+                p += 1
+            else:
+                for j in range(W):
+                    ch = bo_txt[i, j]
+                    if ch == 0:
+                        break
+                    out[p] = ch
+                    p += 1
+        out[p] = 10
+        p += 1
+    return out[:p]
 
 
 def write_arpa(lm: BackoffLM, path, progress=None) -> None:
     """Write a model as an ARPA file (compressed by extension), atomically.
 
-    Numbers are written in Python's shortest round-trip form, so reading the
-    file back gives the same floats; backoff weights are written where the
-    model has them.  The file appears only when complete.
+    Numbers are written in their shortest round-trip form (the digits Python's
+    ``repr`` gives, formatted by numpy in C), so reading the file back gives
+    the same floats; zeros are written as ``0``; backoff weights are written
+    where the model has them.  Lines are assembled in numba from a byte table
+    of the vocabulary.  The file appears only when complete.
     """
+    from ..lm.vocab import ByteVocab
     path = Path(path)
     say = progress or (lambda msg: None)
+    bv = ByteVocab(lm.vocab)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp" + _ext(path), dir=str(path.parent or "."))
     os.close(fd)
     try:
@@ -534,25 +622,22 @@ def write_arpa(lm: BackoffLM, path, progress=None) -> None:
             out.write(b"\\data\\\n")
             for k, c in enumerate(lm.counts, 1):
                 out.write(f"ngram {k}={c}\n".encode())
-            vocab = lm.vocab
             for k in range(1, lm.order + 1):
                 out.write(f"\n\\{k}-grams:\n".encode())
-                rows = lm.ngrams[k - 1]
-                lp = lm.logprob[k - 1]
-                bo = lm.backoff[k - 1]
-                hb = lm.has_backoff[k - 1]
-                lines = []
-                for i in range(rows.shape[0]):
-                    words = " ".join([vocab[w] for w in rows[i]])
-                    if hb[i]:
-                        lines.append(f"{_fmt(lp[i])}\t{words}\t{_fmt(bo[i])}\n")
-                    else:
-                        lines.append(f"{_fmt(lp[i])}\t{words}\n")
-                    if len(lines) >= 100000:
-                        out.write("".join(lines).encode("utf-8"))
-                        lines = []
-                out.write("".join(lines).encode("utf-8"))
-                say(f"wrote {rows.shape[0]:,} {k}-grams")
+                rows = np.ascontiguousarray(lm.ngrams[k - 1])
+                lp = np.asarray(lm.logprob[k - 1], np.float64)
+                bo = np.asarray(lm.backoff[k - 1], np.float64)
+                hb = np.asarray(lm.has_backoff[k - 1], np.bool_)
+                M = rows.shape[0]
+                step = 1_000_000
+                for lo in range(0, M, step):
+                    hi = min(M, lo + step)
+                    lp_txt = lp[lo:hi].astype("S32").view(np.uint8).reshape(hi - lo, 32)
+                    bo_txt = bo[lo:hi].astype("S32").view(np.uint8).reshape(hi - lo, 32)
+                    data = _render_lines(rows[lo:hi], lp_txt, bo_txt, hb[lo:hi], lp[lo:hi] == 0.0,
+                                         bo[lo:hi] == 0.0, bv.wbuf, bv.woff, 0, hi - lo)
+                    out.write(data.tobytes())
+                say(f"wrote {M:,} {k}-grams")
             out.write(b"\n\\end\\\n")
         os.replace(tmp, path)
     except BaseException:

@@ -65,6 +65,15 @@ def _bits_for(V: int) -> int:
     return max(1, int(V - 1).bit_length())
 
 
+def key_bits(order: int, cap: int = 24) -> int:
+    """Bits per word such that an n-gram of ``order`` words packs into two 64-bit
+    keys: 64 // bits words in the low key, the rest (at most 64 bits) in the high one."""
+    for b in range(cap, 0, -1):
+        if (max(0, order - 64 // b)) * b <= 64:
+            return b
+    raise FsmError(f"order {order} cannot be packed into 128-bit keys")
+
+
 @nb.njit(cache=True)
 def _windows(tokens, sent_start, k, bits, hi, lo):
     """Pack every k-gram inside a sentence into (hi, lo); returns how many."""
@@ -191,8 +200,8 @@ def count_token_ids(chunks, words: list, order: int, bits: int | None = None, pr
     """
     say = progress or (lambda msg: None)
     if bits is None:
-        bits = min(24, 128 // order)
-    if order * bits > 128 or bits < 1:
+        bits = key_bits(order)
+    if bits < 1 or max(0, order - 64 // bits) * bits > 64:
         raise FsmError(f"order {order} does not fit 128-bit keys with {bits} bits per word")
     stacks = [[] for _ in range(order)]
     seen = 0
