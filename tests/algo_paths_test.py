@@ -72,6 +72,23 @@ def test_sampling_is_reproducible(rng):
     assert np.array_equal(a.arcs, b.arcs) and not np.array_equal(a.arcs, c.arcs)
 
 
+def test_threaded_sampling_is_reproducible_and_well_formed(rng):
+    m = random_machine(rng, 30, 150, cyclic=True, mass=0.85)
+    a = sample_paths(m, 50000, seed=42, threads=2)
+    b = sample_paths(m, 50000, seed=42, threads=2)
+    assert np.array_equal(a.arcs, b.arcs) and np.array_equal(a.ptr, b.ptr)
+    assert len(a) == 50000 and a.ptr[-1] == a.arcs.size
+    for i in (0, 24999, 25000, 49999):   # paths on both sides of the split are paths
+        p = a.path(i)
+        if p.size:
+            assert m.arc_src[p[0]] == m.start
+            assert np.array_equal(m.dst[p[:-1]], m.arc_src[p[1:]])
+    freq = np.bincount(a.arcs, minlength=m.num_arcs) / len(a)
+    post = arc_posteriors(m)
+    se = np.sqrt(np.maximum(post, 1e-4) * 4 / len(a))
+    assert np.all(np.abs(freq - post) < 6 * se)
+
+
 def test_compose_matches_pynini(rng):
     # an epsilon-free weighted acceptor composed with a rewrite transducer
     words = ["xxy", "yx", "xyxy", "yyy", "x"]

@@ -87,10 +87,12 @@ def test_expectations_and_posteriors_follow_failure_semantics():
     assert fb.final_posteriors.sum() == pytest.approx(1.0, abs=1e-9)
 
 
-def test_sampling_reproduces_string_probabilities():
+@pytest.mark.parametrize("normalised,threads", [(False, 1), (True, 1), (True, 2)])
+def test_sampling_reproduces_string_probabilities(normalised, threads):
+    # normalised=True skips the backward solve (the machine is its own process)
     rng = np.random.default_rng(11)
     m = backoff_machine(rng, V=3, order=3, normalised=True)
-    S = sample_paths(m, 60000, seed=5)
+    S = sample_paths(m, 60000, seed=5, normalised=normalised, threads=threads)
     seqs = S.label_sequences(m)
     counts = {}
     for s in seqs:

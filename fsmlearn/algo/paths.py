@@ -14,12 +14,18 @@ draws from q' that violate this are rejected and redrawn at q' (the
 constraint of each level of the backoff chain is checked from the innermost
 level out, and a violation restarts the draw at the level that imposed it).
 
+A machine that is already locally normalised under failure semantics (a
+backoff LM: each state's arcs, final weight and phi mass sum to one) can be
+sampled with ``normalised=True``: its backward values are taken as one and
+the walk is the machine's own generative process, with no solve.
+
 Public names: Path, best_path, sample_paths, Samples.
 """
 
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba as nb
@@ -27,7 +33,9 @@ import numpy as np
 
 from ..errors import FsmError, MachineError, SemiringError
 from ..fsm.machine import EPSILON, PHI, Machine
-from .phi import find_label, label_index, phi_structure
+from ..fsm.hashing import hash64
+from .compose import label_hash
+from .phi import phi_structure
 from .shortest import solve_values
 
 
@@ -141,17 +149,24 @@ def _cumulative(src_start, arc_p, final_p):
     return cum
 
 
-@nb.njit(cache=True)
-def _has_label(perm, ilabel, src_start, q, x):
-    lo = src_start[q]
-    hi = src_start[q + 1]
-    k = find_label(perm, ilabel, lo, hi, x)
-    return k < hi and ilabel[perm[k]] == x
+@nb.njit(inline="always")
+def _has_label(T, mask, L, q, x):
+    """Whether state q has an arc labelled x (one probe of the (state, label) hash)."""
+    key = q * L + x
+    j = np.int64(hash64(key) & np.uint64(mask))
+    kf = float(key)
+    while True:
+        k = T[j, 0]
+        if k == kf:
+            return True
+        if k < 0.0:
+            return False
+        j = (j + 1) & mask
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _sample_kernel(num, seed, start, src_start, dst, ilabel, arc_p, arc_cum, final_p, phi_arc, phi_p,
-                   has_final, perm, max_len, phi_final):
+                   has_final, T, mask, L, max_len, phi_final):
     """Draw ``num`` paths.
 
     arc_p[a], final_p[s], phi_p[s] are local probabilities; arc_cum[a] is
@@ -226,7 +241,7 @@ def _sample_kernel(num, seed, start, src_start, dst, ilabel, arc_p, arc_cum, fin
                             break
                     else:
                         x = ilabel[ev_arc]
-                        if x != EPSILON and _has_label(perm, ilabel, src_start, parent, x):
+                        if x != EPSILON and _has_label(T, mask, L, parent, x):
                             bad_level = j
                             break
                 if bad_level >= 0:
@@ -251,14 +266,20 @@ def _sample_kernel(num, seed, start, src_start, dst, ilabel, arc_p, arc_cum, fin
     return ptr, out[:n_out], num, 0
 
 
+_PARALLEL_MIN = 10_000
+
+
 class _Sampler:
     """Local probabilities of a machine's events, computed once (see sample_paths)."""
 
-    def __init__(self, m: Machine, phi_final: bool):
+    def __init__(self, m: Machine, phi_final: bool, normalised: bool = False):
         from ..semiring.ops import scaled_to_neglog
-        _, Bt, _, _ = solve_values(m, "log", True, phi_final=phi_final)
-        beta = np.empty(m.num_states)
-        scaled_to_neglog(Bt, beta)
+        if normalised:
+            beta = np.zeros(m.num_states)
+        else:
+            _, Bt, _, _ = solve_values(m, "log", True, phi_final=phi_final)
+            beta = np.empty(m.num_states)
+            scaled_to_neglog(Bt, beta)
         if m.start < 0 or not np.isfinite(beta[m.start]):
             raise FsmError("the machine accepts no string: nothing to sample")
         w, f = m.neglog_weights()
@@ -284,11 +305,10 @@ class _Sampler:
         self.phi = phi
         self.phi_p = phi_p
         self.has_final = has_final
-        self.perm = label_index(m)
 
 
 def sample_paths(m: Machine, num: int, seed: int = 0, max_length: int | None = None,
-                 phi_final: bool = True) -> Samples:
+                 phi_final: bool = True, normalised: bool = False, threads: int = 1) -> Samples:
     """Draw ``num`` paths with probability proportional to their weight.
 
     The backward values and local probabilities are computed once per machine
@@ -300,16 +320,57 @@ def sample_paths(m: Machine, num: int, seed: int = 0, max_length: int | None = N
         seed: random seed (the result is a function of the seed).
         max_length: raise if a path grows longer than this many events.
         phi_final: final weights fail over like labels (see algo.phi).
+        normalised: the machine is locally normalised (each state's events,
+            phi mass included, sum to one): skip the backward solve and
+            sample its generative process.  A state whose own events exceed
+            one gives its phi arc no mass.
+        threads: draw in this many threads (sub-batches with seeds derived
+            from ``seed``; batches under 20,000 paths use one thread).  The
+            result depends on (seed, num, threads).
 
     Raises:
         FsmError: the machine accepts nothing, or max_length was exceeded.
     """
     if num < 0:
         raise FsmError(f"num must be >= 0, got {num}")
-    sp = m.cached(("sampler", bool(phi_final)), lambda: _Sampler(m, phi_final))
-    ptr, arcs, done, err = _sample_kernel(int(num), int(seed) & 0xFFFFFFFF, m.start, m.src_start, m.dst,
-                                          m.ilabel, sp.arc_p, sp.arc_cum, sp.final_p, sp.phi, sp.phi_p,
-                                          sp.has_final, sp.perm, int(max_length or 0), bool(phi_final))
+    sp = m.cached(("sampler", bool(phi_final), bool(normalised)),
+                  lambda: _Sampler(m, phi_final, bool(normalised)))
+    T, mask, L = label_hash(m) if m.has_phi else (np.full((1, 3), -1.0), 0, 1)
+    num = int(num)
+    seed = int(seed) & 0xFFFFFFFF
+
+    def run(n, sd):
+        return _sample_kernel(n, sd, m.start, m.src_start, m.dst, m.ilabel, sp.arc_p, sp.arc_cum,
+                              sp.final_p, sp.phi, sp.phi_p, sp.has_final, T, mask, L,
+                              int(max_length or 0), bool(phi_final))
+
+    if num < 2 * _PARALLEL_MIN or threads <= 1:
+        parts = [run(num, seed)]
+        offsets = [0]
+    else:
+        # independent sub-batches with derived seeds, one thread each (the
+        # kernel releases the GIL); the result is a function of (seed, num)
+        k = int(threads)
+        sizes = [num // k + (1 if i < num % k else 0) for i in range(k)]
+        offsets = list(np.cumsum([0] + sizes[:-1]))
+        seeds = [(seed * 2654435761 + 97 * (i + 1)) & 0xFFFFFFFF for i in range(k)]
+        with ThreadPoolExecutor(k) as ex:
+            parts = list(ex.map(run, sizes, seeds))
+    for (ptr, arcs, done, err), off in zip(parts, offsets):
+        if err:
+            done = int(off) + int(done)
+            break
+    else:
+        err = 0
+    if len(parts) == 1:
+        ptr, arcs = parts[0][0], parts[0][1]
+    else:
+        arcs = np.concatenate([p[1] for p in parts])
+        ptr = np.zeros(num + 1, np.int64)
+        base = 0
+        for (p_, a_, _, _), off, n in zip(parts, offsets, sizes):
+            ptr[off + 1:off + n + 1] = p_[1:] + base
+            base += a_.shape[0]
     if err == 1:
         raise FsmError(f"sample {done}: reached a state with no way to continue (weights do not sum "
                        "to the backward value; is the machine consistent?)")

@@ -1,7 +1,8 @@
 """Sampling sentences from a compiled backoff LM.
 
 Sentences are random paths of the acceptor drawn with failure semantics
-(:func:`fsmlearn.algo.sample_paths`), in batches; each batch's seed is derived
+(:func:`fsmlearn.algo.sample_paths` with ``normalised=True``: a backoff LM is
+its own generative process, so no backward solve is needed), in batches; each batch's seed is derived
 from the user's seed and the batch number, so the output is a function of
 (seed, batch size).  Text is assembled in numba from a byte table of the
 vocabulary and written as one line per sentence, tokens separated by spaces.
@@ -65,7 +66,7 @@ def _render(ptr, arcs, ilabel, wbuf, woff):
 
 def sample_sentences(lm: CompiledLM, num: int, seed: int = 0) -> list[list[str]]:
     """``num`` sentences (lists of words) drawn from the model."""
-    S = sample_paths(lm.machine, num, seed=seed)
+    S = sample_paths(lm.machine, num, seed=seed, normalised=True)
     vocab = lm.vocab
     out = []
     for lab in S.label_sequences(lm.machine):
@@ -74,7 +75,8 @@ def sample_sentences(lm: CompiledLM, num: int, seed: int = 0) -> list[list[str]]
 
 
 def sample_text(lm: CompiledLM, out, *, tokens: int | None = None, sentences: int | None = None,
-                seed: int = 0, batch: int = DEFAULT_BATCH, progress=None) -> tuple[int, int]:
+                seed: int = 0, batch: int = DEFAULT_BATCH, progress=None,
+                threads: int = 2) -> tuple[int, int]:
     """Write sampled sentences to a binary file object until enough are written.
 
     Args:
@@ -85,6 +87,8 @@ def sample_text(lm: CompiledLM, out, *, tokens: int | None = None, sentences: in
         seed: random seed.
         batch: sentences per batch (part of what the seed determines).
         progress: optional callable(str), called about every 10 seconds.
+        threads: sampling threads (fixed, not the machine's core count, so
+            that the text is a function of (seed, batch, threads) only).
 
     Returns:
         (sentences, tokens) written.
@@ -108,7 +112,8 @@ def sample_text(lm: CompiledLM, out, *, tokens: int | None = None, sentences: in
             want = batch
         if want <= 0:
             break
-        S = sample_paths(m, want, seed=(int(seed) * 1_000_003 + b) & 0x7FFFFFFF)
+        S = sample_paths(m, want, seed=(int(seed) * 1_000_003 + b) & 0x7FFFFFFF, normalised=True,
+                         threads=threads)
         data, ntok = _render(S.ptr, S.arcs, m.ilabel, wbuf, woff)
         if tokens is not None and n_tok + ntok > tokens:
             # keep whole sentences up to the token budget
