@@ -1,0 +1,826 @@
+"""Training an HMM tagger from an approximate corpus (n-gram EM).
+
+Smith and Eisner, "Unsupervised learning on an approximate corpus", sections
+2-3.  The training distribution c(w) is a backoff LM compiled to an acceptor
+with failure arcs (:mod:`fsmlearn.lm`).  The variational family is the tagged
+transducer cq_phi: with n_q = 1 its states are those of c, and each word arc
+a of c becomes one arc per allowed tag t (tag dictionary) with weight
+``c(w | h) * phi[a, t]``; phi arcs become ``phi:epsilon`` arcs with value 0.
+The bound (5) is
+
+    r = E_cq[ log p_theta(w, t) - log q_phi(t | w) ]
+
+for a bigram HMM p_theta (n_p = 2).
+
+How it is computed (the Z_a construction of section 3.3, n_p - n_q = 1).
+cq preserves c's marginal, so the first components of its forward values are
+the forward values ``alpha`` of c itself: the expected number of visits to
+each state.  They do not depend on theta or phi, so the engine's relaxation
+(:func:`fsmlearn.algo.forward` with exact failure semantics) solves them once
+per machine, and they are reused (warm) by every iteration.  The forward mass
+per incoming tag, ``alpha2[h, t]`` (Z_a: the paths to h split by their last
+tag), is one pass over the arcs plus one pass down the phi forest.  The
+second component of the expectation-semiring forward value, summed at the
+final states, is then a sum over arcs (Li and Eisner 2009, section 4.2;
+footnote 14 of the paper: with beta = 1 the forward in the expectation
+semiring and this sum are the same number):
+
+    r = sum_a sum_t  k_a phi[a, t] ( sum_t' alpha2[src, t'] log theta(t | t')
+                                      + alpha[src] (log theta(w | t) - log phi[a, t]) )
+        + sum_h F(h) sum_t' alpha2[h, t'] log theta(</s> | t')
+
+Exact failure semantics come from the engine's signed linear system
+(:func:`fsmlearn.algo.linear_system`): an *exclusion arc* per label a state
+shadows, carrying minus the weight of the backoff chain that would otherwise
+serve it, and a signed final adjustment per state whose own final weight
+hides its chain's.  Each exclusion arc uses the phi block of the arc it
+shadows, so every sum above runs over the same signed events.
+
+Gradients (section 3.4).  d r / d log theta is the expected count of each
+transition and emission.  With n_q = 1 a tag affects only the next
+transition, so d r / d phi[a, t] needs no second relaxation:
+
+    d r / d phi[a, t] = B[a, t] - A[a] (log phi[a, t] + 1)
+    A[a]    = sum_e k_e alpha[src_e]                      (expected uses of a)
+    B[a, t] = sum_e k_e ( M[src_e, t] + alpha[src_e] (log theta(w | t) + U[dst_e, t]) )
+
+over the events e that use a's block (a itself and the exclusion arcs that
+shadow it), where ``M = alpha2 @ log theta`` and ``U[h, t]`` is the derivative
+of r with respect to tag mass arriving at h (the expected log transition out
+of h, passed down the phi forest).  The block optimum holding the other blocks
+fixed is ``phi[a, .] = softmax(B[a, .] / A[a])`` (section 3.5), exactly when
+a's destination does not back off to a's source (otherwise the block also
+feeds its own source's tag mass, and this is the stationary point of the
+objective linearised in that feedback); the
+approximate variational E-step applies it to all blocks in parallel, and the
+M-step normalises the expected counts.  Gradient ascent on softmax
+parameters of theta and phi (section 3.5) is the other optimiser.
+
+n_q = 2 (one phi block per (arc, previous tag)) is supported by materialising
+cq as a machine over (state, tag) pairs and running the engine's
+expectation-semiring forward on it (:func:`materialise`); with n_q = n_p the
+E-step can take phi from the posteriors of the joint machine c * p_theta,
+which is the optimum when c is a union of straight-line sentences (an
+ordinary corpus), so that n-gram EM reduces to EM.
+
+Public names: CqStructure, NGramEM, IterationRecord, materialise,
+joint_posterior_phi, bound_materialised.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numba as nb
+import numpy as np
+
+from ..algo.phi import linear_system
+from ..algo.shortest import forward
+from ..algo.solve import phi_depths
+from ..errors import FsmError, MachineError
+from ..fsm.machine import EPSILON, PHI, Machine
+
+_NEG = -1e250   # stands in for log 0 in products with zero masses
+
+
+# ----------------------------------------------------------------- structure
+@nb.njit(cache=True)
+def _events(src_start, arc_src, dst, kind, ref, ilabel, weight, neg_ptr, neg_chain):
+    """Signed word events of the linear system: (src, dst, arc whose block, k)."""
+    X = dst.shape[0]
+    n = 0
+    for i in range(X):
+        if kind[i] == 0:
+            if ilabel[ref[i]] > 0:
+                n += 1
+        else:
+            n += 1
+    es = np.empty(n, np.int32)
+    ed = np.empty(n, np.int32)
+    ea = np.empty(n, np.int64)
+    ek = np.empty(n)
+    j = 0
+    for i in range(X):
+        if kind[i] == 0:
+            a = ref[i]
+            if ilabel[a] <= 0:
+                continue
+            es[j] = arc_src[i]
+            ed[j] = dst[i]
+            ea[j] = a
+            ek[j] = math.exp(-weight[a])
+            j += 1
+        else:
+            x = ref[i]
+            lw = 0.0
+            last = -1
+            for c in range(neg_ptr[x], neg_ptr[x + 1]):
+                lw += weight[neg_chain[c]]
+                last = neg_chain[c]
+            es[j] = arc_src[i]
+            ed[j] = dst[i]
+            ea[j] = last
+            ek[j] = -math.exp(-lw)
+            j += 1
+    return es, ed, ea, ek
+
+
+@nb.njit(cache=True)
+def _final_events(final, nf_state, nf_final, nf_ptr, nf_chain, weight):
+    n = 0
+    for q in range(final.shape[0]):
+        if final[q] != np.inf:
+            n += 1
+    fs = np.empty(n + nf_state.shape[0], np.int32)
+    fk = np.empty(n + nf_state.shape[0])
+    j = 0
+    for q in range(final.shape[0]):
+        if final[q] != np.inf:
+            fs[j] = q
+            fk[j] = math.exp(-final[q])
+            j += 1
+    for i in range(nf_state.shape[0]):
+        lw = final[nf_final[i]]
+        for c in range(nf_ptr[i], nf_ptr[i + 1]):
+            lw += weight[nf_chain[c]]
+        fs[j] = nf_state[i]
+        fk[j] = -math.exp(-lw)
+        j += 1
+    return fs, fk
+
+
+@dataclass
+class CqStructure:
+    """c with its tag blocks: everything about cq that does not change in training.
+
+    Attributes:
+        machine: c (log semiring, labels > 0 are words, phi arcs allowed).
+        T: number of tags (index T is the sentence boundary).
+        alpha: float64 [N] forward values of c (expected visits), solved once.
+        ev_src, ev_dst: int32 [X] signed word events (arcs and exclusion arcs).
+        ev_arc: int64 [X] the arc of c whose phi block each event uses.
+        ev_k: float64 [X] signed event weights.
+        fin_state, fin_k: int32 / float64 [Y] signed final events.
+        phi_dst: int64 [N] backoff state of each state (-1 for none).
+        phi_k: float64 [N] its phi weight.
+        down: int64 [N] states by decreasing phi depth (longest histories first).
+        arc_word: int32 [E] word id (of the tagger's vocabulary) of each word arc, -1 otherwise.
+        blk_start: int64 [E+1] each arc's block in the phi arrays.
+        blk_tag: int32 [K] the tag of each block entry.
+        solve_seconds: time spent solving alpha.
+    """
+    machine: Machine
+    T: int
+    alpha: np.ndarray
+    ev_src: np.ndarray
+    ev_dst: np.ndarray
+    ev_arc: np.ndarray
+    ev_k: np.ndarray
+    fin_state: np.ndarray
+    fin_k: np.ndarray
+    phi_dst: np.ndarray
+    phi_k: np.ndarray
+    down: np.ndarray
+    arc_word: np.ndarray
+    blk_start: np.ndarray
+    blk_tag: np.ndarray
+    solve_seconds: float = 0.0
+
+    @classmethod
+    def build(cls, c: Machine, arc_word: np.ndarray, allowed: np.ndarray, *, alpha=None,
+              tol: float = 1e-10, max_sweeps: int = 100_000) -> "CqStructure":
+        """Prepare cq for machine ``c``.
+
+        Args:
+            c: the acceptor (log semiring; word labels > 0; phi arcs with
+                failure semantics, final weights failing over; no epsilons).
+            arc_word: int [E] word id of each arc of c in the tagger's
+                vocabulary (ignored for phi arcs).
+            allowed: bool [V+1, T] the tags each word may take.
+            alpha: optional precomputed forward values of c (probabilities).
+            tol, max_sweeps: relaxation settings for alpha.
+
+        Raises:
+            MachineError: epsilon arcs, a word arc without an allowed tag,
+                or no start state.
+        """
+        if not isinstance(c, Machine):
+            raise MachineError(f"expected a fsmlearn Machine, got {type(c).__name__}")
+        if c.start < 0:
+            raise MachineError("c has no start state")
+        if c.semiring != "log":
+            raise MachineError(f"c must be a log-semiring machine, got {c.semiring!r}")
+        if np.any(c.ilabel == EPSILON):
+            raise MachineError(f"c has epsilon arcs (arc {int(np.flatnonzero(c.ilabel == EPSILON)[0])}); "
+                               "n-gram EM needs every path step to carry a word or a phi")
+        allowed = np.asarray(allowed, bool)
+        V1, T = allowed.shape
+        arc_word = np.asarray(arc_word, np.int32)
+        if arc_word.shape != (c.num_arcs,):
+            raise MachineError(f"arc_word has shape {arc_word.shape}, expected ({c.num_arcs},)")
+        words = c.ilabel > 0
+        aw = np.where(words, arc_word, -1).astype(np.int32)
+        bad = np.flatnonzero(words & ((aw < 0) | (aw >= V1)))
+        if bad.size:
+            raise MachineError(f"arc {int(bad[0])} has word id {int(arc_word[bad[0]])}, outside [0, {V1})")
+        n_tags = np.where(words, allowed.sum(1)[np.maximum(aw, 0)], 0)
+        bad = np.flatnonzero(words & (n_tags == 0))
+        if bad.size:
+            raise MachineError(f"word id {int(aw[bad[0]])} (arc {int(bad[0])}) has no allowed tag")
+        blk_start = np.zeros(c.num_arcs + 1, np.int64)
+        np.cumsum(n_tags, out=blk_start[1:])
+        wt_ptr = np.zeros(V1 + 1, np.int64)
+        np.cumsum(allowed.sum(1), out=wt_ptr[1:])
+        wt_tag = np.nonzero(allowed)[1].astype(np.int32)
+        blk_tag = _block_tags(aw, wt_ptr, wt_tag, blk_start)
+        t0 = time.time()
+        if alpha is None:
+            a = forward(c, "log", tol=tol, max_sweeps=max_sweeps)
+            alpha = np.exp(-a)
+        alpha = np.asarray(alpha, np.float64)
+        secs = time.time() - t0
+        g = linear_system(c, True)
+        ps = g.phi
+        w = c.weight
+        es, ed, ea, ek = _events(g.src_start, g.arc_src, g.dst, g.kind, g.ref, c.ilabel, w,
+                                 ps.neg_ptr, ps.neg_chain)
+        fs, fk = _final_events(c.final, ps.nf_state, ps.nf_final, ps.nf_ptr, ps.nf_chain, w)
+        phi_dst = np.full(c.num_states, -1, np.int64)
+        phi_k = np.zeros(c.num_states)
+        has = ps.phi_arc >= 0
+        phi_dst[has] = c.dst[ps.phi_arc[has]]
+        phi_k[has] = np.exp(-w[ps.phi_arc[has]])
+        _, order = phi_depths(phi_dst, c.num_states)
+        return cls(c, T, alpha, es, ed, ea, ek, fs, fk, phi_dst, phi_k, order[::-1].copy(), aw,
+                   blk_start, blk_tag, secs)
+
+    @property
+    def num_params(self) -> int:
+        """Number of variational parameters (block entries)."""
+        return int(self.blk_tag.shape[0])
+
+    def uniform_phi(self) -> np.ndarray:
+        """float64 [K]: uniform tag distributions in every block."""
+        n = np.diff(self.blk_start)
+        return np.repeat(1.0 / np.maximum(n, 1), n)
+
+
+@nb.njit(cache=True)
+def _block_tags(aw, wt_ptr, wt_tag, blk_start):
+    out = np.empty(blk_start[-1], np.int32)
+    for a in range(aw.shape[0]):
+        w = aw[a]
+        if w < 0:
+            continue
+        p = blk_start[a]
+        for j in range(wt_ptr[w], wt_ptr[w + 1]):
+            out[p] = wt_tag[j]
+            p += 1
+    return out
+
+
+# ------------------------------------------------------------------- kernels
+@nb.njit(cache=True)
+def _alpha2(N, T, start, alpha, es, ed, ea, ek, blk_start, blk_tag, phi, down, phi_dst, phi_k):
+    """Forward mass per (state, last tag); column T is the sentence start."""
+    A2 = np.zeros((N, T + 1))
+    A2[start, T] += 1.0
+    for e in range(es.shape[0]):
+        base = alpha[es[e]] * ek[e]
+        if base == 0.0:
+            continue
+        d = ed[e]
+        a = ea[e]
+        for j in range(blk_start[a], blk_start[a + 1]):
+            A2[d, blk_tag[j]] += base * phi[j]
+    for i in range(N):
+        q = down[i]
+        r = phi_dst[q]
+        if r >= 0:
+            k = phi_k[q]
+            for t in range(T + 1):
+                A2[r, t] += k * A2[q, t]
+    return A2
+
+
+@nb.njit(cache=True)
+def _counts(T, V1, alpha, A2, es, ea, ek, blk_start, blk_tag, phi, arc_word, fs, fk):
+    """Expected transition and emission counts under cq, and its conditional entropy term."""
+    trans = np.zeros((T + 1, T + 1))
+    emit = np.zeros((T, V1))
+    ent = 0.0
+    for e in range(es.shape[0]):
+        s = es[e]
+        a = ea[e]
+        k = ek[e]
+        al = alpha[s]
+        w = arc_word[a]
+        for j in range(blk_start[a], blk_start[a + 1]):
+            p = k * phi[j]
+            if p == 0.0:
+                continue
+            t = blk_tag[j]
+            emit[t, w] += al * p
+            if phi[j] > 0.0:
+                ent -= al * p * math.log(phi[j])
+            for tp in range(T + 1):
+                trans[tp, t] += A2[s, tp] * p
+    for f in range(fs.shape[0]):
+        q = fs[f]
+        k = fk[f]
+        for tp in range(T + 1):
+            trans[tp, T] += A2[q, tp] * k
+    return trans, emit, ent
+
+
+@nb.njit(cache=True)
+def _state_tag_mass(N, T, es, ea, ek, blk_start, blk_tag, phi, fs, fk):
+    """G[s, t]: signed mass of tag t leaving s (column T: the final events)."""
+    G = np.zeros((N, T + 1))
+    for e in range(es.shape[0]):
+        s = es[e]
+        a = ea[e]
+        k = ek[e]
+        for j in range(blk_start[a], blk_start[a + 1]):
+            G[s, blk_tag[j]] += k * phi[j]
+    for f in range(fs.shape[0]):
+        G[fs[f], T] += fk[f]
+    return G
+
+
+@nb.njit(cache=True)
+def _adjoint(G, logT, down, phi_dst, phi_k):
+    """U[h, t']: d r / d (tag mass t' arriving at h)."""
+    N = G.shape[0]
+    T1 = G.shape[1]
+    U = np.zeros((N, T1))
+    for h in range(N):
+        for tp in range(T1):
+            acc = 0.0
+            for t in range(T1):
+                g = G[h, t]
+                if g != 0.0:
+                    acc += g * logT[tp, t]
+            U[h, tp] = acc
+    # pass down the phi forest: shortest histories first
+    for i in range(N - 1, -1, -1):
+        q = down[i]
+        r = phi_dst[q]
+        if r >= 0:
+            k = phi_k[q]
+            for tp in range(T1):
+                U[q, tp] += k * U[r, tp]
+    return U
+
+
+@nb.njit(cache=True)
+def _block_scores(T, alpha, A2, U, logT, logE, es, ed, ea, ek, blk_start, blk_tag, arc_word, E):
+    """A[a] and B[j] of the block update (see the module docstring)."""
+    A = np.zeros(E)
+    B = np.zeros(blk_tag.shape[0])
+    for e in range(es.shape[0]):
+        s = es[e]
+        a = ea[e]
+        k = ek[e]
+        al = alpha[s]
+        d = ed[e]
+        w = arc_word[a]
+        A[a] += k * al
+        for j in range(blk_start[a], blk_start[a + 1]):
+            t = blk_tag[j]
+            m = 0.0
+            for tp in range(T + 1):
+                x = A2[s, tp]
+                if x != 0.0:
+                    m += x * logT[tp, t]
+            B[j] += k * (m + al * (logE[t, w] + U[d, t]))
+    return A, B
+
+
+@nb.njit(cache=True)
+def _softmax_blocks(A, B, blk_start, phi_old, min_mass):
+    """phi[a, .] = softmax(B[a, .] / A[a]); blocks with A[a] <= min_mass keep phi_old."""
+    out = phi_old.copy()
+    for a in range(A.shape[0]):
+        lo = blk_start[a]
+        hi = blk_start[a + 1]
+        if hi - lo == 0 or A[a] <= min_mass:
+            continue
+        mx = -np.inf
+        for j in range(lo, hi):
+            v = B[j] / A[a]
+            if v > mx:
+                mx = v
+        if mx == -np.inf:
+            continue
+        z = 0.0
+        for j in range(lo, hi):
+            z += math.exp(B[j] / A[a] - mx)
+        for j in range(lo, hi):
+            out[j] = math.exp(B[j] / A[a] - mx) / z
+    return out
+
+
+def _safe_log(p):
+    with np.errstate(divide="ignore"):
+        return np.maximum(np.log(p), _NEG)
+
+
+# --------------------------------------------------------------- computation
+@dataclass
+class Stats:
+    """Expected counts and the bound for one (theta, phi)."""
+    trans: np.ndarray     # [T+1, T+1] (row T: sentence start; column T: sentence end)
+    emit: np.ndarray      # [T, V+1]
+    entropy: float        # E[-log q(t | w)]
+    bound: float          # the objective r (per sentence of c)
+    alpha2: np.ndarray    # [N, T+1]
+
+
+def expected_stats(cs: CqStructure, phi: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray) -> Stats:
+    """Expected counts under cq_phi and the bound r at (theta, phi)."""
+    c = cs.machine
+    T = cs.T
+    A2 = _alpha2(c.num_states, T, c.start, cs.alpha, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k,
+                 cs.blk_start, cs.blk_tag, phi, cs.down, cs.phi_dst, cs.phi_k)
+    V1 = log_emit.shape[1]
+    trans, emit, ent = _counts(T, V1, cs.alpha, A2, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start,
+                               cs.blk_tag, phi, cs.arc_word, cs.fin_state, cs.fin_k)
+    bound = _dot_log(trans, log_trans) + _dot_log(emit, log_emit) + ent
+    return Stats(trans, emit, ent, bound, A2)
+
+
+def _dot_log(counts, logp):
+    with np.errstate(invalid="ignore"):
+        nz = counts != 0.0
+        if np.any(nz & ~np.isfinite(logp)):
+            return -math.inf
+        return float((counts[nz] * logp[nz]).sum())
+
+
+def phi_gradient(cs: CqStructure, phi, log_trans, log_emit, alpha2=None):
+    """(A [E], B [K]): d r / d phi[j] = B[j] - A[arc of j] (log phi[j] + 1)."""
+    c = cs.machine
+    T = cs.T
+    if alpha2 is None:
+        alpha2 = expected_stats(cs, phi, log_trans, log_emit).alpha2
+    lt = np.maximum(log_trans, _NEG)
+    le = np.maximum(log_emit, _NEG)
+    G = _state_tag_mass(c.num_states, T, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi,
+                        cs.fin_state, cs.fin_k)
+    U = _adjoint(G, lt, cs.down, cs.phi_dst, cs.phi_k)
+    return _block_scores(T, cs.alpha, alpha2, U, lt, le, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k,
+                         cs.blk_start, cs.blk_tag, cs.arc_word, c.num_arcs)
+
+
+def d_bound_d_phi(cs: CqStructure, phi, log_trans, log_emit) -> np.ndarray:
+    """float64 [K]: the gradient of r with respect to phi (unconstrained coordinates)."""
+    A, B = phi_gradient(cs, phi, log_trans, log_emit)
+    arc_of = np.repeat(np.arange(cs.machine.num_arcs), np.diff(cs.blk_start))
+    with np.errstate(divide="ignore"):
+        lp = np.where(phi > 0, np.log(np.where(phi > 0, phi, 1.0)), -np.inf)
+    return B - A[arc_of] * (lp + 1.0)
+
+
+def estep_parallel(cs: CqStructure, phi, log_trans, log_emit, alpha2=None) -> np.ndarray:
+    """One parallel block update of every phi block (section 3.5)."""
+    A, B = phi_gradient(cs, phi, log_trans, log_emit, alpha2)
+    return _softmax_blocks(A, B, cs.blk_start, phi, 1e-300)
+
+
+def mstep(trans: np.ndarray, emit: np.ndarray, allowed: np.ndarray, floor: float = 0.0):
+    """Closed-form theta from expected counts: (log_trans, log_emit).
+
+    Transitions out of every tag and the start are normalised rows of
+    ``trans`` (column T is the end of the sentence); emissions are rows of
+    ``emit`` restricted to ``allowed`` (transposed: [V+1, T] mask).
+    ``floor`` is added to every allowed count (0: maximum likelihood).
+    """
+    tr = np.maximum(trans, 0.0) + floor
+    tr[-1, -1] = max(trans[-1, -1], 0.0)   # start -> end only if c has empty sentences
+    em = np.where(allowed.T, np.maximum(emit, 0.0) + floor, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lt = np.log(tr) - np.log(tr.sum(1, keepdims=True))
+        le = np.log(em) - np.log(em.sum(1, keepdims=True))
+    lt = np.where(np.isfinite(lt), lt, -np.inf)
+    le = np.where(np.isfinite(le), le, -np.inf)
+    return lt, le
+
+
+# ------------------------------------------------------ materialised (tests, n_q = 2)
+def materialise(cs: CqStructure, phi2: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray,
+                eos_label: int | None = None):
+    """cq with n_q = 2 (or the larger FST of n_q = 1) as a machine with arc values.
+
+    States are (state of c, last tag) pairs, ``q * (T+1) + t`` (t = T: the
+    sentence start).  Each word arc a of c with block entry j (tag t) gives,
+    from every (src, t'), an arc to (dst, t) with weight ``k_a * phi2[j, t']``
+    and value ``log theta(t | t') + log theta(w | t) - log phi2[j, t']``;
+    phi arcs are copied per tag with value 0.  Final weights become arcs
+    labelled ``eos_label`` (a fresh label) to one new final state, with value
+    ``log theta(</s> | t')``, so that they fail over like words.
+
+    Args:
+        phi2: float64 [K, T+1]: phi[j] given the previous tag (columns); a
+            [K] array is broadcast (n_q = 1).
+
+    Returns:
+        (machine, values [E']); ``expectation(machine, values, phi_final=False)``
+        is the bound r.
+    """
+    c = cs.machine
+    T = cs.T
+    T1 = T + 1
+    phi2 = np.asarray(phi2, np.float64)
+    if phi2.ndim == 1:
+        phi2 = np.repeat(phi2[:, None], T1, axis=1)
+    if eos_label is None:
+        eos_label = int(c.ilabel.max(initial=0)) + 1
+    N = c.num_states
+    F = N * T1
+    src, dst, lab, wt, val = [], [], [], [], []
+    for a in range(c.num_arcs):
+        s = int(c.arc_src[a])
+        d = int(c.dst[a])
+        x = int(c.ilabel[a])
+        if x == PHI:
+            for tp in range(T1):
+                src.append(s * T1 + tp)
+                dst.append(d * T1 + tp)
+                lab.append(PHI)
+                wt.append(c.weight[a])
+                val.append(0.0)
+            continue
+        w = int(cs.arc_word[a])
+        for j in range(cs.blk_start[a], cs.blk_start[a + 1]):
+            t = int(cs.blk_tag[j])
+            for tp in range(T1):
+                p = phi2[j, tp]
+                if p <= 0.0:
+                    continue
+                src.append(s * T1 + tp)
+                dst.append(d * T1 + t)
+                lab.append(x)
+                wt.append(c.weight[a] - math.log(p))
+                val.append(log_trans[tp, t] + log_emit[t, w] - math.log(p))
+    for q in range(N):
+        if c.final[q] == np.inf:
+            continue
+        for tp in range(T1):
+            src.append(q * T1 + tp)
+            dst.append(F)
+            lab.append(eos_label)
+            wt.append(c.final[q])
+            val.append(log_trans[tp, T])
+    final = np.full(F + 1, np.inf)
+    final[F] = 0.0
+    m = Machine.from_arcs(F + 1, c.start * T1 + T, final, np.array(src, np.int64), np.array(dst, np.int64),
+                          np.array(lab, np.int32), weight=np.array(wt, np.float64))
+    # from_arcs sorts stably by source; carry the values along
+    order = np.argsort(np.array(src, np.int64), kind="stable")
+    # log 0 (a transition theta forbids, e.g. from unreachable (state, start) pairs)
+    # as a huge finite value, so that zero-mass paths contribute 0 * value = 0
+    return m, np.maximum(np.asarray(val, np.float64)[order], _NEG)
+
+
+def bound_materialised(cs: CqStructure, phi2, log_trans, log_emit) -> float:
+    """The bound r by the engine's expectation-semiring relaxation on the materialised cq."""
+    from ..algo.posteriors import expectation
+    m, v = materialise(cs, phi2, log_trans, log_emit)
+    return float(expectation(m, v, phi_final=False)[0])
+
+
+def joint_posterior_phi(cs: CqStructure, log_trans, log_emit) -> np.ndarray:
+    """phi2 [K, T+1] (n_q = 2) from the posteriors of the joint machine c * p_theta.
+
+    The joint machine is the materialised cq with phi = 1 and the HMM's
+    transition and emission weights; phi[j, t'] is the posterior probability
+    of tag t on arc a given the previous tag t', from the engine's
+    forward-backward.  When c is a union of straight-line sentences this is
+    p_theta(t_i | t_{i-1}, w), the optimum, and the bound equals the corpus
+    log-likelihood.
+    """
+    from ..algo.posteriors import forward_backward
+    c = cs.machine
+    T = cs.T
+    T1 = T + 1
+    K = cs.num_params
+    one = np.ones((K, T1))
+    m, v = materialise(cs, one, log_trans, log_emit)
+    # weights of the joint: c's weight minus log theta (the value is log theta here)
+    joint = m.replace(weight=m.weight - v)
+    fb = forward_backward(joint, phi_final=False)
+    # arc order of the materialised machine: rebuild the (j, t') of each arc
+    src, jt = [], []
+    for a in range(c.num_arcs):
+        s = int(c.arc_src[a])
+        if c.ilabel[a] == PHI:
+            for tp in range(T1):
+                src.append(s * T1 + tp)
+                jt.append(-1)
+            continue
+        for j in range(cs.blk_start[a], cs.blk_start[a + 1]):
+            for tp in range(T1):
+                src.append(s * T1 + tp)
+                jt.append(j * T1 + tp)
+    for q in range(c.num_states):
+        if c.final[q] == np.inf:
+            continue
+        for tp in range(T1):
+            src.append(q * T1 + tp)
+            jt.append(-1)
+    order = np.argsort(np.array(src, np.int64), kind="stable")
+    jt = np.array(jt, np.int64)[order]
+    post = fb.posteriors
+    P = np.zeros(K * T1)
+    keep = jt >= 0
+    np.add.at(P, jt[keep], post[keep])
+    P = P.reshape(K, T1)
+    # normalise within each (arc, previous tag) block
+    arc_of = np.repeat(np.arange(c.num_arcs), np.diff(cs.blk_start))
+    Z = np.zeros((c.num_arcs, T1))
+    np.add.at(Z, arc_of, P)
+    n = np.diff(cs.blk_start)[arc_of][:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(Z[arc_of] > 0, P / np.where(Z[arc_of] > 0, Z[arc_of], 1.0), 1.0 / n)
+    return out
+
+
+def stats_materialised(cs: CqStructure, phi2, log_trans, log_emit):
+    """(trans, emit, bound) for n_q = 2 from the engine's forward-backward on the materialised cq."""
+    from ..algo.posteriors import forward_backward
+    c = cs.machine
+    T = cs.T
+    T1 = T + 1
+    m, v = materialise(cs, phi2, log_trans, log_emit)
+    fb = forward_backward(m, phi_final=False)
+    post = fb.posteriors
+    # recover (tp, t, w) of each arc in the materialised order
+    src, tp_, t_, w_ = [], [], [], []
+    phi2 = np.asarray(phi2)
+    if phi2.ndim == 1:
+        phi2 = np.repeat(phi2[:, None], T1, axis=1)
+    for a in range(c.num_arcs):
+        s = int(c.arc_src[a])
+        if c.ilabel[a] == PHI:
+            for tp in range(T1):
+                src.append(s * T1 + tp)
+                tp_.append(-1)
+                t_.append(-1)
+                w_.append(-1)
+            continue
+        for j in range(cs.blk_start[a], cs.blk_start[a + 1]):
+            for tp in range(T1):
+                if phi2[j, tp] <= 0.0:
+                    continue
+                src.append(s * T1 + tp)
+                tp_.append(tp)
+                t_.append(int(cs.blk_tag[j]))
+                w_.append(int(cs.arc_word[a]))
+    for q in range(c.num_states):
+        if c.final[q] == np.inf:
+            continue
+        for tp in range(T1):
+            src.append(q * T1 + tp)
+            tp_.append(tp)
+            t_.append(T)
+            w_.append(-1)
+    order = np.argsort(np.array(src, np.int64), kind="stable")
+    tp_ = np.array(tp_)[order]
+    t_ = np.array(t_)[order]
+    w_ = np.array(w_)[order]
+    trans = np.zeros((T1, T1))
+    emit = np.zeros((T, log_emit.shape[1]))
+    k = tp_ >= 0
+    np.add.at(trans, (tp_[k], t_[k]), post[k])
+    k2 = k & (t_ < T)
+    np.add.at(emit, (t_[k2], w_[k2]), post[k2])
+    from ..algo.posteriors import expectation
+    bound = float(expectation(m, v, phi_final=False)[0])
+    return trans, emit, bound
+
+
+# ------------------------------------------------------------------ training
+@dataclass
+class IterationRecord:
+    iteration: int
+    bound: float
+    seconds: float
+    accuracy: float | None = None
+    heldout_loglik: float | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class NGramEM:
+    """n-gram EM (n_q = 1, n_p = 2): variational EM or gradient ascent on the bound.
+
+    Args:
+        cs: the prepared cq structure.
+        allowed: bool [V+1, T] tag dictionary mask.
+        log_trans, log_emit: the initial theta.
+        optimizer: ``"vem"`` (approximate variational EM: one parallel
+            block update of phi, then the closed-form M-step) or ``"gradient"``
+            (gradient ascent on softmax parameters of theta and phi with a
+            backtracking step).
+        estep_passes: parallel block updates per vEM iteration (the paper: 1).
+    """
+
+    def __init__(self, cs: CqStructure, allowed, log_trans, log_emit, optimizer: str = "vem",
+                 estep_passes: int = 1, step: float = 1.0):
+        if optimizer not in ("vem", "gradient"):
+            raise ValueError(f"optimizer must be 'vem' or 'gradient', got {optimizer!r}")
+        self.cs = cs
+        self.allowed = np.asarray(allowed, bool)
+        self.log_trans = np.asarray(log_trans, np.float64).copy()
+        self.log_emit = np.asarray(log_emit, np.float64).copy()
+        self.phi = cs.uniform_phi()
+        self.optimizer = optimizer
+        self.estep_passes = int(estep_passes)
+        self.step = float(step)
+        self.stats = None
+        self.history: list[IterationRecord] = []
+
+    def bound(self) -> float:
+        self.stats = expected_stats(self.cs, self.phi, self.log_trans, self.log_emit)
+        return self.stats.bound
+
+    def iterate(self) -> float:
+        """One iteration; returns the bound after it."""
+        if self.optimizer == "vem":
+            for _ in range(self.estep_passes):
+                a2 = self.stats.alpha2 if self.stats is not None else None
+                self.phi = estep_parallel(self.cs, self.phi, self.log_trans, self.log_emit, a2)
+                self.stats = None
+            st = expected_stats(self.cs, self.phi, self.log_trans, self.log_emit)
+            self.log_trans, self.log_emit = mstep(st.trans, st.emit, self.allowed)
+        else:
+            self._gradient_step()
+        return self.bound()
+
+    def _gradient_step(self):
+        # gradient of r in softmax coordinates: d r / d eta = p (g - E_p g)
+        cs = self.cs
+        st = self.stats or expected_stats(cs, self.phi, self.log_trans, self.log_emit)
+        r0 = st.bound
+        g_phi = d_bound_d_phi(cs, self.phi, self.log_trans, self.log_emit)
+        arc_of = np.repeat(np.arange(cs.machine.num_arcs), np.diff(cs.blk_start))
+        Eg = np.zeros(cs.machine.num_arcs)
+        np.add.at(Eg, arc_of, self.phi * g_phi)
+        geta = self.phi * (g_phi - Eg[arc_of])
+        # theta rows: d r / d log theta = counts; softmax: counts - p * row total
+        Pt = np.exp(self.log_trans)
+        gt = st.trans - Pt * st.trans.sum(1, keepdims=True)
+        Pe = np.exp(self.log_emit)
+        ge = np.where(self.allowed.T, st.emit - Pe * st.emit.sum(1, keepdims=True), 0.0)
+        scale = max(float(np.abs(st.trans).sum()), 1e-300)
+        lr = self.step
+        with np.errstate(divide="ignore"):
+            eta = np.log(np.maximum(self.phi, 1e-300))
+        for _ in range(30):
+            phi_new = _block_softmax(eta + lr * geta / np.maximum(st.alpha2.sum() / scale, 1e-300),
+                                     cs.blk_start, arc_of)
+            lt = _row_log_softmax(self.log_trans + lr * gt / scale)
+            le = _row_log_softmax(np.where(self.allowed.T, self.log_emit + lr * ge / scale, -np.inf))
+            s_new = expected_stats(cs, phi_new, lt, le)
+            if s_new.bound >= r0:
+                self.phi, self.log_trans, self.log_emit = phi_new, lt, le
+                self.step = lr * 1.5
+                self.stats = s_new
+                return
+            lr *= 0.5
+        self.step = lr
+
+    def run(self, iterations: int, callback=None):
+        """Run iterations; ``callback(record)`` may add accuracy etc. to each record."""
+        t0 = time.time()
+        b = self.bound()
+        rec = IterationRecord(0, b, 0.0)
+        if callback:
+            callback(rec, self)
+        self.history.append(rec)
+        for it in range(1, iterations + 1):
+            t0 = time.time()
+            b = self.iterate()
+            rec = IterationRecord(it, b, time.time() - t0)
+            if callback:
+                callback(rec, self)
+            self.history.append(rec)
+        return self.history
+
+
+def _block_softmax(eta, blk_start, arc_of):
+    mx = np.full(blk_start.shape[0] - 1, -np.inf)
+    np.maximum.at(mx, arc_of, eta)
+    e = np.exp(eta - mx[arc_of])
+    z = np.zeros(blk_start.shape[0] - 1)
+    np.add.at(z, arc_of, e)
+    return e / z[arc_of]
+
+
+def _row_log_softmax(x):
+    mx = np.max(np.where(np.isfinite(x), x, -np.inf), axis=1, keepdims=True)
+    mx = np.where(np.isfinite(mx), mx, 0.0)
+    with np.errstate(divide="ignore"):
+        return x - mx - np.log(np.exp(x - mx).sum(1, keepdims=True))
