@@ -7,8 +7,8 @@ callers who do not know fsmlearn can still catch them.
 
 Public names: FsmError, MachineError, SymbolTableError, FileFormatError,
 NpzFormatError, OpenFstFormatError, SemiringError, DivergenceError,
-NotConvergedError, ArpaFormatError, CorpusFormatError, ToolNotFoundError,
-ToolFailedError, ToolUsageError.
+NotConvergedError, ArpaFormatError, CorpusFormatError, ModelError,
+ModelFormatError, ToolNotFoundError, ToolFailedError, ToolUsageError.
 """
 
 from __future__ import annotations
@@ -68,6 +68,16 @@ class ArpaFormatError(FileFormatError):
 
 class CorpusFormatError(FileFormatError):
     """A corpus file is malformed (carries file and line)."""
+
+
+class ModelError(FsmError, ValueError):
+    """A model's parameters are malformed: wrong shapes, NaN, rows that do not
+    sum to one, ... (the message names the array and the value)."""
+
+
+class ModelFormatError(FileFormatError):
+    """A saved model (an HMM tagger, ...) is corrupt, of another format or version,
+    or holds arrays of the wrong shape or values (the message names the array)."""
 
 
 class DivergenceError(FsmError, ArithmeticError):

@@ -20,7 +20,6 @@ ForwardBackward, forward_backward.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
@@ -82,7 +81,6 @@ def _chain_flows(A, W_m, F, Bt_unused, tail_state, ptr, chain, head_state, zp, z
             out_arc[chain[c]] += v
 
 
-@dataclass
 class ForwardBackward:
     """Forward-backward results in the log semiring.
 
@@ -93,13 +91,37 @@ class ForwardBackward:
         posteriors: float64 [E] expected count of each arc.
         final_posteriors: float64 [N] probability of stopping at each state.
         info: (forward SolveInfo, backward SolveInfo).
+
+    ``alpha`` and ``beta`` may be given as callables; they are then
+    converted on first access (one log per state), so callers that only need
+    posteriors (EM) do not pay for them.
     """
-    alpha: np.ndarray
-    beta: np.ndarray
-    logz: float
-    posteriors: np.ndarray
-    final_posteriors: np.ndarray
-    info: tuple
+
+    __slots__ = ("_alpha", "_beta", "logz", "posteriors", "final_posteriors", "info")
+
+    def __init__(self, alpha, beta, logz, posteriors, final_posteriors, info):
+        self._alpha = alpha
+        self._beta = beta
+        self.logz = logz
+        self.posteriors = posteriors
+        self.final_posteriors = final_posteriors
+        self.info = info
+
+    @property
+    def alpha(self) -> np.ndarray:
+        if callable(self._alpha):
+            self._alpha = self._alpha()
+        return self._alpha
+
+    @property
+    def beta(self) -> np.ndarray:
+        if callable(self._beta):
+            self._beta = self._beta()
+        return self._beta
+
+    def __repr__(self) -> str:
+        return (f"ForwardBackward(logz={self.logz!r}, {self.posteriors.shape[0]} arc posteriors, "
+                f"{self.final_posteriors.shape[0]} states)")
 
 
 def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_000,
@@ -117,16 +139,18 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
         A :class:`ForwardBackward`.  If the total weight is zero, posteriors
         are all zero and ``logz`` is inf.
     """
+    rows = None
+    if not m.has_phi or phi == "epsilon":
+        # convert the arc weights once; both directions and the flows reuse them
+        rows = get_semiring("log").arc_rows(m.weight, m.semiring)
     sr, A, ia, ex = solve_values(m, "log", False, tol=tol, max_sweeps=max_sweeps, init=init_alpha,
-                                 phi=phi, phi_final=phi_final)
+                                 phi=phi, phi_final=phi_final, arc_rows=rows)
     _, Bt, ib, _ = solve_values(m, "log", True, tol=tol, max_sweeps=max_sweeps, init=init_beta,
-                                phi=phi, phi_final=phi_final)
-    alpha = sr.output(A)
-    beta = sr.output(Bt)
+                                phi=phi, phi_final=phi_final, arc_rows=rows)
     E = m.num_arcs
     post = np.zeros(E)
     fpost = np.zeros(m.num_states)
-    logz = float(beta[m.start]) if m.start >= 0 else math.inf
+    logz = float(sr.output(Bt[m.start:m.start + 1])[0]) if m.start >= 0 else math.inf
     if math.isfinite(logz):
         zp = Bt[m.start, 0]
         zk = Bt[m.start, -1]
@@ -153,7 +177,7 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
         ones[:, -1] = 1.0
         _flows(A, F, ones, idx, idx, zp, zk, fflows)
         fpost = fflows
-    return ForwardBackward(alpha, beta, logz, post, fpost, (ia, ib))
+    return ForwardBackward(lambda: sr.output(A), lambda: sr.output(Bt), logz, post, fpost, (ia, ib))
 
 
 def arc_posteriors(m: Machine, **kwargs) -> np.ndarray:

@@ -148,12 +148,20 @@ def _phi_kernels(R: int):
     return kk
 
 
-def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W):
+def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, arc_rows=None):
     """Arc rows in the schedule's external / internal / self-loop order.
 
     For a machine (not a phi system) the raw weights are permuted once per
     schedule and cached, so that later calls convert them sequentially.
+    ``arc_rows`` (the machine's arcs already converted, in arc order) are
+    permuted instead of converting again.
     """
+    if g is m and arc_rows is not None:
+        if sched.forward_ordered and not sched.backward:
+            we = arc_rows
+        else:
+            we = gather_rows(arc_rows, sched.ext_arc)
+        return we, gather_rows(arc_rows, sched.int_arc), gather_rows(arc_rows, sched.self_arc)
     if g is m:
         def perm():
             if sched.forward_ordered and not sched.backward:
@@ -174,8 +182,12 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W):
 
 def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_values=None,
                  tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS, init=None,
-                 phi: str = "failure", phi_final: bool = True):
+                 phi: str = "failure", phi_final: bool = True, arc_rows=None):
     """Internal rows of forward/backward values, in state order.
+
+    ``arc_rows`` (optional, a phi-free machine only): the machine's arc rows
+    in this semiring, ``sr.arc_rows(m.weight, m.semiring, arc_values)``, to
+    reuse between the two directions of a forward-backward pass.
 
     Returns:
         (sr, V, info, extra): the semiring; float64 [N, K] rows (scaled for
@@ -199,8 +211,11 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
     if g is not m:
         W, F = _system_rows(g, m, sr, arc_values)
     info = SolveInfo()
+    if g is not m:
+        arc_rows = None
     extra = {"graph": g, "F": F, "arc_values": arc_values,
              "system_rows": (lambda: W) if W is not None else
+             (lambda: arc_rows) if arc_rows is not None else
              (lambda: sr.arc_rows(m.weight, m.semiring, arc_values))}
     if n == 0 or m.start < 0:
         V = F.copy() if reverse else sr.zero_rows(n)
@@ -218,7 +233,7 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
     else:
         V = sr.zero_rows(n)
         V[m.start] = sr.one_row()
-    Wext, Wint, Wself = _ordered_rows(g, m, sr, sched, arc_values, W)
+    Wext, Wint, Wself = _ordered_rows(g, m, sr, sched, arc_values, W, arc_rows)
     if sr.linear:
         if init is not None:
             warm = sr.rows_from_output(init)
