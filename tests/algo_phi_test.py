@@ -152,3 +152,25 @@ def test_phi_errors():
     ok = Machine.from_arcs(2, 0, {0: 0.0}, [1], [0], [PHI], weight=[0.1])
     with pytest.raises(SemiringError, match="phi_expand"):
         shortest_distance(ok, "tropical")
+
+
+def test_expectation_on_a_real_backoff_lm_matches_the_dense_expansion():
+    # once diverged: Aitken's step overshot on the second components (k * r^k tails)
+    from fsmlearn.algo import expectation, phi_expand
+    from fsmlearn.data.corpora import iter_sentences
+    from fsmlearn.lm.counts import count_ngrams
+    from fsmlearn.lm.estimate import estimate
+    from fsmlearn.lm.model import compile_lm
+    sents = [[w for w, _ in s] for s in iter_sentences("wsj-small")][:25]
+    m = compile_lm(estimate(count_ngrams(sents, 3), discount_fallback=(0.5, 1.0, 1.5))).machine
+    v = (m.ilabel != PHI).astype(float)
+    e = phi_expand(m)
+    N = e.num_states
+    W = np.zeros((N, N))
+    np.add.at(W, (e.arc_src, e.dst), np.exp(-e.weight))
+    beta = np.linalg.solve(np.eye(N) - W, np.exp(-e.final))
+    b = np.zeros(N)
+    b[e.start] = 1
+    alpha = np.linalg.solve(np.eye(N) - W.T, b)
+    length = (alpha[e.arc_src] * np.exp(-e.weight) * beta[e.dst]).sum() / beta[e.start]
+    assert expectation(m, v)[0] == pytest.approx(length, rel=1e-9)

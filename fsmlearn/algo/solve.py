@@ -722,7 +722,11 @@ def phi_solver(R: int):
                 if lam > rho:
                     rho = lam
                     fstats[2] = max(fstats[2], rho)
-                if lam > 0.3:
+                # Aitken's step assumes one geometric rate; the expectation
+                # semiring's second components converge like k * lam^k (a
+                # Jordan block), where the step overshoots: extrapolate only
+                # plain (R = 0) systems
+                if lam > 0.3 and KE == 1:
                     c = lam / (1.0 - lam)
                     for i in range(n):
                         for j in range(KE):
@@ -734,7 +738,12 @@ def phi_solver(R: int):
                     continue
             if plain >= 2 and 0.0 <= lam < 1.0:
                 r = max(rho, lam)
-                if dn * r / (1.0 - r) <= tol:
+                # remaining error of a geometric tail; k * r^k tails (second
+                # components) are bounded with one more 1 / (1 - r)
+                left = dn * r / (1.0 - r)
+                if KE > 1:
+                    left /= (1.0 - r)
+                if left <= tol:
                     status = 0
                     break
             s_prev = sd
