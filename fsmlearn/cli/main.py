@@ -5,6 +5,7 @@ Subcommands:
            print its total weight, state values and arc posteriors.
     lm     backoff n-gram language models (count, web1t, estimate, compile,
            score, ppl, sample, check).
+    tag    HMM part-of-speech taggers (train, em, eval, tag).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_demo)
     from . import lm
     lm.add_parser(sub)
+    from . import tag
+    tag.add_parser(sub)
     return p
 
 

@@ -1,0 +1,241 @@
+"""``fsmlearn tag``: HMM part-of-speech taggers on the command line.
+
+Subcommands:
+    train  supervised HMM (TnT-style) from a tagged dataset -> MODEL
+    em     unsupervised HMM by EM under the 17-tag dictionary -> MODEL, a JSON
+           report of every iteration and a PNG plot beside it
+    eval   accuracy (total, known words, unknown words) of MODEL on a tagged dataset
+    tag    tag sentences from stdin (one per line, tokens separated by spaces):
+           one line of tags per sentence
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+from ..errors import FsmError
+from .lm import Progress
+
+_TAGGED = ("wsj-train", "wsj-small")
+_TEXT = ("wsj-train", "wsj-small", "mixed-text")
+
+
+def _tagged(name):
+    from ..data.corpora import iter_sentences
+    if name not in _TAGGED:
+        raise FsmError(f"dataset {name!r} is not tagged; expected one of {', '.join(_TAGGED)}")
+    return list(iter_sentences(name))
+
+
+def _words(name):
+    from ..data.corpora import iter_sentences
+    if name not in _TEXT:
+        raise FsmError(f"unknown dataset {name!r}; expected one of {', '.join(_TEXT)}")
+    for s in iter_sentences(name):
+        yield [w if isinstance(w, str) else w[0] for w in s]
+
+
+def _load(path):
+    from ..tag.hmm import HMM
+    return HMM.load(path)
+
+
+def _pct(x):
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"
+
+
+def _train(args) -> int:
+    from ..data.tagsets import tagset_tags, to_tag17
+    from ..tag.train import train_supervised
+    say = Progress(args.quiet)
+    t0 = time.time()
+    sents = _tagged(args.data)
+    say(f"read {args.data}: {len(sents):,} sentences, {sum(map(len, sents)):,} tokens")
+    hmm = train_supervised(sents, tagset_tags(args.tagset), order=args.order,
+                           map_tag=to_tag17 if args.tagset == "tag17" else None, progress=say)
+    hmm.save(args.output)
+    say(f"wrote {args.output}: order {hmm.order}, {hmm.T} tags, {hmm.V:,} words ({time.time() - t0:.1f} s)")
+    return 0
+
+
+def _eval(args) -> int:
+    from ..tag.hmm import accuracy
+    say = Progress(args.quiet)
+    hmm = _load(args.model)
+    sents = _tagged(args.data)
+    t0 = time.time()
+    a = accuracy(hmm, sents)
+    dt = time.time() - t0
+    say(f"tagged {a['tokens']:,} tokens in {dt:.2f} s ({a['tokens'] / max(dt, 1e-9):,.0f} tokens/s)")
+    print(f"{args.data}: total {_pct(a['total'])} ({a['tokens']} tokens)  known {_pct(a['known'])} "
+          f"({a['known_tokens']})  unknown {_pct(a['unknown'])} ({a['unknown_tokens']})")
+    return 0
+
+
+def _tag(args) -> int:
+    from ..tag.hmm import tag_sentences
+    hmm = _load(args.model)
+    out = sys.stdout
+    batch = []
+
+    def flush():
+        for tags in tag_sentences(hmm, batch):
+            out.write(" ".join(tags) + "\n")
+        batch.clear()
+
+    for line in sys.stdin:
+        batch.append(line.split())
+        if sum(map(len, batch)) >= 100_000:
+            flush()
+    if batch:
+        flush()
+    out.flush()
+    return 0
+
+
+def _plot(records, path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    it = [r["iteration"] for r in records]
+    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
+    ax[0].plot(it, [100 * r["accuracy"] if r["accuracy"] is not None else math.nan for r in records], "o-")
+    ax[0].set_xlabel("iteration")
+    ax[0].set_ylabel("accuracy on the evaluation data (%)")
+    ax[0].grid(alpha=0.3)
+    ax[1].plot(it, [r["loglik_per_token"] if r["loglik_per_token"] is not None else math.nan for r in records],
+               "o-", label="training")
+    ax[1].plot(it, [r["heldout_loglik"] if r["heldout_loglik"] is not None else math.nan for r in records],
+               "s-", label="held-out")
+    ax[1].set_xlabel("iteration")
+    ax[1].set_ylabel("log-likelihood per token (nats)")
+    ax[1].legend()
+    ax[1].grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _em(args) -> int:
+    import numpy as np
+    from ..data.tagsets import tag_dictionary, tagset_tags
+    from ..tag.em import Corpus, dictionary_mask, em, encode_corpus, uniform_hmm
+    from ..tag.hmm import _atomic_write
+    say = Progress(args.quiet)
+    if args.iterations < 0:
+        raise FsmError(f"--iterations must be >= 0, got {args.iterations}")
+    if args.chunk_tokens < 1:
+        raise FsmError(f"--chunk-tokens must be >= 1, got {args.chunk_tokens}")
+    t0 = time.time()
+    corpus = None
+    if args.corpus and (Path(args.corpus) / "corpus.json").exists():
+        corpus = Corpus.load(args.corpus)
+        say(f"loaded corpus {args.corpus} (memory-mapped): {corpus.num_tokens:,} tokens")
+    if corpus is None:
+        if args.data and args.text:
+            raise FsmError("give --data NAME or --text FILE..., not both")
+        if args.text:
+            from .lm import iter_text
+            source, name = (line.split() for line in iter_text(args.text)), " ".join(args.text)
+        elif args.data:
+            source, name = _words(args.data), args.data
+        else:
+            raise FsmError("give --data NAME, --text FILE... or --corpus DIR holding a saved corpus")
+        corpus = encode_corpus(source, progress=say)
+        say(f"encoded {name}: {corpus.num_sentences:,} sentences, {corpus.num_tokens:,} tokens, "
+            f"{len(corpus.vocab):,} words ({time.time() - t0:.1f} s)")
+        if args.corpus:
+            corpus.save(args.corpus)
+            say(f"saved the encoded corpus to {args.corpus}")
+    tags = tagset_tags("tag17")
+    td = tag_dictionary("tag17", args.min_count)
+    allowed = dictionary_mask(corpus.vocab, tags, td)
+    hmm0 = uniform_hmm(tags, corpus.vocab, allowed, order=args.order, tagdict=td)
+    ev = _tagged(args.eval_data) if args.eval_data else None
+    held = [[w for w, _ in s] for s in ev] if ev is not None else None
+    say(f"EM: order {args.order}, 17 tags, {len(corpus.vocab):,} words, {args.iterations} iterations, "
+        f"chunks of {args.chunk_tokens:,} tokens")
+    report_path = Path(args.report) if args.report else None
+    state = {"records": []}
+
+    def write_report(records, final=False):
+        if report_path is None:
+            return
+        rep = {"command": "fsmlearn tag em", "data": args.data or args.text or str(args.corpus),
+               "order": args.order,
+               "tags": list(tags), "tag_dictionary": {"tagset": "tag17", "min_count": args.min_count},
+               "tokens": corpus.num_tokens, "sentences": corpus.num_sentences, "vocab_size": len(corpus.vocab),
+               "eval_data": args.eval_data, "chunk_tokens": args.chunk_tokens, "complete": final,
+               "iterations": [r.to_dict() for r in records]}
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(report_path, lambda f: f.write(json.dumps(rep, indent=1).encode()))
+
+    def on_record(rec):          # a model's record is complete: keep the report current
+        state["records"].append(rec)
+        write_report(state["records"])
+
+    model, records = em(hmm0, corpus, allowed, args.iterations, eval=ev, heldout=held,
+                        chunk_tokens=args.chunk_tokens, progress=say, on_record=on_record)
+    model.save(args.output)
+    say(f"wrote {args.output}")
+    write_report(records, final=True)
+    if report_path is not None:
+        png = report_path.with_suffix(".png")
+        _plot([r.to_dict() for r in records], png,
+              f"EM, {args.data or ('text files' if args.text else args.corpus)}: "
+              f"{corpus.num_tokens:,} tokens, 17 tags, order {args.order}")
+        say(f"wrote {report_path} and {png}")
+    secs = [r.seconds for r in records[1:]]
+    if secs:
+        say(f"mean {np.mean(secs):.2f} s per iteration ({corpus.num_tokens / np.mean(secs):,.0f} tokens/s)")
+    return 0
+
+
+def add_parser(sub) -> None:
+    tg = sub.add_parser("tag", help="HMM part-of-speech taggers (train, em, eval, tag)")
+    tsub = tg.add_subparsers(dest="tag_command", metavar="command")
+
+    def common(p):
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+
+    p = tsub.add_parser("train", help="train a supervised (TnT-style) HMM tagger on a tagged dataset")
+    p.add_argument("--data", default="wsj-train", help="tagged dataset (default wsj-train)")
+    p.add_argument("-o", "--output", required=True, help="model file to write")
+    p.add_argument("--order", type=int, choices=[2, 3], default=2, help="2 = bigram (default), 3 = trigram")
+    p.add_argument("--tagset", choices=["penn45", "tag17"], default="penn45",
+                   help="penn45 (default) or the 17-tag set")
+    common(p)
+    p.set_defaults(func=_train)
+
+    p = tsub.add_parser("em", help="train an HMM by EM under the 17-tag dictionary (Merialdo setup)")
+    p.add_argument("--data", choices=list(_TEXT), help="training text (tags dropped)")
+    p.add_argument("--text", nargs="+", help="training text files instead, one sentence per line, tokens "
+                                             "separated by spaces (.gz/.bz2/.xz; - for stdin)")
+    p.add_argument("--corpus", help="folder of a saved encoded corpus: loaded (memory-mapped) if present, "
+                                    "else written from --data")
+    p.add_argument("--iterations", type=int, required=True)
+    p.add_argument("-o", "--output", required=True, help="model file to write")
+    p.add_argument("--report", help="JSON report of every iteration (a PNG plot is written beside it)")
+    p.add_argument("--order", type=int, choices=[2, 3], default=2)
+    p.add_argument("--eval-data", default="wsj-small",
+                   help="tagged data for accuracy and held-out likelihood (default wsj-small; '' for none)")
+    p.add_argument("--min-count", type=int, default=5, help="tag dictionary: words seen this often (default 5)")
+    p.add_argument("--chunk-tokens", type=int, default=200_000, help="tokens per lattice (default 200000)")
+    common(p)
+    p.set_defaults(func=_em)
+
+    p = tsub.add_parser("eval", help="accuracy of a model on a tagged dataset")
+    p.add_argument("model")
+    p.add_argument("--data", default="wsj-small", help="tagged dataset (default wsj-small)")
+    common(p)
+    p.set_defaults(func=_eval)
+
+    p = tsub.add_parser("tag", help="tag sentences from stdin (one per line) to stdout (one tag per token)")
+    p.add_argument("model")
+    p.set_defaults(func=_tag)
+    tg.set_defaults(func=lambda a: (tg.print_help(), 2)[1])
