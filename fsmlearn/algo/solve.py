@@ -658,6 +658,9 @@ def phi_solver(R: int):
         rho = 0.0
         ge1 = 0
         status = 2
+        extrap_ok = True     # cleared when a step made the next change larger
+        just_extrap = False
+        sd_before = 0.0
         while stats[0] < max_sweeps:
             # one Jacobi step
             if forward:
@@ -698,6 +701,12 @@ def phi_solver(R: int):
                 elif d > 0.0:
                     dn = max(dn, 1.0)
             fstats[0] = dn
+            if just_extrap:
+                # the signed system can have oscillating modes that the
+                # one-rate model misses: stop extrapolating once it hurts
+                if sd > sd_before:
+                    extrap_ok = False
+                just_extrap = False
             if bad >= 0 or big > 2.0**1000:
                 stats[4] = 1
                 stats[5] = max(bad, 0)
@@ -726,7 +735,9 @@ def phi_solver(R: int):
                 # semiring's second components converge like k * lam^k (a
                 # Jordan block), where the step overshoots: extrapolate only
                 # plain (R = 0) systems
-                if lam > 0.3 and KE == 1:
+                if lam > 0.3 and KE == 1 and extrap_ok:
+                    sd_before = sd
+                    just_extrap = True
                     c = lam / (1.0 - lam)
                     for i in range(n):
                         for j in range(KE):
