@@ -10,9 +10,7 @@ tag)); Viterbi against brute-force enumeration of all taggings.
 from __future__ import annotations
 
 import itertools
-import math
 import os
-import zipfile
 
 import numpy as np
 import pynini
