@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo bench clean
+.PHONY: install test demo bench bench-lm clean
 
 install: $(STAMP)
 
@@ -31,6 +31,10 @@ bench: $(STAMP)
 .PHONY: bench-em
 bench-em: $(STAMP)
 	$(PY) bench/bench_em.py
+
+# the LM benchmark of issue 3: intermediate files cached in bench/work (or $FSMLEARN_BENCH_DIR)
+bench-lm: $(STAMP)
+	$(PY) bench/bench_lm.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

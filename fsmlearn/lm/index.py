@@ -43,21 +43,29 @@ def _index_order(rows, V, uni, keys, vals, mask, gid0, prefix_out, err):
 
 
 @nb.njit(cache=True)
-def _suffix_ids(rows, V, uni, keys, vals, mask, out):
-    """Id of the longest proper suffix of each k-gram that is in the model (-1: empty)."""
+def _suffix_ids(rows, V, uni, keys, vals, mask, prefix, suffix, out):
+    """Id of the longest proper suffix of each k-gram that is in the model (-1: empty).
+
+    ``prefix`` holds the k-grams' prefix ids and ``suffix`` the suffix ids of
+    the lower orders (already filled).  Since every listed n-gram's prefix is
+    listed, w_j..w_k can be listed only if w_j..w_(k-1) is: the candidates are
+    the listed suffixes of the prefix w_1..w_(k-1), longest first (its suffix
+    chain), each extended by w_k with one probe, then the unigram w_k.  In a
+    model whose suffixes are all listed the first probe succeeds.
+    """
     M, k = rows.shape
     for i in range(M):
-        best = -1
-        for s in range(1, k):
-            g = uni[rows[i, s]]
-            for j in range(s + 1, k):
-                if g < 0:
-                    break
-                g = _lookup(keys, vals, mask, g * V + rows[i, j])
+        w = rows[i, k - 1]
+        h = suffix[prefix[i]]
+        g = -1
+        while h >= 0:
+            g = _lookup(keys, vals, mask, h * V + w)
             if g >= 0:
-                best = g
                 break
-        out[i] = best
+            h = suffix[h]
+        if h < 0:
+            g = uni[w]
+        out[i] = g
 
 
 @nb.njit(cache=True)
@@ -134,7 +142,8 @@ class NGramIndex:
             if k == 1:
                 self.suffix[lo:hi] = -1
             else:
-                _suffix_ids(ngrams[k - 1], self.V, self.uni, self.keys, self.vals, self.mask, self.suffix[lo:hi])
+                _suffix_ids(ngrams[k - 1], self.V, self.uni, self.keys, self.vals, self.mask, self.prefix[lo:hi],
+                            self.suffix, self.suffix[lo:hi])
         self.order_of = np.concatenate([np.full(c, k + 1, np.int8) for k, c in enumerate(counts)])
 
     def find(self, words) -> int:

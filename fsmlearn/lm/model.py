@@ -148,6 +148,53 @@ def _build_arcs(order_of, prefix, last_word, suffix, is_ctx, state_id, logprob, 
     return src[:a], dst[:a], lab[:a], wt[:a], final
 
 
+@nb.njit(cache=True)
+def _sort_arcs(src, dst, lab, wt, src_start):
+    """The arcs' (dst as int32, label, weight) sorted by (source, label), stably:
+    a counting sort by source, then each state's arcs sorted by label
+    (insertion sort for short runs, a merge sort for long ones); the same
+    order as ``np.lexsort((lab, src))``."""
+    n = src_start.shape[0] - 1
+    E = src.shape[0]
+    pos = src_start[:-1].copy()
+    d = np.empty(E, np.int32)
+    x = np.empty(E, np.int32)
+    w = np.empty(E, np.float64)
+    for a in range(E):
+        s = src[a]
+        p = pos[s]
+        d[p] = dst[a]
+        x[p] = lab[a]
+        w[p] = wt[a]
+        pos[s] = p + 1
+    for s in range(n):
+        lo = src_start[s]
+        hi = src_start[s + 1]
+        if hi - lo <= 32:
+            for i in range(lo + 1, hi):
+                di = d[i]
+                xi = x[i]
+                wi = w[i]
+                j = i - 1
+                while j >= lo and x[j] > xi:
+                    d[j + 1] = d[j]
+                    x[j + 1] = x[j]
+                    w[j + 1] = w[j]
+                    j -= 1
+                d[j + 1] = di
+                x[j + 1] = xi
+                w[j + 1] = wi
+        else:
+            idx = np.argsort(x[lo:hi], kind="mergesort") + lo
+            dd = d[idx]
+            xx = x[idx]
+            ww = w[idx]
+            d[lo:hi] = dd
+            x[lo:hi] = xx
+            w[lo:hi] = ww
+    return d, x, w
+
+
 @dataclass
 class CompiledLM:
     """A backoff LM compiled to an acceptor with failure arcs.
@@ -295,19 +342,25 @@ def compile_lm(lm: BackoffLM, progress=None) -> CompiledLM:
     src, dst, lab, wt, final = _build_arcs(order_of, prefix, last_word, suffix, is_ctx, state_id, logprob,
                                            backoff, bos, eos, N, n_states)
     say(f"built {src.size} arcs over {n_states} states")
+    if n_states >= 2**31:
+        raise MachineError(f"{n_states} states: more than a machine's int32 state ids can hold")
     # arcs sorted by (state, label): phi (label -2) first in each state
-    order = np.lexsort((lab, src))
-    syms = SymbolTable(["<eps>"] + list(lm.vocab), name="words")
-    start = int(state_id[uni[bos]])
     counts = np.bincount(src, minlength=n_states)
     src_start = np.zeros(n_states + 1, np.int64)
     np.cumsum(counts, out=src_start[1:])
-    m = Machine(start=start, final=final, src_start=src_start, dst=dst[order], ilabel=lab[order],
-                weight=wt[order], isyms=syms, semiring="log", arc_type="log64", check_symbols=False)
+    dst, lab, wt = _sort_arcs(src, dst, lab, wt, src_start)
+    del src
+    syms = SymbolTable(["<eps>"] + list(lm.vocab), name="words")
+    start = int(state_id[uni[bos]])
+    # fresh arrays that nothing else holds, handed over read-only so that the machine need not copy them
+    arrays = dict(final=final, src_start=src_start, dst=dst, ilabel=lab, weight=wt)
+    for a in arrays.values():
+        a.setflags(write=False)
+    m = Machine(start=start, isyms=syms, semiring="log", arc_type="log64", check_symbols=False, **arrays)
     gid_of_state = np.empty(n_states, np.int64)
     gid_of_state[0] = -1
     gid_of_state[1:] = ctx
-    flat = np.concatenate([g.ravel() for g in lm.ngrams]).astype(np.int32)
+    flat = np.concatenate([g.ravel() for g in lm.ngrams], dtype=np.int32)
     ptr = np.zeros(total + 1, np.int64)
     np.cumsum(order_of.astype(np.int64), out=ptr[1:])
     unk = wid.get(UNK)
