@@ -44,29 +44,9 @@ from fsmlearn.data.tagsets import tag_dictionary, tagset_tags  # noqa: E402
 from fsmlearn.tag.em import (Corpus, _training_mask, dictionary_mask, encode_corpus, expected_counts,  # noqa: E402
                              uniform_hmm)
 from fsmlearn.tag.hmm import HMM  # noqa: E402
+from common import triad_bandwidth  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@nb.njit(cache=True)
-def _triad(a, b, c, s):
-    for i in range(a.shape[0]):
-        a[i] = b[i] + s * c[i]
-
-
-def triad_bandwidth(n=20_000_000, runs=7) -> float:
-    """Single-threaded triad bandwidth in GB/s (best of runs; 3 arrays x 8 bytes)."""
-    rng = np.random.default_rng(0)
-    a = np.empty(n)
-    b = rng.random(n)
-    c = rng.random(n)
-    _triad(a, b, c, 2.0)
-    best = math.inf
-    for _ in range(runs):
-        t = time.perf_counter()
-        _triad(a, b, c, 2.0)
-        best = min(best, time.perf_counter() - t)
-    return 3 * 8 * n / best / 1e9
 
 
 @nb.njit(cache=True)

@@ -203,20 +203,12 @@ def _sample(args) -> int:
         n_s, n_t = sample_text(c, sys.stdout.buffer, tokens=args.tokens, sentences=args.sentences,
                                seed=args.seed, progress=say)
     else:
-        import tempfile
+        from ..fsm.atomic import atomic_path
         out_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=out_path.name + ".", suffix=".tmp", dir=str(out_path.parent))
-        try:
-            with os.fdopen(fd, "wb") as f:
+        with atomic_path(out_path) as tmp:
+            with open(tmp, "wb") as f:
                 n_s, n_t = sample_text(c, f, tokens=args.tokens, sentences=args.sentences, seed=args.seed,
                                        progress=say)
-            os.replace(tmp, out_path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
     dt = time.time() - t0
     say(f"sampled {n_s:,} sentences, {n_t:,} tokens in {dt:.1f} s ({n_t / max(dt, 1e-9) / 1e6:.1f}M tokens/s)")
     return 0

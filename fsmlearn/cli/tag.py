@@ -125,7 +125,7 @@ def _em(args) -> int:
     import numpy as np
     from ..data.tagsets import tag_dictionary, tagset_tags
     from ..tag.em import Corpus, dictionary_mask, em, encode_corpus, uniform_hmm
-    from ..tag.hmm import _atomic_write
+    from ..fsm.atomic import atomic_write
     say = Progress(args.quiet)
     if args.iterations < 0:
         raise FsmError(f"--iterations must be >= 0, got {args.iterations}")
@@ -173,7 +173,7 @@ def _em(args) -> int:
                "eval_data": args.eval_data, "chunk_tokens": args.chunk_tokens, "complete": final,
                "iterations": [r.to_dict() for r in records]}
         report_path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(report_path, lambda f: f.write(json.dumps(rep, indent=1).encode()))
+        atomic_write(report_path, lambda f: f.write(json.dumps(rep, indent=1).encode()))
 
     def on_record(rec):          # a model's record is complete: keep the report current
         state["records"].append(rec)

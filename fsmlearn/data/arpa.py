@@ -32,9 +32,7 @@ import gzip
 import io
 import lzma
 import math
-import os
 import re
-import tempfile
 import zlib
 from pathlib import Path
 
@@ -44,6 +42,7 @@ import numpy as np
 from ..errors import ArpaFormatError
 from ..lm.model import BackoffLM
 from ..lm.vocab import vocab_find
+from ..fsm.atomic import atomic_path
 
 _BLOCK = 64 << 20
 _HEADER_RE = re.compile(rb"^ngram\s+(\d+)\s*=\s*(\d+)\s*$")
@@ -615,9 +614,7 @@ def write_arpa(lm: BackoffLM, path, progress=None) -> None:
     path = Path(path)
     say = progress or (lambda msg: None)
     bv = ByteVocab(lm.vocab)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp" + _ext(path), dir=str(path.parent or "."))
-    os.close(fd)
-    try:
+    with atomic_path(path, suffix=".tmp" + _ext(path)) as tmp:
         with open_text(tmp, "wb") as out:
             out.write(b"\\data\\\n")
             for k, c in enumerate(lm.counts, 1):
@@ -639,13 +636,6 @@ def write_arpa(lm: BackoffLM, path, progress=None) -> None:
                     out.write(data.tobytes())
                 say(f"wrote {M:,} {k}-grams")
             out.write(b"\n\\end\\\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _ext(path) -> str:

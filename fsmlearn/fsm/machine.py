@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,7 @@ import numpy as np
 from ..errors import MachineError, NpzFormatError, OpenFstFormatError, SymbolTableError
 from .openfst_io import decode_vector_fst, encode_vector_fst
 from .symbols import SymbolTable
+from .atomic import atomic_write
 
 EPSILON = 0
 PHI = -2
@@ -399,7 +398,8 @@ class Machine:
     # ------------------------------------------------------------------ files
     def write(self, path, arc_type: str | None = None, phi_label: int | None = None) -> None:
         """Write OpenFst binary (readable by ``fstprint``/``pynini.Fst.read``), atomically."""
-        _atomic_write_bytes(path, self._encode(arc_type, phi_label))
+        data = self._encode(arc_type, phi_label)
+        atomic_write(path, lambda f: f.write(data))
 
     @classmethod
     def read(cls, path, phi_label: int | None = None, semiring: str | None = None) -> "Machine":
@@ -437,7 +437,7 @@ class Machine:
 
         def write(f):
             np.savez(f, **arrays)
-        _atomic_write(path, write)
+        atomic_write(path, write)
 
     @classmethod
     def load(cls, path) -> "Machine":
@@ -553,25 +553,3 @@ def _unpack_strings(blob: np.ndarray, offs: np.ndarray) -> list[str]:
         raise ValueError("string offsets do not cover the blob")
     b = blob.tobytes()
     return [b[offs[i]:offs[i + 1]].decode("utf-8") for i in range(offs.size - 1)]
-
-
-def _atomic_write(path: Path, writer) -> None:
-    """Write via a temporary file in the same folder and rename: all or nothing."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            writer(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _atomic_write_bytes(path, data: bytes) -> None:
-    _atomic_write(Path(path), lambda f: f.write(data))

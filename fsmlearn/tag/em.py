@@ -53,7 +53,8 @@ import numpy as np
 
 from ..algo import forward_backward, total_weight
 from ..errors import FsmError, ModelFormatError
-from .hmm import HMM, _atomic_write, _batches, _pack_strings, _unpack_strings, accuracy, build_lattice, \
+from ..fsm.atomic import atomic_write
+from .hmm import HMM, _batches, _pack_strings, _unpack_strings, accuracy, build_lattice, \
     encode_sentences, _extra_rows
 
 __all__ = ["Corpus", "encode_corpus", "dictionary_mask", "uniform_hmm", "expected_counts",
@@ -103,10 +104,10 @@ class Corpus:
         folder.mkdir(parents=True, exist_ok=True)
         blob, offs = _pack_strings(self.vocab)
         for name, a in (("ptr", self.ptr), ("ids", self.ids), ("vocab", blob), ("vocab_offsets", offs)):
-            _atomic_write(folder / f"{name}.npy", lambda f, a=a: np.save(f, np.asarray(a)))
+            atomic_write(folder / f"{name}.npy", lambda f, a=a: np.save(f, np.asarray(a)))
         meta = {"format": _CORPUS_FORMAT, "version": 1, "sentences": self.num_sentences,
                 "tokens": self.num_tokens, "vocab_size": len(self.vocab)}
-        _atomic_write(folder / "corpus.json", lambda f: f.write(json.dumps(meta).encode()))
+        atomic_write(folder / "corpus.json", lambda f: f.write(json.dumps(meta).encode()))
 
     @classmethod
     def load(cls, folder, mmap: bool = True) -> "Corpus":

@@ -43,8 +43,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
-import tempfile
 import zipfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -57,6 +55,7 @@ from ..errors import FsmError, ModelError, ModelFormatError
 from ..fsm.machine import Machine
 from ..fsm.symbols import SymbolTable
 from .unknown import SuffixModel
+from ..fsm.atomic import atomic_write
 
 __all__ = ["HMM", "OovTags", "Lattice", "build_lattice", "lattice", "encode_sentences", "sentence_lattice", "viterbi",
            "tag_sentences", "accuracy", "FORMAT", "VERSION", "UNK", "EPS"]
@@ -327,7 +326,7 @@ class HMM:
             arrays["unk_suffix_blob"], arrays["unk_suffix_offsets"] = _pack_strings(u.pop("unk_suffix"))
             arrays.update(u)
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-        _atomic_write(Path(path), lambda f: np.savez(f, **arrays))
+        atomic_write(path, lambda f: np.savez(f, **arrays))
 
     @classmethod
     def load(cls, path) -> "HMM":
@@ -687,24 +686,6 @@ def _unpack_strings(blob: np.ndarray, offs: np.ndarray) -> list[str]:
     b = blob.tobytes()
     o = offs.tolist()
     return [b[o[i]:o[i + 1]].decode("utf-8") for i in range(len(o) - 1)]
-
-
-def _atomic_write(path: Path, writer) -> None:
-    """Write via a temporary file in the same folder, fsync, rename: all or nothing."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            writer(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 # --------------------------------------------------------------------------- lattice kernels

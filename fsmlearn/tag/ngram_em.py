@@ -510,6 +510,72 @@ def mstep(trans: np.ndarray, emit: np.ndarray, allowed: np.ndarray, floor: float
 
 
 # ------------------------------------------------------ materialised (tests, n_q = 2)
+def _materialise(cs: CqStructure, phi2, log_trans, log_emit, eos_label=None):
+    """(machine, values, prev_tag, tag, word, entry) per arc of the materialised cq.
+
+    ``prev_tag``/``tag`` are -1 on phi arcs, ``tag`` is T on end-of-sentence
+    arcs; ``word`` and ``entry`` (the phi block entry) are -1 where none.
+    A Python loop over arcs: meant for small machines (tests, references).
+    """
+    c = cs.machine
+    T = cs.T
+    T1 = T + 1
+    phi2 = np.asarray(phi2, np.float64)
+    if phi2.ndim == 1:
+        phi2 = np.repeat(phi2[:, None], T1, axis=1)
+    if eos_label is None:
+        eos_label = int(c.ilabel.max(initial=0)) + 1
+    N = c.num_states
+    F = N * T1
+    src, dst, lab, wt, val, tp_, t_, w_, j_ = [], [], [], [], [], [], [], [], []
+
+    def arc(s, d, x, weight, value, tp, t, w, j):
+        src.append(s)
+        dst.append(d)
+        lab.append(x)
+        wt.append(weight)
+        val.append(value)
+        tp_.append(tp)
+        t_.append(t)
+        w_.append(w)
+        j_.append(j)
+
+    for a in range(c.num_arcs):
+        s = int(c.arc_src[a])
+        d = int(c.dst[a])
+        x = int(c.ilabel[a])
+        if x == PHI:
+            for tp in range(T1):
+                arc(s * T1 + tp, d * T1 + tp, PHI, c.weight[a], 0.0, -1, -1, -1, -1)
+            continue
+        w = int(cs.arc_word[a])
+        for j in range(cs.blk_start[a], cs.blk_start[a + 1]):
+            t = int(cs.blk_tag[j])
+            for tp in range(T1):
+                p = phi2[j, tp]
+                if p <= 0.0:
+                    continue
+                arc(s * T1 + tp, d * T1 + t, x, c.weight[a] - math.log(p),
+                    log_trans[tp, t] + log_emit[t, w] - math.log(p), tp, t, w, j)
+    for q in range(N):
+        if c.final[q] == np.inf:
+            continue
+        for tp in range(T1):
+            arc(q * T1 + tp, F, eos_label, c.final[q], log_trans[tp, T], tp, T, -1, -1)
+    final = np.full(F + 1, np.inf)
+    final[F] = 0.0
+    src = np.array(src, np.int64)
+    m = Machine.from_arcs(F + 1, c.start * T1 + T, final, src, np.array(dst, np.int64),
+                          np.array(lab, np.int32), weight=np.array(wt, np.float64))
+    # from_arcs sorts stably by source; carry the per-arc data along
+    order = np.argsort(src, kind="stable")
+    # log 0 (a transition theta forbids, e.g. from unreachable (state, start) pairs)
+    # as a huge finite value, so that zero-mass paths contribute 0 * value = 0
+    values = np.maximum(np.asarray(val, np.float64)[order], _NEG)
+    meta = [np.asarray(v, np.int64)[order] for v in (tp_, t_, w_, j_)]
+    return (m, values, *meta)
+
+
 def materialise(cs: CqStructure, phi2: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray,
                 eos_label: int | None = None):
     """cq with n_q = 2 (or the larger FST of n_q = 1) as a machine with arc values.
@@ -530,59 +596,8 @@ def materialise(cs: CqStructure, phi2: np.ndarray, log_trans: np.ndarray, log_em
         (machine, values [E']); ``expectation(machine, values, phi_final=False)``
         is the bound r.
     """
-    c = cs.machine
-    T = cs.T
-    T1 = T + 1
-    phi2 = np.asarray(phi2, np.float64)
-    if phi2.ndim == 1:
-        phi2 = np.repeat(phi2[:, None], T1, axis=1)
-    if eos_label is None:
-        eos_label = int(c.ilabel.max(initial=0)) + 1
-    N = c.num_states
-    F = N * T1
-    src, dst, lab, wt, val = [], [], [], [], []
-    for a in range(c.num_arcs):
-        s = int(c.arc_src[a])
-        d = int(c.dst[a])
-        x = int(c.ilabel[a])
-        if x == PHI:
-            for tp in range(T1):
-                src.append(s * T1 + tp)
-                dst.append(d * T1 + tp)
-                lab.append(PHI)
-                wt.append(c.weight[a])
-                val.append(0.0)
-            continue
-        w = int(cs.arc_word[a])
-        for j in range(cs.blk_start[a], cs.blk_start[a + 1]):
-            t = int(cs.blk_tag[j])
-            for tp in range(T1):
-                p = phi2[j, tp]
-                if p <= 0.0:
-                    continue
-                src.append(s * T1 + tp)
-                dst.append(d * T1 + t)
-                lab.append(x)
-                wt.append(c.weight[a] - math.log(p))
-                val.append(log_trans[tp, t] + log_emit[t, w] - math.log(p))
-    for q in range(N):
-        if c.final[q] == np.inf:
-            continue
-        for tp in range(T1):
-            src.append(q * T1 + tp)
-            dst.append(F)
-            lab.append(eos_label)
-            wt.append(c.final[q])
-            val.append(log_trans[tp, T])
-    final = np.full(F + 1, np.inf)
-    final[F] = 0.0
-    m = Machine.from_arcs(F + 1, c.start * T1 + T, final, np.array(src, np.int64), np.array(dst, np.int64),
-                          np.array(lab, np.int32), weight=np.array(wt, np.float64))
-    # from_arcs sorts stably by source; carry the values along
-    order = np.argsort(np.array(src, np.int64), kind="stable")
-    # log 0 (a transition theta forbids, e.g. from unreachable (state, start) pairs)
-    # as a huge finite value, so that zero-mass paths contribute 0 * value = 0
-    return m, np.maximum(np.asarray(val, np.float64)[order], _NEG)
+    m, values, *_ = _materialise(cs, phi2, log_trans, log_emit, eos_label)
+    return m, values
 
 
 def bound_materialised(cs: CqStructure, phi2, log_trans, log_emit) -> float:
@@ -604,39 +619,14 @@ def joint_posterior_phi(cs: CqStructure, log_trans, log_emit) -> np.ndarray:
     """
     from ..algo.posteriors import forward_backward
     c = cs.machine
-    T = cs.T
-    T1 = T + 1
+    T1 = cs.T + 1
     K = cs.num_params
-    one = np.ones((K, T1))
-    m, v = materialise(cs, one, log_trans, log_emit)
+    m, v, tp, _, _, j = _materialise(cs, np.ones((K, T1)), log_trans, log_emit)
     # weights of the joint: c's weight minus log theta (the value is log theta here)
-    joint = m.replace(weight=m.weight - v)
-    fb = forward_backward(joint, phi_final=False)
-    # arc order of the materialised machine: rebuild the (j, t') of each arc
-    src, jt = [], []
-    for a in range(c.num_arcs):
-        s = int(c.arc_src[a])
-        if c.ilabel[a] == PHI:
-            for tp in range(T1):
-                src.append(s * T1 + tp)
-                jt.append(-1)
-            continue
-        for j in range(cs.blk_start[a], cs.blk_start[a + 1]):
-            for tp in range(T1):
-                src.append(s * T1 + tp)
-                jt.append(j * T1 + tp)
-    for q in range(c.num_states):
-        if c.final[q] == np.inf:
-            continue
-        for tp in range(T1):
-            src.append(q * T1 + tp)
-            jt.append(-1)
-    order = np.argsort(np.array(src, np.int64), kind="stable")
-    jt = np.array(jt, np.int64)[order]
-    post = fb.posteriors
+    fb = forward_backward(m.replace(weight=m.weight - v), phi_final=False)
+    keep = j >= 0
     P = np.zeros(K * T1)
-    keep = jt >= 0
-    np.add.at(P, jt[keep], post[keep])
+    np.add.at(P, j[keep] * T1 + tp[keep], fb.posteriors[keep])
     P = P.reshape(K, T1)
     # normalise within each (arc, previous tag) block
     arc_of = np.repeat(np.arange(c.num_arcs), np.diff(cs.blk_start))
@@ -650,54 +640,17 @@ def joint_posterior_phi(cs: CqStructure, log_trans, log_emit) -> np.ndarray:
 
 def stats_materialised(cs: CqStructure, phi2, log_trans, log_emit):
     """(trans, emit, bound) for n_q = 2 from the engine's forward-backward on the materialised cq."""
-    from ..algo.posteriors import forward_backward
-    c = cs.machine
+    from ..algo.posteriors import expectation, forward_backward
     T = cs.T
     T1 = T + 1
-    m, v = materialise(cs, phi2, log_trans, log_emit)
-    fb = forward_backward(m, phi_final=False)
-    post = fb.posteriors
-    # recover (tp, t, w) of each arc in the materialised order
-    src, tp_, t_, w_ = [], [], [], []
-    phi2 = np.asarray(phi2)
-    if phi2.ndim == 1:
-        phi2 = np.repeat(phi2[:, None], T1, axis=1)
-    for a in range(c.num_arcs):
-        s = int(c.arc_src[a])
-        if c.ilabel[a] == PHI:
-            for tp in range(T1):
-                src.append(s * T1 + tp)
-                tp_.append(-1)
-                t_.append(-1)
-                w_.append(-1)
-            continue
-        for j in range(cs.blk_start[a], cs.blk_start[a + 1]):
-            for tp in range(T1):
-                if phi2[j, tp] <= 0.0:
-                    continue
-                src.append(s * T1 + tp)
-                tp_.append(tp)
-                t_.append(int(cs.blk_tag[j]))
-                w_.append(int(cs.arc_word[a]))
-    for q in range(c.num_states):
-        if c.final[q] == np.inf:
-            continue
-        for tp in range(T1):
-            src.append(q * T1 + tp)
-            tp_.append(tp)
-            t_.append(T)
-            w_.append(-1)
-    order = np.argsort(np.array(src, np.int64), kind="stable")
-    tp_ = np.array(tp_)[order]
-    t_ = np.array(t_)[order]
-    w_ = np.array(w_)[order]
+    m, v, tp, t, w, _ = _materialise(cs, phi2, log_trans, log_emit)
+    post = forward_backward(m, phi_final=False).posteriors
     trans = np.zeros((T1, T1))
     emit = np.zeros((T, log_emit.shape[1]))
-    k = tp_ >= 0
-    np.add.at(trans, (tp_[k], t_[k]), post[k])
-    k2 = k & (t_ < T)
-    np.add.at(emit, (t_[k2], w_[k2]), post[k2])
-    from ..algo.posteriors import expectation
+    k = tp >= 0
+    np.add.at(trans, (tp[k], t[k]), post[k])
+    k2 = k & (t < T)
+    np.add.at(emit, (t[k2], w[k2]), post[k2])
     bound = float(expectation(m, v, phi_final=False)[0])
     return trans, emit, bound
 

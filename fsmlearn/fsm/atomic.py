@@ -1,0 +1,44 @@
+"""Atomic file writes: a temporary file in the target's folder, renamed into place.
+
+A crash or an exception mid-write leaves the old file (if any) intact and no
+temporary file behind.
+
+Public names: atomic_path, atomic_write.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def atomic_path(path, suffix: str = ".tmp"):
+    """Yield a temporary path beside ``path``; rename it onto ``path`` on success.
+
+    The caller writes the temporary file (by name, e.g. through a compressing
+    opener); on an exception the file is removed and the exception re-raised.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=suffix, dir=str(path.parent or "."))
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def atomic_write(path, writer) -> None:
+    """Call ``writer(f)`` on a binary file, fsync it, and rename it onto ``path``."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            writer(f)
+            f.flush()
+            os.fsync(f.fileno())
