@@ -26,6 +26,15 @@ def atomic_path(path, suffix: str = ".tmp"):
     os.close(fd)
     try:
         yield tmp
+        # mkstemp makes the file private (0600): give it the old file's mode,
+        # or an ordinary new file's (0666 less the umask)
+        if path.exists():
+            mode = path.stat().st_mode & 0o777
+        else:
+            mask = os.umask(0)
+            os.umask(mask)
+            mode = 0o666 & ~mask
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         try:
