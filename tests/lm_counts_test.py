@@ -8,6 +8,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+import pytest
+
+from fsmlearn.errors import FsmError
 from fsmlearn.lm.counts import apply_cutoffs, count_ngrams
 
 
@@ -52,3 +55,40 @@ def test_large_word_ids_pack_without_overflow():
     assert c.ngrams[4].tolist() == [[0, 299_999, 250_000, 70_000, 123_456],
                                     [250_000, 70_000, 123_456, 299_998, 1],
                                     [299_999, 250_000, 70_000, 123_456, 299_998]]
+
+
+@pytest.mark.parametrize("table_mb", [0, 64])
+def test_count_corpus_matches_count_ngrams_with_cutoffs(table_mb):
+    """The partitioned counter gives the same cut counts as counting everything
+    and cutting afterwards, whether one partition suffices or many are needed."""
+    from fsmlearn.lm.counts import count_corpus
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(40)]
+    zipf = 1.0 / np.arange(1, 41)
+    zipf /= zipf.sum()
+    sents = [list(rng.choice(words, size=rng.integers(0, 12), p=zipf)) for _ in range(3000)]
+    vocab = words + ["<unk>"]
+    wid = {w: i for i, w in enumerate(vocab)}
+    lens = [len(s) for s in sents]
+    ptr = np.zeros(len(sents) + 1, np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    ids = np.array([wid[w] for s in sents for w in s], np.int32)
+    for cut, keep2 in (([1, 1, 1, 1], False), ([1, 3, 2, 4], False), ([1, 5, 5, 5], True)):
+        ref = apply_cutoffs(count_ngrams(sents, 4), cut, keep_bigrams=keep2)
+        # 0 MB means the smallest table (1,024 slots): dozens of partitions per order
+        got = count_corpus(ptr, ids, vocab, 4, cut, keep_bigrams=keep2, table_mb=table_mb)
+        ref_map = {tuple(ref.vocab[i] for i in row): int(c)
+                   for k in range(4) for row, c in zip(ref.ngrams[k], ref.counts[k])}
+        got_map = {tuple(got.vocab[i] for i in row): int(c)
+                   for k in range(4) for row, c in zip(got.ngrams[k], got.counts[k])}
+        assert got_map == ref_map
+        assert got.sizes == ref.sizes
+        for k in range(1, 4):   # sorted lexicographically by id
+            g = got.ngrams[k]
+            assert np.all(np.lexsort(g.T[::-1]) == np.arange(g.shape[0]))
+
+
+def test_count_corpus_rejects_ids_outside_the_vocabulary():
+    from fsmlearn.lm.counts import count_corpus
+    with pytest.raises(FsmError, match="token id 9 at position 2"):
+        count_corpus(np.array([0, 3], np.int64), np.array([0, 1, 9], np.int32), ["a", "b"], 3)

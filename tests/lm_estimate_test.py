@@ -136,3 +136,45 @@ def test_the_normalisation_check_catches_a_broken_model(text):
     assert 10 ** lm.logprob[1][i] > 0.1
     lm.logprob[1][i] += 0.01
     assert check_normalised(lm) > 2e-3
+
+
+def test_precut_counts_use_each_contexts_own_count():
+    """Counts cut before estimation (Web1T): a context's total is its raw count, the
+    cut extensions' mass goes to the backoff, every method stays normalised, and
+    Kneser-Ney falls back to raw counts (continuation counts are unrecoverable)."""
+    sents = ["a b", "a b", "a b", "a c", "a c", "b a c", "c a b", "a"]
+    full = count_ngrams(sents, 2)
+    cut = apply_cutoffs(full, [1, 2])          # drops (b a), (c a), (<s> b), ...: counts of 1
+    wid = full.word_ids
+    uni = Counter()
+    big = Counter()
+    for s in sents:
+        t = ["<s>"] + s.split() + ["</s>"]
+        big.update(zip(t, t[1:]))
+        uni.update(t[1:])
+    V = len(full.vocab) - 1
+    N = sum(uni.values())
+    Tu = len(uni)
+
+    def lookup(lm, words):
+        ids = [wid[w] for w in words]
+        k = len(words) - 1
+        row = np.flatnonzero((lm.ngrams[k] == ids).all(axis=1))[0]
+        return 10 ** lm.logprob[k][row]
+
+    ad = estimate(cut, "absolute", discount=0.5)
+    h = "a"                               # (a b) 4, (a c) 3 kept; count(a) = 8: (a </s>) 1 cut
+    ch = uni[h]
+    kept = {w: n for (x, w), n in big.items() if x == h and n >= 2}
+    assert sum(kept.values()) < ch
+    for w in kept:
+        p_uni = max(uni[w] - 0.5, 0) / N + 0.5 * Tu / N / V
+        gamma = (0.5 * len(kept) + ch - sum(kept.values())) / ch
+        assert lookup(ad, [h, w]) == pytest.approx((kept[w] - 0.5) / ch + gamma * p_uni, rel=1e-12)
+    for method in ("kneser-ney", "witten-bell", "absolute"):
+        lm = estimate(cut, method)
+        assert contexts_sum_to_one(lm) < 1e-9
+        assert math.exp(-total_weight(compile_lm(lm).machine)) == pytest.approx(1.0, abs=1e-6)
+    # uncut counts: unchanged (the own count equals the sum of the extensions)
+    a, b = estimate(full, "absolute"), estimate(apply_cutoffs(full, 1), "absolute")
+    assert all(np.array_equal(x, y) for x, y in zip(a.logprob, b.logprob))

@@ -409,3 +409,18 @@ def test_unknown_word_model_features(supervised):
     best = [hmm.tags[i] for i in np.argmax(s + np.log(np.exp(hmm.log_trans[ti["DT"], :hmm.T])), axis=1)]
     assert best[0] == "NNP" and best[1] == "VBG" and best[2] == "CD"
     assert np.isfinite(s).any(axis=1).all()
+
+
+def test_unk_as_a_vocabulary_word_gets_a_distinct_oov_symbol():
+    """A tagger trained on an LM's vocabulary has the word <unk>; the transducer's
+    out-of-vocabulary symbol is then <oov>, so the symbol table stays one-to-one."""
+    import math as _m
+    tags = ["A", "B"]
+    vocab = ["x", "<unk>"]
+    lt = np.log(np.array([[0.25, 0.5, 0.25], [0.5, 0.25, 0.25], [0.5, 0.5, 0.0]]))
+    le = np.log(np.array([[0.5, 0.25, 0.25], [0.25, 0.5, 0.25]]))
+    h = HMM(tags, vocab, lt, le)
+    syms = h.word_symbols()
+    assert syms.find("<unk>") == 2 and syms.find("<oov>") == 3
+    m = h.tagger_transducer()
+    assert m.num_arcs == 3 * 2 * 3 and _m.isfinite(float(m.final[1:].min()))

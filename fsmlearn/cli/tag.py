@@ -4,6 +4,7 @@ Subcommands:
     train  supervised HMM (TnT-style) from a tagged dataset -> MODEL
     em     unsupervised HMM by EM under the 17-tag dictionary -> MODEL, a JSON
            report of every iteration and a PNG plot beside it
+    giga200  the tagger-giga200 pipeline: n-gram EM on a sampled 200M-token corpus's counts
     eval   accuracy (total, known words, unknown words) of MODEL on a tagged dataset
     tag    tag sentences from stdin (one per line, tokens separated by spaces):
            one line of tags per sentence
@@ -196,6 +197,25 @@ def _em(args) -> int:
     return 0
 
 
+def _giga200(args) -> int:
+    from ..tag.giga import Giga200Config, run_giga200
+    say = Progress(args.quiet)
+    cfg = Giga200Config(cache=args.cache, report=args.report, model=args.model, ngrams=args.ngrams or None,
+                        tokens=args.tokens, seed=args.seed, order=args.order, cutoff=args.cutoff,
+                        iterations=args.iterations, corpus_em=not args.no_corpus_em,
+                        corpus_em_iterations=args.corpus_em_iterations)
+    rep = run_giga200(cfg, progress=say)
+    it = rep["iterations"][-1]
+    line = (f"n-gram EM ({rep['ngrams']:,} n-grams): after {it['iteration']} iterations accuracy "
+            f"{_pct(it['accuracy'])}, bound {it['bound']:.3f}, {rep['ngram_em_seconds_per_iteration']:.1f} s/iteration")
+    if rep.get("corpus_em"):
+        ce = rep["corpus_em"][-1]
+        line += (f"; corpus EM ({rep['tokens']:,} tokens): accuracy {_pct(ce['accuracy'])}, "
+                 f"{rep['corpus_em_seconds_per_iteration']:.1f} s/iteration")
+    print(line)
+    return 0
+
+
 def add_parser(sub) -> None:
     tg = sub.add_parser("tag", help="HMM part-of-speech taggers (train, em, eval, tag)")
     tsub = tg.add_subparsers(dest="tag_command", metavar="command")
@@ -228,6 +248,28 @@ def add_parser(sub) -> None:
     p.add_argument("--chunk-tokens", type=int, default=200_000, help="tokens per lattice (default 200000)")
     common(p)
     p.set_defaults(func=_em)
+
+    p = tsub.add_parser("giga200", help="train a tagger from n-grams alone (make tagger-giga200)",
+                        description="Sample (once, cached) a 200M-token stand-in for Gigaword from a 5-gram "
+                                    "of Mixed-text, count its n-grams into a Web1T directory, estimate and "
+                                    "compile the backoff LM, train the tagger by n-gram EM, compare with "
+                                    "EM on the sampled corpus, evaluate on WSJ-small.")
+    p.add_argument("--cache", default="data/cache/giga200", help="where the sampled corpus and its counts are "
+                                                                "kept (default data/cache/giga200)")
+    p.add_argument("--ngrams", help="a Web1T-format count directory (e.g. real Gigaword or Web1T counts) "
+                                    "instead of the sampled stand-in; corpus EM is then skipped")
+    p.add_argument("--report", default="reports/tagger-giga200.json", help="JSON report (PNG beside it)")
+    p.add_argument("--model", default="models/tagger-giga200",
+                   help="tagger path without extension: MODEL.hmm and MODEL.fsm are written")
+    p.add_argument("--tokens", type=int, default=200_000_000, help="tokens to sample (default 200M)")
+    p.add_argument("--seed", type=int, default=200, help="sampling seed (default 200)")
+    p.add_argument("--order", type=int, default=5)
+    p.add_argument("--cutoff", type=int, default=20, help="count cutoff of orders >= 3 (default 20)")
+    p.add_argument("--iterations", type=int, default=10)
+    p.add_argument("--corpus-em-iterations", type=int, help="default: --iterations")
+    p.add_argument("--no-corpus-em", action="store_true", help="skip EM on the sampled corpus")
+    common(p)
+    p.set_defaults(func=_giga200)
 
     p = tsub.add_parser("eval", help="accuracy of a model on a tagged dataset")
     p.add_argument("model")

@@ -6,11 +6,15 @@ as KenLM's ``lmplz`` does.  Counting streams the corpus in chunks: each chunk's
 n-grams are packed into two 64-bit keys (``bits`` per word, ids < 2**bits),
 sorted and run-length counted in numba, and merged into the running totals.
 
-Public names: NGramCounts, count_ngrams, count_token_ids, apply_cutoffs.
+Large corpora already coded as ids are counted exactly by :func:`count_corpus`,
+one hash partition at a time in a table of fixed size.
+
+Public names: NGramCounts, count_ngrams, count_token_ids, count_corpus, apply_cutoffs.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numba as nb
@@ -307,3 +311,168 @@ def apply_cutoffs(counts: NGramCounts, cutoffs, keep_bigrams: bool = False) -> N
         cs.append(counts.counts[k - 1][keep])
         applied.append(max(cut, counts.cutoffs[k - 1]))
     return NGramCounts(counts.vocab, ngrams, cs, applied)
+
+
+# --- exact counting of large corpora, one hash partition at a time -------------------------
+
+@nb.njit(cache=True, inline="always")
+def _mix(h, l):
+    """splitmix64 finaliser of the packed key (partition and table slot)."""
+    x = h * np.uint64(0x9E3779B97F4A7C15) ^ l
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@nb.njit(cache=True)
+def _count_partition(ids, ptr, bos, eos, k, bits, part, nparts, th, tl, tc, mask):
+    """Add every k-gram of the padded sentences whose hash falls in ``part`` to the
+    open-addressing table (th, tl, tc); returns the number of distinct keys."""
+    words_lo = 64 // bits
+    used = 0
+    P = np.uint64(nparts)
+    S = ptr.shape[0] - 1
+    for s in range(S):
+        a = ptr[s]
+        L = ptr[s + 1] - a + 2            # <s> w1 .. wn </s>
+        for i in range(L - k + 1):
+            h = np.uint64(0)
+            lo = np.uint64(0)
+            for j in range(k):
+                p = i + j
+                if p == 0:
+                    w = np.uint64(bos)
+                elif p == L - 1:
+                    w = np.uint64(eos)
+                else:
+                    w = np.uint64(ids[a + p - 1])
+                if j < k - words_lo:
+                    h = (h << np.uint64(bits)) | w
+                else:
+                    lo = (lo << np.uint64(bits)) | w
+            x = _mix(h, lo)
+            if x % P != np.uint64(part):
+                continue
+            slot = (x // P) & mask
+            while True:
+                if tc[slot] == 0:
+                    th[slot] = h
+                    tl[slot] = lo
+                    tc[slot] = 1
+                    used += 1
+                    break
+                if th[slot] == h and tl[slot] == lo:
+                    tc[slot] += 1
+                    break
+                slot = (slot + np.uint64(1)) & mask
+    return used
+
+
+@nb.njit(cache=True)
+def _windows_total(ptr, k):
+    n = 0
+    for s in range(ptr.shape[0] - 1):
+        L = ptr[s + 1] - ptr[s] + 2
+        if L >= k:
+            n += L - k + 1
+    return n
+
+
+def count_corpus(ptr, ids, vocab, order: int, cutoffs=1, keep_bigrams: bool = False,
+                 table_mb: float = 1024, progress=None) -> NGramCounts:
+    """Exact n-gram counts of a large integer-coded corpus, with cutoffs applied.
+
+    Unlike :func:`count_token_ids`, memory does not grow with the number of
+    distinct n-grams: each order is counted one hash partition at a time in a
+    fixed-size table (the corpus is re-read per partition), and only the
+    n-grams that pass their order's cutoff are kept.
+
+    Args:
+        ptr: int64 [S+1] sentence offsets into ``ids``.
+        ids: int32 [N] word ids into ``vocab`` (no ``<s>``/``</s>``; those are
+            added around every sentence).
+        vocab: the words; ``<s>`` and ``</s>`` are appended when missing.
+        order: highest order N.
+        cutoffs: minimum count per order (int for orders >= 2, or a list);
+            unigrams are never cut.
+        keep_bigrams: keep every 2-gram whatever its cutoff.
+        table_mb: memory of one partition's table (the number of partitions
+            follows from it and the corpus size).
+        progress: optional callable(str).
+
+    Returns:
+        NGramCounts (sorted, cut; ``cutoffs`` record what was applied).
+    """
+    say = progress or (lambda msg: None)
+    ptr = np.ascontiguousarray(ptr, np.int64)
+    ids = np.asarray(ids)
+    if ids.dtype != np.int32:
+        ids = ids.astype(np.int32)
+    words = list(vocab)
+    wid = {w: i for i, w in enumerate(words)}
+    for w in (BOS, EOS):
+        if w not in wid:
+            wid[w] = len(words)
+            words.append(w)
+    bos, eos = wid[BOS], wid[EOS]
+    V = len(words)
+    if ptr.ndim != 1 or ptr.size < 1 or ptr[0] != 0 or ptr[-1] != ids.shape[0]:
+        raise FsmError("ptr must run from 0 to the number of tokens")
+    if ids.size:
+        lo_id, hi_id = int(ids.min()), int(ids.max())
+        if lo_id < 0 or hi_id >= len(vocab):
+            bad = lo_id if lo_id < 0 else hi_id
+            raise FsmError(f"token id {bad} at position {int(np.flatnonzero(ids == bad)[0])} "
+                           f"is outside the vocabulary of {len(vocab)} words")
+    if isinstance(cutoffs, (int, np.integer)):
+        cut = [1] + [int(cutoffs)] * (order - 1)
+    else:
+        cut = list(cutoffs) + [list(cutoffs)[-1]] * (order - len(list(cutoffs)))
+    cut = [1] + [max(1, int(c)) for c in cut[1:order]]
+    if keep_bigrams and order >= 2:
+        cut[1] = 1
+    bits = key_bits(order)
+    if V > (1 << bits):
+        raise FsmError(f"a vocabulary of {V} words is too large to count order {order} "
+                       f"(at most {1 << bits} words)")
+    # unigrams: every word seen, <s> and </s> once per sentence
+    S = ptr.size - 1
+    c1 = np.zeros(V, np.int64)
+    step = 1 << 24
+    for i in range(0, ids.size, step):
+        c1[:len(vocab)] += np.bincount(ids[i:i + step], minlength=len(vocab))
+    c1[bos] += S
+    c1[eos] += S
+    seen = np.flatnonzero(c1)
+    ngrams = [seen.astype(np.int32)[:, None]]
+    counts = [c1[seen]]
+    slots = max(1 << 10, int(table_mb * (1 << 20)) // 24)
+    cap = 1 << (slots.bit_length() - 1)
+    th = np.empty(cap, np.uint64)
+    tl = np.empty(cap, np.uint64)
+    tc = np.zeros(cap, np.int64)
+    t0 = time.time()
+    for k in range(2, order + 1):
+        total = int(_windows_total(ptr, k))
+        nparts = max(1, -(-total * 2 // cap))    # load factor at most 1/2 even if all distinct
+        hs, ls, cs = [], [], []
+        distinct = 0
+        for part in range(nparts):
+            tc[:] = 0
+            used = _count_partition(ids, ptr, bos, eos, k, bits, part, nparts, th, tl, tc,
+                                    np.uint64(cap - 1))
+            distinct += used
+            keep = np.flatnonzero(tc >= cut[k - 1])
+            hs.append(th[keep])
+            ls.append(tl[keep])
+            cs.append(tc[keep])
+            if nparts > 1:
+                say(f"{k}-grams: partition {part + 1}/{nparts} done ({time.time() - t0:.0f} s)")
+        h = np.concatenate(hs)
+        l = np.concatenate(ls)
+        c = np.concatenate(cs)
+        o = np.lexsort((l, h))
+        ngrams.append(_unpack(h[o], l[o], k, bits))
+        counts.append(c[o])
+        say(f"{k}-grams: {distinct:,} distinct in {total:,} windows, {o.size:,} kept at cutoff {cut[k - 1]}")
+    return NGramCounts(words, ngrams, counts, cut)

@@ -31,8 +31,16 @@ Count cutoffs prune n-grams whose raw count is below their order's cutoff
 Pruned n-grams keep their interpolated probabilities; backoff weights are
 then recomputed so that every context stays normalised:
 alpha(h) = (1 - sum_kept p(w | h)) / (1 - sum_kept p(w | h')).  Statistics
-(continuation counts, discounts) come from the counts given, which may
-themselves be cut already (Web1T); continuation counts are then floored at 1.
+(continuation counts, discounts) come from the counts given.
+
+Counts may arrive cut already (Web1T; ``counts.cutoffs`` > 1 at some order
+>= 2).  Then a context's total is its own raw count, not the sum of its kept
+extensions (the cut extensions' mass goes to the backoff, so frequent
+contexts do not pretend their few kept continuations are all there is), and
+since continuation counts cannot be recovered from cut counts,
+``kneser-ney`` uses raw counts at every order (modified absolute discounting
+with Kneser-Ney's three discounts per order, the fallback where the cut
+count-of-counts leave them out of range).
 
 Public names: estimate, kneser_ney_discounts, METHODS.
 """
@@ -80,8 +88,12 @@ def _continuation(lo, hi, out, lo_next, hi_next, suffix):
 
 @nb.njit(cache=True)
 def _group_probs(lo, hi, prefix, suffix, a, method, D1, D2, D3, p_lower_uniform, p_final, gamma_ctx,
-                 is_bos_word, last_word, V_uniform, smooth, unigram_total_raw, raw):
-    """Interpolated probabilities of the k-grams lo..hi (grouped by prefix)."""
+                 is_bos_word, last_word, V_uniform, smooth, unigram_total_raw, raw, use_ctx):
+    """Interpolated probabilities of the k-grams lo..hi (grouped by prefix).
+
+    With ``use_ctx`` (the counts ``a`` of this order are raw counts) a context's
+    total is at least its own raw count: extensions cut before the counts
+    reached us (Web1T) then leave their mass to the lower order."""
     i = lo
     while i < hi:
         h = prefix[i]
@@ -104,12 +116,16 @@ def _group_probs(lo, hi, prefix, suffix, a, method, D1, D2, D3, p_lower_uniform,
                 elif x >= 3:
                     n3 += 1
             j += 1
+        missing = 0.0
+        if use_ctx and h >= 0 and raw[h] > tot:
+            missing = raw[h] - tot
+            tot = raw[h]
         if method == 0:      # modified Kneser-Ney
-            gam = (D1 * n1 + D2 * n2 + D3 * n3) / tot if tot > 0 else 1.0
+            gam = (D1 * n1 + D2 * n2 + D3 * n3 + missing) / tot if tot > 0 else 1.0
         elif method == 1:    # Witten-Bell
-            gam = types / (tot + types) if tot > 0 else 1.0
+            gam = (types + missing) / (tot + types) if tot > 0 else 1.0
         else:                # absolute discounting
-            gam = D1 * types / tot if tot > 0 else 1.0
+            gam = (D1 * types + missing) / tot if tot > 0 else 1.0
         if h >= 0:
             gamma_ctx[h] = gam
         else:
@@ -232,15 +248,17 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
     is_bos_word[bos] = True
     # adjusted counts
     a = raw.copy()
-    if method == "kneser-ney":
+    precut = any(c > 1 for c in counts.cutoffs[1:])
+    if method == "kneser-ney" and precut:
+        say("the counts were cut before estimation (e.g. Web1T): continuation counts cannot be recovered, "
+            "so every order uses raw counts (modified absolute discounting with Kneser-Ney's three discounts)")
+    if method == "kneser-ney" and not precut:
         for k in range(1, N):
             lo, hi = int(off[k - 1]), int(off[k])
             cont = np.zeros(hi - lo)
             _continuation(lo, hi, cont, int(off[k]), int(off[k + 1]), idx.suffix)
             starts_bos = first_word[lo:hi] == bos
             adj = np.where(starts_bos, raw[lo:hi], cont)
-            if counts.cutoffs[k] > 1 if k < len(counts.cutoffs) else False:
-                adj = np.maximum(adj, np.where(raw[lo:hi] > 0, 1.0, 0.0))
             a[lo:hi] = adj
     # discounts per order
     Ds = []
@@ -265,8 +283,10 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
     for k in range(1, N + 1):
         lo, hi = int(off[k - 1]), int(off[k])
         D1, D2, D3 = Ds[k - 1]
+        raw_order = method != "kneser-ney" or precut or k == N
         _group_probs(lo, hi, idx.prefix, idx.suffix, a, method_id, D1, D2, D3, 0.0, p, gamma_ctx,
-                     is_bos_word, last_word, float(V_uniform), float(smoothing), uni_raw_total, raw)
+                     is_bos_word, last_word, float(V_uniform), float(smoothing), uni_raw_total, raw,
+                     raw_order)
         say(f"estimated {hi - lo:,} {k}-grams")
     # cutoffs
     keep = np.ones(total, np.bool_)

@@ -7,7 +7,7 @@ from the user's seed and the batch number, so the output is a function of
 (seed, batch size).  Text is assembled in numba from a byte table of the
 vocabulary and written as one line per sentence, tokens separated by spaces.
 
-Public names: sample_sentences, sample_text.
+Public names: sample_sentences, sample_text, sample_corpus.
 """
 
 from __future__ import annotations
@@ -74,6 +74,63 @@ def sample_sentences(lm: CompiledLM, num: int, seed: int = 0) -> list[list[str]]
     return out
 
 
+def _word_lengths(ptr, arcs, ilabel):
+    """Words per sampled sentence (phi and epsilon arcs are not words)."""
+    lab = ilabel[arcs]
+    words = (lab != PHI) & (lab != EPSILON)
+    cs = np.zeros(arcs.size + 1, np.int64)
+    np.cumsum(words, out=cs[1:])
+    return cs[ptr[1:]] - cs[ptr[:-1]], words
+
+
+def _sample_batches(lm: CompiledLM, tokens, sentences, seed, batch, threads, progress):
+    """Batches of sampled paths (ptr, arcs, words per sentence) up to the budget.
+
+    The last batch is cut to whole sentences within a token budget."""
+    if (tokens is None) == (sentences is None):
+        raise ValueError("give exactly one of tokens= and sentences=")
+    m = lm.machine
+    n_sent = 0
+    n_tok = 0
+    b = 0
+    t0 = time.time()
+    last = t0
+    while True:
+        if sentences is not None:
+            want = min(batch, sentences - n_sent)
+        elif n_sent:   # size the batch to the tokens still wanted (5% spare)
+            avg = n_tok / n_sent
+            want = min(batch, int((tokens - n_tok) / max(avg, 1e-9) * 1.05) + 16)
+        else:
+            want = batch
+        if want <= 0:
+            return
+        S = sample_paths(m, want, seed=(int(seed) * 1_000_003 + b) & 0x7FFFFFFF, normalised=True,
+                         threads=threads)
+        per, _ = _word_lengths(S.ptr, S.arcs, m.ilabel)
+        ntok = int(per.sum())
+        if tokens is not None and n_tok + ntok > tokens:
+            # keep whole sentences up to the token budget
+            keep = int(np.searchsorted(np.cumsum(per), tokens - n_tok, side="right")) + 1
+            keep = min(keep, want)
+            yield S.ptr[:keep + 1], S.arcs[:S.ptr[keep]], per[:keep]
+            return
+        yield S.ptr, S.arcs, per
+        n_sent += want
+        n_tok += ntok
+        b += 1
+        now = time.time()
+        if progress and now - last > 10:
+            rate = n_tok / (now - t0)
+            msg = f"sampled {n_tok:,} tokens ({rate / 1e6:.1f}M tokens/s)"
+            if tokens:
+                msg += f", ETA {(tokens - n_tok) / max(rate, 1):.0f} s"
+            progress(msg)
+            last = now
+        if tokens is not None and n_tok >= tokens:
+            return
+
+
 def sample_text(lm: CompiledLM, out, *, tokens: int | None = None, sentences: int | None = None,
                 seed: int = 0, batch: int = DEFAULT_BATCH, progress=None,
                 threads: int = 2) -> tuple[int, int]:
@@ -93,54 +150,31 @@ def sample_text(lm: CompiledLM, out, *, tokens: int | None = None, sentences: in
     Returns:
         (sentences, tokens) written.
     """
-    if (tokens is None) == (sentences is None):
-        raise ValueError("give exactly one of tokens= and sentences=")
     wbuf, woff = _word_bytes(lm.vocab)
-    m = lm.machine
-    n_sent = 0
-    n_tok = 0
-    b = 0
-    t0 = time.time()
-    last = t0
-    while True:
-        if sentences is not None:
-            want = min(batch, sentences - n_sent)
-        elif n_sent:   # size the batch to the tokens still wanted (5% spare)
-            avg = n_tok / n_sent
-            want = min(batch, int((tokens - n_tok) / max(avg, 1e-9) * 1.05) + 16)
-        else:
-            want = batch
-        if want <= 0:
-            break
-        S = sample_paths(m, want, seed=(int(seed) * 1_000_003 + b) & 0x7FFFFFFF, normalised=True,
-                         threads=threads)
-        data, ntok = _render(S.ptr, S.arcs, m.ilabel, wbuf, woff)
-        if tokens is not None and n_tok + ntok > tokens:
-            # keep whole sentences up to the token budget
-            lens = np.diff(S.ptr)
-            lab = m.ilabel[S.arcs]
-            words = (lab != PHI) & (lab != EPSILON)
-            per = np.add.reduceat(words.astype(np.int64), S.ptr[:-1]) if S.arcs.size else np.zeros(want, np.int64)
-            per[lens == 0] = 0
-            keep = int(np.searchsorted(np.cumsum(per), tokens - n_tok, side="right")) + 1
-            keep = min(keep, want)
-            data, ntok = _render(S.ptr[:keep + 1], S.arcs[:S.ptr[keep]], m.ilabel, wbuf, woff)
-            out.write(data.tobytes())
-            n_sent += keep
-            n_tok += ntok
-            break
+    n_sent = n_tok = 0
+    for ptr, arcs, per in _sample_batches(lm, tokens, sentences, seed, batch, threads, progress):
+        data, ntok = _render(ptr, arcs, lm.machine.ilabel, wbuf, woff)
         out.write(data.tobytes())
-        n_sent += want
+        n_sent += ptr.size - 1
         n_tok += ntok
-        b += 1
-        now = time.time()
-        if progress and now - last > 10:
-            rate = n_tok / (now - t0)
-            msg = f"sampled {n_tok:,} tokens ({rate / 1e6:.1f}M tokens/s)"
-            if tokens:
-                msg += f", ETA {(tokens - n_tok) / max(rate, 1):.0f} s"
-            progress(msg)
-            last = now
-        if tokens is not None and n_tok >= tokens:
-            break
     return n_sent, n_tok
+
+
+def sample_corpus(lm: CompiledLM, *, tokens: int | None = None, sentences: int | None = None,
+                  seed: int = 0, batch: int = DEFAULT_BATCH, progress=None, threads: int = 2):
+    """The sentences :func:`sample_text` writes for the same arguments, as word ids.
+
+    Returns:
+        (ptr int64 [S+1], ids int32 [N]): ids index ``lm.vocab``.
+    """
+    ids_parts, len_parts = [], []
+    lab_of = lm.machine.ilabel
+    for ptr, arcs, per in _sample_batches(lm, tokens, sentences, seed, batch, threads, progress):
+        _, words = _word_lengths(ptr, arcs, lab_of)
+        ids_parts.append((lab_of[arcs[words]] - 1).astype(np.int32))
+        len_parts.append(per)
+    lens = np.concatenate(len_parts) if len_parts else np.zeros(0, np.int64)
+    ptr = np.zeros(lens.size + 1, np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int32)
+    return ptr, ids

@@ -208,8 +208,14 @@ class HMM:
         return self._cached("tag_index", lambda: {t: i for i, t in enumerate(self.tags)})
 
     def word_symbols(self) -> SymbolTable:
-        """Input symbols: 0 ``<eps>``, word id i -> key i+1, ``<unk>`` -> V+1."""
-        return self._cached("isyms", lambda: SymbolTable([EPS, *self.vocab, UNK], name="words"))
+        """Input symbols: 0 ``<eps>``, word id i -> key i+1, ``<unk>`` -> V+1.
+
+        When ``<unk>`` is itself a vocabulary word (a tagger trained on an
+        LM's vocabulary), the out-of-vocabulary symbol is ``<oov>`` instead."""
+        def build():
+            oov = UNK if UNK not in self.word_index else "<oov>"
+            return SymbolTable([EPS, *self.vocab, oov], name="words")
+        return self._cached("isyms", build)
 
     def tag_symbols(self) -> SymbolTable:
         """Output symbols: 0 ``<eps>``, tag id t -> key t+1."""

@@ -1,0 +1,323 @@
+"""``make tagger-giga200``: train a tagger from n-grams alone (Smith and Eisner's Giga-200).
+
+The pipeline, each stage cached under one folder (``--cache``, default
+``data/cache/giga200``) and rebuilt only when its parameters change:
+
+1. seed LM: an unpruned modified Kneser-Ney 5-gram of Mixed-text, compiled
+   (``seed-lm.fsm``);
+2. the stand-in corpus: ``tokens`` (200M) tokens sampled from it with a fixed
+   seed, kept as an integer-coded corpus (``corpus/``, memory-mapped);
+3. its n-gram counts with Web1T's layout (``web1t/``): 5-grams at cutoff 20
+   (every 2-gram kept), counted exactly one hash partition at a time.
+
+With ``ngrams=DIR`` (``make tagger-giga200 NGRAMS=DIR``) a user's own Web1T
+or Gigaword counts replace stages 1-3 and corpus EM is not run (there is no
+corpus).  Then: estimate the backoff LM from the counts (modified
+Kneser-Ney, lmplz's discount fallback where the cut counts leave the
+estimate out of range), compile it to a failure-arc acceptor, run n-gram EM
+(:mod:`fsmlearn.tag.ngram_em`) from the uniform start under the 17-tag
+dictionary, evaluate every iteration on WSJ-small, and, on the sampled
+corpus, run ordinary EM from the same start for comparison.  Writes the
+tagger (``MODEL.hmm`` parameters and ``MODEL.fsm`` transducer), a JSON report
+(kept current after every iteration) and a PNG of accuracy and bound per
+iteration.
+
+Public names: Giga200Config, run_giga200.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import resource
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import FsmError
+from ..fsm.atomic import atomic_write
+
+DEFAULT_CACHE = "data/cache/giga200"
+
+
+@dataclass
+class Giga200Config:
+    cache: str = DEFAULT_CACHE
+    report: str = "reports/tagger-giga200.json"
+    model: str = "models/tagger-giga200"
+    ngrams: str | None = None          # a user's Web1T count directory
+    tokens: int = 200_000_000
+    seed: int = 200
+    order: int = 5
+    cutoff: int = 20
+    iterations: int = 10
+    corpus_em: bool = True
+    corpus_em_iterations: int | None = None     # default: iterations
+    seed_order: int = 5
+    threads: int = 2
+    extra: dict = field(default_factory=dict)
+
+
+def _device() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"cpu: {n} cores, {cpu}"
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class _Stage:
+    """A cached stage: ``path`` plus ``path.params.json`` recording how it was built."""
+
+    def __init__(self, path: Path, params: dict):
+        self.path = path
+        self.params = params
+        self.stamp = path.with_name(path.name + ".params.json")
+
+    def fresh(self) -> bool:
+        if not (self.path.exists() and self.stamp.exists()):
+            return False
+        try:
+            return json.loads(self.stamp.read_text()) == self.params
+        except ValueError:
+            return False
+
+    def done(self) -> None:
+        atomic_write(self.stamp, lambda f: f.write(json.dumps(self.params, indent=1).encode()))
+
+
+def _seed_lm(cfg: Giga200Config, cache: Path, say):
+    from ..data.corpora import iter_sentences
+    from ..lm.counts import count_ngrams
+    from ..lm.estimate import estimate
+    from ..lm.model import CompiledLM, compile_lm
+    st = _Stage(cache / "seed-lm.fsm", {"text": "mixed-text", "order": cfg.seed_order,
+                                         "method": "kneser-ney", "cutoffs": "none"})
+    if st.fresh():
+        say(f"seed LM: cached {st.path}")
+        return CompiledLM.load(st.path)
+    say(f"seed LM: counting {cfg.seed_order}-grams of Mixed-text")
+    counts = count_ngrams(iter_sentences("mixed-text"), cfg.seed_order, progress=say)
+    lm = estimate(counts, progress=say)
+    del counts
+    say(f"seed LM: {sum(lm.counts):,} n-grams {lm.counts}; compiling")
+    c = compile_lm(lm, progress=say)
+    del lm
+    c.save(st.path)
+    st.done()
+    return c
+
+
+def _stand_in(cfg: Giga200Config, cache: Path, say):
+    """The sampled corpus (integer-coded, memory-mapped), built once."""
+    from ..lm.sample import sample_corpus
+    from .em import Corpus
+    st = _Stage(cache / "corpus", {"seed_lm": "mixed-text", "seed_order": cfg.seed_order,
+                                   "tokens": cfg.tokens, "seed": cfg.seed, "threads": cfg.threads,
+                                   "batch": 200_000})
+    if st.fresh():
+        corpus = Corpus.load(st.path)
+        say(f"stand-in corpus: cached {st.path} ({corpus.num_tokens:,} tokens)")
+        return corpus
+    seed_lm = _seed_lm(cfg, cache, say)
+    t0 = time.time()
+    say(f"sampling {cfg.tokens:,} tokens from the seed LM (seed {cfg.seed})")
+    ptr, ids = sample_corpus(seed_lm, tokens=cfg.tokens, seed=cfg.seed, threads=cfg.threads,
+                             progress=say)
+    # the corpus's own vocabulary, most frequent first
+    cnt = np.bincount(ids, minlength=len(seed_lm.vocab))
+    order = np.argsort(-cnt, kind="stable")
+    order = order[cnt[order] > 0]
+    remap = np.full(len(seed_lm.vocab), -1, np.int32)
+    remap[order] = np.arange(order.size, dtype=np.int32)
+    ids = remap[ids]
+    vocab = tuple(seed_lm.vocab[i] for i in order)
+    corpus = Corpus(ptr, ids, vocab)
+    say(f"sampled {corpus.num_sentences:,} sentences, {corpus.num_tokens:,} tokens, "
+        f"{len(vocab):,} words in {time.time() - t0:.0f} s; saving")
+    corpus.save(st.path)
+    st.done()
+    return Corpus.load(st.path)
+
+
+def _count_dir(cfg: Giga200Config, cache: Path, corpus, say) -> Path:
+    from ..data.web1t import write_web1t
+    from ..lm.counts import count_corpus
+    st = _Stage(cache / "web1t", {"corpus": json.loads((cache / "corpus.params.json").read_text()),
+                                  "order": cfg.order, "cutoff": cfg.cutoff, "keep_bigrams": True})
+    if st.fresh():
+        say(f"n-gram counts: cached {st.path}")
+        return st.path
+    t0 = time.time()
+    say(f"counting {cfg.order}-grams of the stand-in corpus at cutoff {cfg.cutoff} (2-grams all kept)")
+    counts = count_corpus(corpus.ptr, corpus.ids, corpus.vocab, cfg.order, cfg.cutoff,
+                          keep_bigrams=True, progress=say)
+    say(f"counted in {time.time() - t0:.0f} s: {counts.sizes} n-grams; writing {st.path}")
+    write_web1t(counts, st.path, progress=say)
+    st.done()
+    return st.path
+
+
+def _plot(report: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    it = report["iterations"]
+    ax[0].plot([r["iteration"] for r in it], [100 * r["accuracy"] for r in it], "o-", label="n-gram EM")
+    ce = report.get("corpus_em") or []
+    if ce:
+        ax[0].plot([r["iteration"] for r in ce], [100 * r["accuracy"] for r in ce], "s-", label="corpus EM")
+    ax[0].set_xlabel("iteration")
+    ax[0].set_ylabel("accuracy on WSJ-small (%)")
+    ax[0].grid(alpha=0.3)
+    ax[0].legend()
+    ax[1].plot([r["iteration"] for r in it], [r["bound"] for r in it], "o-", label="n-gram EM bound")
+    ax[1].set_xlabel("iteration")
+    ax[1].set_ylabel("bound (nats per sentence of c)")
+    ax[1].grid(alpha=0.3)
+    if ce and any(r.get("loglik_per_sentence") is not None for r in ce):
+        ax[1].plot([r["iteration"] for r in ce], [r.get("loglik_per_sentence") for r in ce], "s-",
+                   label="corpus EM log-likelihood per sentence")
+    ax[1].legend()
+    fig.suptitle(f"tagger-giga200: {report['ngrams']:,} n-grams"
+                 + (f" from {report['tokens']:,} sampled tokens" if report.get("tokens") else ""))
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def run_giga200(cfg: Giga200Config, progress=None) -> dict:
+    """Run the whole pipeline (see the module docstring); returns the report."""
+    from ..data.corpora import iter_sentences
+    from ..data.tagsets import tag_dictionary, tagset_tags
+    from ..data.web1t import read_web1t
+    from ..lm.estimate import estimate
+    from ..lm.model import compile_lm
+    from .approx import setup_from_lm, train_ngram_em
+    from .em import dictionary_mask, em, uniform_hmm
+    say = progress or (lambda m: None)
+    if cfg.iterations < 1:
+        raise FsmError(f"iterations must be >= 1, got {cfg.iterations}")
+    if cfg.cutoff < 1 or cfg.order < 2:
+        raise FsmError(f"need order >= 2 and cutoff >= 1, got order {cfg.order}, cutoff {cfg.cutoff}")
+    t_all = time.time()
+    cache = Path(cfg.cache)
+    report_path = Path(cfg.report)
+    model_path = Path(cfg.model)
+    report = {"command": "make tagger-giga200", "config": asdict(cfg), "device": _device(),
+              "stages": {}, "complete": False}
+
+    def write():
+        report["peak_rss_mb"] = round(_peak_rss_mb(), 1)
+        report["seconds_total"] = round(time.time() - t_all, 1)
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(report_path, lambda f: f.write(json.dumps(report, indent=1).encode()))
+
+    corpus = None
+    t0 = time.time()
+    if cfg.ngrams:
+        ngram_dir = Path(cfg.ngrams)
+        if not ngram_dir.is_dir():
+            raise FsmError(f"NGRAMS={ngram_dir}: not a directory")
+        report["ngrams_source"] = str(ngram_dir)
+    else:
+        cache.mkdir(parents=True, exist_ok=True)
+        corpus = _stand_in(cfg, cache, say)
+        report["stages"]["stand_in_seconds"] = round(time.time() - t0, 1)
+        report["tokens"] = corpus.num_tokens
+        report["sentences"] = corpus.num_sentences
+        t0 = time.time()
+        ngram_dir = _count_dir(cfg, cache, corpus, say)
+        report["stages"]["count_seconds"] = round(time.time() - t0, 1)
+        report["ngrams_source"] = str(ngram_dir)
+    t0 = time.time()
+    say(f"reading the counts in {ngram_dir}")
+    counts = read_web1t(ngram_dir, max_order=cfg.order, progress=say)
+    report["stages"]["read_counts_seconds"] = round(time.time() - t0, 1)
+    t0 = time.time()
+    say(f"estimating a Kneser-Ney backoff LM from {sum(counts.sizes):,} n-grams {counts.sizes}")
+    lm = estimate(counts, progress=say)
+    singleton_words = {counts.vocab[g[0]] for g, c in zip(counts.ngrams[0], counts.counts[0]) if c == 1}
+    del counts
+    report["ngrams_by_order"] = [int(x) for x in lm.counts]
+    report["ngrams"] = int(sum(lm.counts))
+    c = compile_lm(lm, progress=say)
+    del lm
+    report["stages"]["estimate_compile_seconds"] = round(time.time() - t0, 1)
+    say(f"compiled: {c.machine.num_states:,} states, {c.machine.num_arcs:,} arcs "
+        f"({time.time() - t0:.0f} s)")
+    write()
+    tags = tagset_tags("tag17")
+    td = tag_dictionary("tag17")
+    ev = list(iter_sentences("wsj-small"))
+    t0 = time.time()
+    st = setup_from_lm(c, tagdict=td, progress=say)
+    report["stages"]["setup_seconds"] = round(time.time() - t0, 1)
+    report["variational_parameters"] = int(st.cs.num_params)
+    singletons = np.array([w in singleton_words for w in st.vocab])
+    report["iterations"] = []
+
+    def on_ngram(rec):
+        report["iterations"].append(rec)
+        write()
+
+    say(f"n-gram EM: {cfg.iterations} iterations")
+    hmm, _ = train_ngram_em(st, cfg.iterations, eval=ev, progress=say, tagdict=td, singletons=singletons,
+                            on_record=on_ngram)
+    model_path.parent.mkdir(parents=True, exist_ok=True)
+    hmm.save(model_path.with_suffix(".hmm"))
+    hmm.tagger_transducer().save(model_path.with_suffix(".fsm"))
+    say(f"wrote the tagger: {model_path.with_suffix('.hmm')} and {model_path.with_suffix('.fsm')}")
+    del st, c
+    if corpus is not None and cfg.corpus_em:
+        iters = cfg.corpus_em_iterations if cfg.corpus_em_iterations is not None else cfg.iterations
+        allowed = dictionary_mask(corpus.vocab, tags, td)
+        h0 = uniform_hmm(tags, corpus.vocab, allowed, tagdict=td)
+        report["corpus_em"] = []
+        S = corpus.num_sentences
+
+        def on_corpus(r):
+            d = {"iteration": r.iteration, "accuracy": r.accuracy, "loglik": r.loglik,
+                 "heldout_loglik": r.heldout_loglik,
+                 "loglik_per_sentence": (r.loglik / S) if r.loglik == r.loglik else None,
+                 "seconds": r.seconds}
+            ce = report["corpus_em"]
+            if ce and ce[-1]["iteration"] == r.iteration:
+                ce[-1] = d
+            else:
+                ce.append(d)
+            write()
+
+        say(f"corpus EM on the same {corpus.num_tokens:,} tokens: {iters} iterations")
+        em(h0, corpus, allowed, iters, eval=ev, heldout=[[w for w, _ in s] for s in ev], progress=say,
+           on_record=on_corpus)
+    it = report["iterations"]
+    sec = [r["seconds"] for r in it[1:]]
+    report["ngram_em_seconds_per_iteration"] = float(np.median(sec)) if sec else None
+    if report.get("corpus_em"):
+        csec = [r["seconds"] for r in report["corpus_em"][1:]]
+        report["corpus_em_seconds_per_iteration"] = float(np.median(csec)) if csec else None
+    report["complete"] = True
+    write()
+    png = report_path.with_suffix(".png")
+    _plot(report, png)
+    say(f"wrote {report_path} and {png} ({time.time() - t_all:.0f} s in all, "
+        f"peak {report['peak_rss_mb']:,.0f} MB)")
+    return report
