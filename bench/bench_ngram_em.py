@@ -41,7 +41,7 @@ def words_of(name):
         yield [w if isinstance(w, str) else w[0] for w in s]
 
 
-def run(setting, iterations, optimizer):
+def run(setting, iterations, optimizer, cond="none"):
     name, cutoff = SETTINGS[setting]
     td = tag_dictionary("tag17")
     tags = tagset_tags("tag17")
@@ -61,7 +61,8 @@ def run(setting, iterations, optimizer):
     cnt = Counter(w for s in sents for w in s)
     sing = np.array([cnt.get(w, 0) == 1 for w in st.vocab])
     _, recs = train_ngram_em(st, iterations, optimizer=optimizer, eval=ev, progress=say, tagdict=td,
-                             singletons=sing)
+                             singletons=sing, cond=cond)
+    out["cond"] = cond
     out["iterations"] = recs
     corpus = encode_corpus(sents)
     allowed = dictionary_mask(corpus.vocab, tags, td)
@@ -95,9 +96,12 @@ def main(argv=None):
     ap.add_argument("--settings", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--optimizer", default="vem")
+    ap.add_argument("--cond", default="none",
+                    help="phi blocks also conditioned on the previous tag: none (the paper's n_q = 1), "
+                         "roots (arcs leaving the backoff roots) or all (n_q = 2)")
     ap.add_argument("--out", default="reports/bench_ngram_em.json")
     a = ap.parse_args(argv)
-    results = [run(s, a.iterations, a.optimizer) for s in a.settings]
+    results = [run(s, a.iterations, a.optimizer, a.cond) for s in a.settings]
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     rep = {"results": results, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
            "cpus": os.cpu_count()}

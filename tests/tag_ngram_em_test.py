@@ -13,8 +13,9 @@ import pytest
 from conftest import backoff_machine
 from fsmlearn.errors import MachineError
 from fsmlearn.fsm import PHI, Machine
-from fsmlearn.tag.ngram_em import (CqStructure, NGramEM, bound_materialised, d_bound_d_phi,
-                                   estep_parallel, expected_stats, joint_posterior_phi, mstep,
+from fsmlearn.tag.ngram_em import (CondBlocks, CqStructure, NGramEM, bound_materialised, d_bound_d_phi,
+                                   d_bound_d_phi_cond, estep_parallel, estep_parallel_cond,
+                                   expected_stats, expected_stats_cond, joint_posterior_phi, mstep,
                                    stats_materialised)
 
 
@@ -309,6 +310,74 @@ def test_reduces_to_em_on_a_corpus_when_nq_equals_np():
     # and n_q = 1 is a bound below it
     st = expected_stats(cs, estep_parallel(cs, cs.uniform_phi(), lt, le), lt, le)
     assert st.bound * N <= ll + 1e-9
+
+
+def random_phi2(rng, cs, cb):
+    phi2 = cb.uniform(cs) * rng.uniform(0.3, 1.7, (cb.K2, cs.T + 1))
+    for a in np.flatnonzero(cb.crow >= 0):
+        r, n = cb.crow[a], cs.blk_start[a + 1] - cs.blk_start[a]
+        phi2[r:r + n] /= phi2[r:r + n].sum(0)
+    return phi2
+
+
+@pytest.mark.parametrize("seed,which", [(1, "roots"), (2, "roots"), (3, "all")])
+def test_blocks_conditioned_on_the_previous_tag_match_the_materialised_machine(seed, which):
+    rng, c, cs, allowed, lt, le = tiny(seed, V=3, T=3, p_final=0.3)
+    cb = CondBlocks.build(cs, which)
+    assert cb.K2 > 0
+    phi = random_phi(rng, cs)
+    phi2 = random_phi2(rng, cs, cb)
+    st = expected_stats_cond(cs, cb, phi, phi2, lt, le)
+    full = cb.full(cs, phi, phi2)
+    tr, em, b = stats_materialised(cs, full, lt, le)
+    assert st.bound == pytest.approx(b, rel=1e-9, abs=1e-9)
+    assert np.allclose(st.trans, tr, atol=1e-10) and np.allclose(st.emit, em, atol=1e-10)
+    # with nothing conditioned it is the n_q = 1 computation
+    none = CondBlocks.build(cs, "none")
+    assert expected_stats_cond(cs, none, phi, np.zeros((0, cs.T + 1)), lt, le).bound == pytest.approx(
+        expected_stats(cs, phi, lt, le).bound, rel=1e-12)
+    # gradients against central finite differences
+    g, g2 = d_bound_d_phi_cond(cs, cb, phi, phi2, lt, le)
+    eps = 1e-6
+    for i in rng.choice(cb.K2, size=min(4, cb.K2), replace=False):
+        for tp in range(cs.T + 1):
+            p1, p2 = phi2.copy(), phi2.copy()
+            p1[i, tp] += eps
+            p2[i, tp] -= eps
+            fd = (expected_stats_cond(cs, cb, phi, p1, lt, le).bound
+                  - expected_stats_cond(cs, cb, phi, p2, lt, le).bound) / (2 * eps)
+            assert g2[i, tp] == pytest.approx(fd, rel=1e-5, abs=1e-7)
+    for j in rng.choice(phi.size, size=min(6, phi.size), replace=False):
+        p1, p2 = phi.copy(), phi.copy()
+        p1[j] += eps
+        p2[j] -= eps
+        fd = (expected_stats_cond(cs, cb, p1, phi2, lt, le).bound
+              - expected_stats_cond(cs, cb, p2, phi2, lt, le).bound) / (2 * eps)
+        assert g[j] == pytest.approx(fd, rel=1e-5, abs=1e-7)
+
+
+def test_conditioned_blocks_bound_is_below_the_likelihood_and_vem_raises_it():
+    rng, c, cs, allowed, lt, le = tiny(6, V=2, T=2, p_final=0.85)
+    for which in ("roots", "all"):
+        tr = NGramEM(cs, allowed, lt, le, cond=which)
+        hist = tr.run(6)
+        b = [h.bound for h in hist]
+        assert b[-1] > b[0] + 1e-3
+        assert all(y >= x - 1e-9 for x, y in zip(b[1:], b[2:]))
+        _, ll = brute(cs, c, 2, 2, cs.uniform_phi(), tr.log_trans, tr.log_emit)
+        assert b[-1] <= ll + 1e-9
+        full = tr.cond.full(cs, tr.phi, tr.phi2)
+        assert bound_materialised(cs, full, tr.log_trans, tr.log_emit) == pytest.approx(b[-1], rel=1e-8)
+    # a conditioned block update never does worse than leaving phi2 alone, here
+    cb = CondBlocks.build(cs, "all")
+    phi, phi2 = random_phi(rng, cs), random_phi2(rng, cs, cb)
+    b0 = expected_stats_cond(cs, cb, phi, phi2, lt, le).bound
+    new, new2, _ = estep_parallel_cond(cs, cb, phi, phi2, lt, le)
+    assert expected_stats_cond(cs, cb, new, new2, lt, le).bound >= b0 - 1e-12
+    with pytest.raises(ValueError, match="vem"):
+        NGramEM(cs, allowed, lt, le, optimizer="gradient", cond="roots")
+    with pytest.raises(ValueError, match="conditioned"):
+        CondBlocks.build(cs, "some")
 
 
 def test_bad_inputs_raise():

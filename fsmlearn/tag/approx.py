@@ -113,7 +113,8 @@ def to_hmm(setup: NGramSetup, log_trans, log_emit, tagdict=None, singletons=None
 
 
 def train_ngram_em(setup: NGramSetup, iterations: int, *, optimizer: str = "vem", eval=None,
-                   progress=None, on_record=None, tagdict=None, singletons=None, estep_passes: int = 1):
+                   progress=None, on_record=None, tagdict=None, singletons=None, estep_passes: int = 1,
+                   cond: str = "none"):
     """Run n-gram EM and evaluate each iteration's model.
 
     Returns:
@@ -121,7 +122,7 @@ def train_ngram_em(setup: NGramSetup, iterations: int, *, optimizer: str = "vem"
     """
     say = progress or (lambda m: None)
     lt, le = initial_theta(setup)
-    tr = NGramEM(setup.cs, setup.allowed, lt, le, optimizer=optimizer, estep_passes=estep_passes)
+    tr = NGramEM(setup.cs, setup.allowed, lt, le, optimizer=optimizer, estep_passes=estep_passes, cond=cond)
     eval_sents = [list(s) for s in eval] if eval is not None else None
     records = []
 
