@@ -295,13 +295,15 @@ def _phi_index(g: LinearSystem, m: Machine, reverse: bool):
         k0 = np.flatnonzero(g.kind == 0)
         sys_of_arc[g.ref[k0]] = k0
         phi_sys = np.where(st.phi_arc >= 0, sys_of_arc[np.maximum(st.phi_arc, 0)], -1)
-        return row_ptr, col, idx, phi_t, dorder, phi_sys
+        # own (not exclusion) self-loops: the solver applies them exactly
+        self_arc = (g.arc_src[idx] == g.dst[idx]) & (g.kind[idx] == 0)
+        return row_ptr, col, idx, phi_t, dorder, phi_sys, self_arc
     return g.cached(("phi_index", reverse), build)
 
 
 def _solve_phi_system(g: LinearSystem, m: Machine, sr: Semiring, W, F, reverse, init, tol, max_sweeps,
                       info: SolveInfo):
-    row_ptr, col, idx, phi_t, dorder, phi_sys = _phi_index(g, m, reverse)
+    row_ptr, col, idx, phi_t, dorder, phi_sys, self_arc = _phi_index(g, m, reverse)
     n = m.num_states
     KE = sr.K - 1
     Wp = _plain_rows(W[idx])
@@ -324,8 +326,8 @@ def _solve_phi_system(g: LinearSystem, m: Machine, sr: Semiring, W, F, reverse, 
         X = B.copy()
     stats = np.zeros(6, np.int64)
     fstats = np.zeros(4)
-    status = solver(X, B, row_ptr, col, Wp, dorder, phi_t, Wphi, not reverse, float(tol), int(max_sweeps),
-                    stats, fstats)
+    status = solver(X, B, row_ptr, col, Wp, self_arc, dorder, phi_t, Wphi, not reverse, float(tol),
+                    int(max_sweeps), stats, fstats)
     info.sweeps, info.extrapolations = int(stats[0]), int(stats[1])
     info.last_change, info.rate = float(fstats[0]), float(fstats[2])
     info.components = 1
@@ -333,9 +335,11 @@ def _solve_phi_system(g: LinearSystem, m: Machine, sr: Semiring, W, F, reverse, 
     if status != STATUS_OK:
         direction = "backward" if reverse else "forward"
         if status == STATUS_DIVERGED:
+            why = int(stats[4])
             raise DivergenceError(f"{direction}: the weights of the phi machine diverge: the total mass grows "
-                                  f"without bound (contraction rate estimate {fstats[1]:.6f})"
-                                  if int(stats[4]) == 2 else
+                                  f"without bound (contraction rate estimate {fstats[1]:.6f})" if why == 2 else
+                                  f"{direction}: the weights of the phi machine diverge: state {int(stats[5])} "
+                                  "has a self-loop of weight >= 1" if why == 3 else
                                   f"{direction}: the weights of the phi machine diverge: values became "
                                   f"unbounded at state {int(stats[5])}")
         raise NotConvergedError(f"{direction}: relaxation of the phi machine did not reach tol={tol:g} within "

@@ -617,6 +617,12 @@ def phi_solver(R: int):
     (the expansion's forward values) and return alpha = (I - Phi^T)^{-1} gamma,
     which counts flow through backoff states.  Plain float64 rows, Aitken
     extrapolation and the stopping rule of the relaxation solver.
+
+    Own self-loops D (an LM state ``/ / / /`` whose word ``/`` returns to it
+    with probability 0.9995, say) are applied exactly: the rows solve
+    (1 - D) x = rest, x <- D* rest, instead of iterating the loop at its own
+    rate (thousands of sweeps).  Exclusion arcs into their own state cancel
+    the phi paths they shadow within one step, so they stay in the sweep.
     """
     ops = scaled_ops(R)
     KE = R + 1
@@ -645,13 +651,47 @@ def phi_solver(R: int):
             else:
                 add_prod(Z, q, Z, t, Wphi, q)
 
+    @nb.njit(inline="always")
+    def times_star(Y, t, D):
+        """Y[t] <- Y[t] (x) D[t]*  with D* = 1 / (1 - d0) and r-parts d_j / (1 - d0)^2."""
+        s0 = 1.0 / (1.0 - D[t, 0])
+        y0 = Y[t, 0]
+        Y[t, 0] = y0 * s0
+        for j in range(1, KE):
+            Y[t, j] = Y[t, j] * s0 + y0 * D[t, j] * s0 * s0
+
     @nb.njit(cache=True)
-    def solve(X, B, row_ptr, col, W, order, phi_t, Wphi, forward, tol, max_sweeps, stats, fstats):
-        """X: initial plain rows (gamma for forward, beta for backward), overwritten with the result."""
+    def phi_pass_down_star(Z, order, phi_t, Wphi, D, has_self):
+        """backward pass (targets first) with each row's self-loop star applied once its phi term is in."""
+        n = order.shape[0]
+        for i in range(n):
+            q = order[i]
+            t = phi_t[q]
+            if t >= 0:
+                add_prod(Z, q, Z, t, Wphi, q)
+            if has_self[q]:
+                times_star(Z, q, D)
+
+    @nb.njit(cache=True)
+    def solve(X, B, row_ptr, col, W, self_arc, order, phi_t, Wphi, forward, tol, max_sweeps, stats, fstats):
+        """X: initial plain rows (gamma for forward, beta for backward), overwritten with the result.
+        ``self_arc``: the own self-loops among the arcs (applied exactly)."""
         n = X.shape[0]
         Xn = np.empty_like(X)
         Z = np.empty_like(X)
         Dl = np.empty_like(X)
+        D = np.zeros_like(X)
+        has_self = np.zeros(n, np.bool_)
+        for t in range(n):
+            for e in range(row_ptr[t], row_ptr[t + 1]):
+                if self_arc[e]:
+                    has_self[t] = True
+                    for j in range(KE):
+                        D[t, j] += W[e, j]
+            if has_self[t] and not (D[t, 0] < 1.0):
+                stats[4] = 3
+                stats[5] = t
+                return 1
         plain = 0
         s_prev = 0.0
         lam_prev = -1.0
@@ -675,9 +715,16 @@ def phi_solver(R: int):
                 for j in range(KE):
                     Xn[t, j] = B[t, j]
                 for e in range(row_ptr[t], row_ptr[t + 1]):
-                    add_prod(Xn, t, src, col[e], W, e)
+                    if not self_arc[e]:
+                        add_prod(Xn, t, src, col[e], W, e)
+                if forward and has_self[t]:
+                    # gamma_t (1 - D) = s_t + other arcs + D (alpha_t - gamma_t)
+                    for j in range(KE):
+                        Dl[t, j] = Z[t, j] - X[t, j]
+                    add_prod(Xn, t, Dl, t, D, t)
+                    times_star(Xn, t, D)
             if not forward:
-                phi_pass_down(Xn, order, phi_t, Wphi, False)
+                phi_pass_down_star(Xn, order, phi_t, Wphi, D, has_self)
             stats[0] += 1
             dn = 0.0
             sd = 0.0
