@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo bench bench-lm clean
+.PHONY: install test demo bench bench-lm clean tagger-giga200
 
 install: $(STAMP)
 
@@ -35,6 +35,15 @@ bench-em: $(STAMP)
 # the LM benchmark of issue 3: intermediate files cached in bench/work (or $FSMLEARN_BENCH_DIR)
 bench-lm: $(STAMP)
 	$(PY) bench/bench_lm.py
+
+# the flagship job (issue 5): a tagger from n-grams alone.  The 200M-token stand-in corpus
+# and its Web1T-format counts are built once under GIGA_CACHE; NGRAMS=<dir> uses a
+# user's own Web1T/Gigaword count directory instead (corpus EM is then skipped).
+GIGA_CACHE ?= data/cache/giga200
+NGRAMS ?=
+tagger-giga200: $(STAMP)
+	$(VENV)/bin/fsmlearn tag giga200 --cache $(GIGA_CACHE) $(if $(NGRAMS),--ngrams $(NGRAMS)) \
+		--report reports/tagger-giga200.json --model models/tagger-giga200
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -41,7 +41,7 @@ def words_of(name):
         yield [w if isinstance(w, str) else w[0] for w in s]
 
 
-def run(setting, iterations, optimizer, cond="none"):
+def run(setting, iterations, optimizer, method="kneser-ney", cond="none"):
     name, cutoff = SETTINGS[setting]
     td = tag_dictionary("tag17")
     tags = tagset_tags("tag17")
@@ -50,7 +50,8 @@ def run(setting, iterations, optimizer, cond="none"):
     out = {"setting": setting, "text": name, "cutoff": cutoff, "tokens": sum(map(len, sents))}
     t0 = time.time()
     counts = count_ngrams(sents, 5)
-    lm = estimate(counts, cutoffs=[1, 1, cutoff, cutoff, cutoff], keep_bigrams=True)
+    lm = estimate(counts, method, cutoffs=[1, 1, cutoff, cutoff, cutoff], keep_bigrams=True)
+    out["method"] = method
     out["ngrams_by_order"] = lm.counts
     out["ngrams"] = int(sum(lm.counts))
     c = compile_lm(lm)
@@ -96,12 +97,14 @@ def main(argv=None):
     ap.add_argument("--settings", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--optimizer", default="vem")
+    ap.add_argument("--method", default="kneser-ney", choices=["kneser-ney", "witten-bell", "absolute"],
+                    help="LM estimator for c (default kneser-ney)")
     ap.add_argument("--cond", default="none",
                     help="phi blocks also conditioned on the previous tag: none (the paper's n_q = 1), "
                          "roots (arcs leaving the backoff roots) or all (n_q = 2)")
     ap.add_argument("--out", default="reports/bench_ngram_em.json")
     a = ap.parse_args(argv)
-    results = [run(s, a.iterations, a.optimizer, a.cond) for s in a.settings]
+    results = [run(s, a.iterations, a.optimizer, method=a.method, cond=a.cond) for s in a.settings]
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     rep = {"results": results, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
            "cpus": os.cpu_count()}

@@ -22,8 +22,8 @@ import numpy as np
 
 from ..data.tagsets import tag_dictionary, tagset_tags
 from ..lm.model import BOS, EOS, UNK, CompiledLM
-from .em import dictionary_mask, uniform_hmm
-from .hmm import HMM, accuracy
+from .em import dictionary_mask, log_likelihood, uniform_hmm
+from .hmm import HMM, accuracy, encode_sentences
 from .ngram_em import CqStructure, NGramEM
 
 _UNK_FLOOR = 1e-6
@@ -114,8 +114,11 @@ def to_hmm(setup: NGramSetup, log_trans, log_emit, tagdict=None, singletons=None
 
 def train_ngram_em(setup: NGramSetup, iterations: int, *, optimizer: str = "vem", eval=None,
                    progress=None, on_record=None, tagdict=None, singletons=None, estep_passes: int = 1,
-                   cond: str = "none"):
+                   cond: str = "none", heldout=None):
     """Run n-gram EM and evaluate each iteration's model.
+
+    ``eval``: tagged sentences for accuracy; ``heldout``: word lists for the
+    held-out log-likelihood per token (as corpus EM reports it).
 
     Returns:
         (final HMM, list of dict records {iteration, bound, accuracy, seconds, ...}).
@@ -124,12 +127,21 @@ def train_ngram_em(setup: NGramSetup, iterations: int, *, optimizer: str = "vem"
     lt, le = initial_theta(setup)
     tr = NGramEM(setup.cs, setup.allowed, lt, le, optimizer=optimizer, estep_passes=estep_passes, cond=cond)
     eval_sents = [list(s) for s in eval] if eval is not None else None
+    held_words = [list(s) for s in heldout] if heldout is not None else None
     records = []
+    enc = {}
 
     def cb(rec, trainer):
         out = {"iteration": rec.iteration, "bound": rec.bound, "seconds": rec.seconds}
-        if eval_sents is not None:
+        h = None
+        if eval_sents is not None or held_words is not None:
             h = to_hmm(setup, trainer.log_trans, trainer.log_emit, tagdict, singletons)
+        if held_words is not None:
+            if "held" not in enc:
+                enc["held"] = encode_sentences(h, held_words)
+            ptr, ids, oov = enc["held"]
+            out["heldout_loglik"] = log_likelihood(h, ptr, ids, oov) / max(int(ids.size), 1)
+        if eval_sents is not None:
             a = accuracy(h, eval_sents)
             out.update(accuracy=a["total"], accuracy_known=a["known"], accuracy_unknown=a["unknown"])
         records.append(out)

@@ -12,9 +12,12 @@ The pipeline, each stage cached under one folder (``--cache``, default
 
 With ``ngrams=DIR`` (``make tagger-giga200 NGRAMS=DIR``) a user's own Web1T
 or Gigaword counts replace stages 1-3 and corpus EM is not run (there is no
-corpus).  Then: estimate the backoff LM from the counts (modified
-Kneser-Ney, lmplz's discount fallback where the cut counts leave the
-estimate out of range), compile it to a failure-arc acceptor, run n-gram EM
+corpus).  Then: estimate the backoff LM from the counts (absolute
+discounting, D = 0.25, by default: n-gram EM treats c as the corpus, and the
+less mass an estimator moves to unseen continuations the closer c stays to
+it; on WSJ-train, 5-grams at cutoff 3, n-gram EM reaches 84.02% with it,
+83.50% with Witten-Bell and 82.12% with Kneser-Ney, against corpus EM's
+84.68%), compile it to a failure-arc acceptor, run n-gram EM
 (:mod:`fsmlearn.tag.ngram_em`) from the uniform start under the 17-tag
 dictionary, evaluate every iteration on WSJ-small, and, on the sampled
 corpus, run ordinary EM from the same start for comparison.  Writes the
@@ -58,6 +61,8 @@ class Giga200Config:
     corpus_em: bool = True
     corpus_em_iterations: int | None = None     # default: iterations
     seed_order: int = 5
+    method: str = "absolute"          # the LM estimator of c (see the module docstring)
+    discount: float = 0.25
     threads: int = 2
     extra: dict = field(default_factory=dict)
 
@@ -252,8 +257,8 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
     counts = read_web1t(ngram_dir, max_order=cfg.order, progress=say)
     report["stages"]["read_counts_seconds"] = round(time.time() - t0, 1)
     t0 = time.time()
-    say(f"estimating a Kneser-Ney backoff LM from {sum(counts.sizes):,} n-grams {counts.sizes}")
-    lm = estimate(counts, progress=say)
+    say(f"estimating a backoff LM ({cfg.method}) from {sum(counts.sizes):,} n-grams {counts.sizes}")
+    lm = estimate(counts, cfg.method, discount=cfg.discount, progress=say)
     singleton_words = {counts.vocab[g[0]] for g, c in zip(counts.ngrams[0], counts.counts[0]) if c == 1}
     del counts
     report["ngrams_by_order"] = [int(x) for x in lm.counts]
@@ -279,8 +284,8 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
         write()
 
     say(f"n-gram EM: {cfg.iterations} iterations")
-    hmm, _ = train_ngram_em(st, cfg.iterations, eval=ev, progress=say, tagdict=td, singletons=singletons,
-                            on_record=on_ngram)
+    hmm, _ = train_ngram_em(st, cfg.iterations, eval=ev, heldout=[[w for w, _ in s] for s in ev], progress=say,
+                            tagdict=td, singletons=singletons, on_record=on_ngram)
     model_path.parent.mkdir(parents=True, exist_ok=True)
     hmm.save(model_path.with_suffix(".hmm"))
     hmm.tagger_transducer().save(model_path.with_suffix(".fsm"))
