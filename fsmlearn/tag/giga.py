@@ -61,6 +61,7 @@ class Giga200Config:
     corpus_em: bool = True
     corpus_em_iterations: int | None = None     # default: iterations
     seed_order: int = 5
+    seed_text: str = "mixed-text"     # the dataset the seed LM is estimated on
     method: str = "absolute"          # the LM estimator of c (see the module docstring)
     discount: float = 0.25
     threads: int = 2
@@ -110,13 +111,14 @@ def _seed_lm(cfg: Giga200Config, cache: Path, say):
     from ..lm.counts import count_ngrams
     from ..lm.estimate import estimate
     from ..lm.model import CompiledLM, compile_lm
-    st = _Stage(cache / "seed-lm.fsm", {"text": "mixed-text", "order": cfg.seed_order,
+    st = _Stage(cache / "seed-lm.fsm", {"text": cfg.seed_text, "order": cfg.seed_order,
                                          "method": "kneser-ney", "cutoffs": "none"})
     if st.fresh():
         say(f"seed LM: cached {st.path}")
         return CompiledLM.load(st.path)
-    say(f"seed LM: counting {cfg.seed_order}-grams of Mixed-text")
-    counts = count_ngrams(iter_sentences("mixed-text"), cfg.seed_order, progress=say)
+    say(f"seed LM: counting {cfg.seed_order}-grams of {cfg.seed_text}")
+    words = ([w if isinstance(w, str) else w[0] for w in s] for s in iter_sentences(cfg.seed_text))
+    counts = count_ngrams(words, cfg.seed_order, progress=say)
     lm = estimate(counts, progress=say)
     del counts
     say(f"seed LM: {sum(lm.counts):,} n-grams {lm.counts}; compiling")
@@ -131,7 +133,7 @@ def _stand_in(cfg: Giga200Config, cache: Path, say):
     """The sampled corpus (integer-coded, memory-mapped), built once."""
     from ..lm.sample import sample_corpus
     from .em import Corpus
-    st = _Stage(cache / "corpus", {"seed_lm": "mixed-text", "seed_order": cfg.seed_order,
+    st = _Stage(cache / "corpus", {"seed_lm": cfg.seed_text, "seed_order": cfg.seed_order,
                                    "tokens": cfg.tokens, "seed": cfg.seed, "threads": cfg.threads,
                                    "batch": 200_000})
     if st.fresh():

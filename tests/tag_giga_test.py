@@ -1,0 +1,54 @@
+"""The tagger-giga200 pipeline end to end, at toy scale (seed LM of WSJ-small)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fsmlearn.errors import FsmError
+from fsmlearn.tag.giga import Giga200Config, run_giga200
+from fsmlearn.tag.hmm import HMM
+
+
+def test_pipeline_caches_its_stages_and_writes_report_model_and_plot(tmp_path):
+    cfg = Giga200Config(cache=str(tmp_path / "cache"), report=str(tmp_path / "rep.json"),
+                        model=str(tmp_path / "tagger"), tokens=30_000, seed=5, order=3, cutoff=2,
+                        iterations=2, corpus_em_iterations=1, seed_text="wsj-small", seed_order=3)
+    log = []
+    rep = run_giga200(cfg, progress=log.append)
+    on_disk = json.loads((tmp_path / "rep.json").read_text())
+    assert on_disk["complete"] and on_disk["ngrams"] == rep["ngrams"] == sum(rep["ngrams_by_order"])
+    assert 30_000 <= on_disk["tokens"] < 31_000
+    assert [r["iteration"] for r in on_disk["iterations"]] == [0, 1, 2]
+    for r in on_disk["iterations"]:
+        assert {"iteration", "accuracy", "bound", "seconds", "heldout_loglik"} <= r.keys()
+        assert 0.3 < r["accuracy"] < 1.0 and r["bound"] < 0 and r["heldout_loglik"] < 0
+    # variational EM never lowers the bound
+    b = [r["bound"] for r in on_disk["iterations"]]
+    assert b[1] >= b[0] - 1e-9 and b[2] >= b[1] - 1e-9
+    assert [r["iteration"] for r in on_disk["corpus_em"]] == [0, 1]
+    assert on_disk["peak_rss_mb"] > 0 and on_disk["device"].startswith("cpu")
+    assert (tmp_path / "rep.png").stat().st_size > 1000
+    h = HMM.load(tmp_path / "tagger.hmm")
+    assert h.T == 17 and (tmp_path / "tagger.fsm").exists()
+    assert not any("cached" in m for m in log)
+    # a second run reuses the seed LM, the sampled corpus and the counts
+    log2 = []
+    rep2 = run_giga200(cfg, progress=log2.append)
+    assert sum("cached" in m for m in log2) == 2 and rep2["ngrams"] == rep["ngrams"]
+    assert rep2["iterations"][-1]["accuracy"] == pytest.approx(rep["iterations"][-1]["accuracy"])
+    # NGRAMS=<dir>: a count directory instead of the stand-in; no corpus EM then
+    cfg3 = Giga200Config(cache=str(tmp_path / "none"), report=str(tmp_path / "rep3.json"),
+                         model=str(tmp_path / "t3"), ngrams=str(tmp_path / "cache" / "web1t"), order=3,
+                         iterations=1)
+    rep3 = run_giga200(cfg3)
+    assert rep3["ngrams"] == rep["ngrams"] and "corpus_em" not in rep3
+    assert not (tmp_path / "none").exists()
+
+
+def test_bad_ngram_directory_is_named(tmp_path):
+    cfg = Giga200Config(ngrams=str(tmp_path / "missing"), report=str(tmp_path / "r.json"))
+    with pytest.raises(FsmError, match="missing: not a directory"):
+        run_giga200(cfg)
+    assert not (tmp_path / "r.json").exists()
