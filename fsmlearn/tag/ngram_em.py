@@ -317,10 +317,12 @@ def _alpha2(N, T, start, alpha, es, ed, ea, ek, blk_start, blk_tag, phi, down, p
 
 
 @nb.njit(cache=True)
-def _counts(T, V1, alpha, A2, es, ea, ek, blk_start, blk_tag, phi, arc_word, fs, fk):
-    """Expected transition and emission counts under cq, and its conditional entropy term."""
-    trans = np.zeros((T + 1, T + 1))
-    emit = np.zeros((T, V1))
+def _emit_entropy(T, V1, alpha, es, ea, ek, blk_start, blk_tag, phi, arc_word):
+    """Expected emission counts under cq and its conditional entropy term.
+
+    (Transition counts are A2^T G with G from :func:`_state_tag_mass`: the
+    mass of tag t leaving s does not depend on which event carries it.)"""
+    emit = np.zeros((V1, T))      # word-major: one event's tags share a cache line
     ent = 0.0
     for e in range(es.shape[0]):
         s = es[e]
@@ -332,18 +334,10 @@ def _counts(T, V1, alpha, A2, es, ea, ek, blk_start, blk_tag, phi, arc_word, fs,
             p = k * phi[j]
             if p == 0.0:
                 continue
-            t = blk_tag[j]
-            emit[t, w] += al * p
+            emit[w, blk_tag[j]] += al * p
             if phi[j] > 0.0:
                 ent -= al * p * math.log(phi[j])
-            for tp in range(T + 1):
-                trans[tp, t] += A2[s, tp] * p
-    for f in range(fs.shape[0]):
-        q = fs[f]
-        k = fk[f]
-        for tp in range(T + 1):
-            trans[tp, T] += A2[q, tp] * k
-    return trans, emit, ent
+    return emit.T.copy(), ent
 
 
 @nb.njit(cache=True)
@@ -387,8 +381,10 @@ def _adjoint(G, logT, down, phi_dst, phi_k):
 
 
 @nb.njit(cache=True)
-def _block_scores(T, alpha, A2, U, logT, logE, es, ed, ea, ek, blk_start, blk_tag, arc_word, E):
-    """A[a] and B[j] of the block update (see the module docstring)."""
+def _block_scores(T, alpha, M, U, logE, es, ed, ea, ek, blk_start, blk_tag, arc_word, E):
+    """A[a] and B[j] of the block update (see the module docstring); M = A2 logT
+    (the expected log transition into tag t from the tags arriving at s);
+    logE is word-major [V+1, T]."""
     A = np.zeros(E)
     B = np.zeros(blk_tag.shape[0])
     for e in range(es.shape[0]):
@@ -401,12 +397,7 @@ def _block_scores(T, alpha, A2, U, logT, logE, es, ed, ea, ek, blk_start, blk_ta
         A[a] += k * al
         for j in range(blk_start[a], blk_start[a + 1]):
             t = blk_tag[j]
-            m = 0.0
-            for tp in range(T + 1):
-                x = A2[s, tp]
-                if x != 0.0:
-                    m += x * logT[tp, t]
-            B[j] += k * (m + al * (logE[t, w] + U[d, t]))
+            B[j] += k * (M[s, t] + al * (logE[w, t] + U[d, t]))
     return A, B
 
 
@@ -736,8 +727,11 @@ def expected_stats(cs: CqStructure, phi: np.ndarray, log_trans: np.ndarray, log_
     A2 = _alpha2(c.num_states, T, c.start, cs.alpha, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k,
                  cs.blk_start, cs.blk_tag, phi, cs.down, cs.phi_dst, cs.phi_k)
     V1 = log_emit.shape[1]
-    trans, emit, ent = _counts(T, V1, cs.alpha, A2, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start,
-                               cs.blk_tag, phi, cs.arc_word, cs.fin_state, cs.fin_k)
+    G = _state_tag_mass(c.num_states, T, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi,
+                        cs.fin_state, cs.fin_k)
+    trans = A2.T @ G
+    emit, ent = _emit_entropy(T, V1, cs.alpha, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi,
+                              cs.arc_word)
     bound = _dot_log(trans, log_trans) + _dot_log(emit, log_emit) + ent
     return Stats(trans, emit, ent, bound, A2)
 
@@ -761,7 +755,8 @@ def phi_gradient(cs: CqStructure, phi, log_trans, log_emit, alpha2=None):
     G = _state_tag_mass(c.num_states, T, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi,
                         cs.fin_state, cs.fin_k)
     U = _adjoint(G, lt, cs.down, cs.phi_dst, cs.phi_k)
-    return _block_scores(T, cs.alpha, alpha2, U, lt, le, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k,
+    M = alpha2 @ lt
+    return _block_scores(T, cs.alpha, M, U, np.ascontiguousarray(le.T), cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k,
                          cs.blk_start, cs.blk_tag, cs.arc_word, c.num_arcs)
 
 
@@ -1149,6 +1144,10 @@ class NGramEM:
                 self.stats = None
             st = expected_stats(self.cs, self.phi, self.log_trans, self.log_emit)
             self.log_trans, self.log_emit = mstep(st.trans, st.emit, self.allowed)
+            # the counts depend on phi alone: only the bound moves with theta
+            b = _dot_log(st.trans, self.log_trans) + _dot_log(st.emit, self.log_emit) + st.entropy
+            self.stats = Stats(st.trans, st.emit, st.entropy, b, st.alpha2)
+            return b
         else:
             self._gradient_step()
         return self.bound()
