@@ -49,3 +49,22 @@ def test_reader_errors(tmp_path):
         read_web1t(d)
     with pytest.raises(CorpusFormatError, match="no 1gms/vocab"):
         read_web1t(tmp_path / "nothing")
+
+
+def test_lines_are_in_byte_order_with_prefixes_and_unicode(tmp_path):
+    import gzip
+    sents = ["a a! ab", "ab a", "é a!", "a é é", "a! a", "b a a!"] * 2
+    c = count_ngrams(sents, 3)
+    write_web1t(c, tmp_path / "w")
+    for k in (2, 3):
+        with gzip.open(tmp_path / "w" / f"{k}gms" / f"{k}gm-0000.gz", "rb") as f:
+            lines = f.read().split(b"\n")[:-1]
+        keys = [ln.split(b"\t")[0] for ln in lines]
+        assert keys == sorted(keys) and len(keys) == c.sizes[k - 1]
+        idx = (tmp_path / "w" / f"{k}gms" / f"{k}gm.idx").read_text(encoding="utf-8")
+        assert idx == f"{k}gm-0000.gz\t{keys[0].decode()}\n"
+    back = read_web1t(tmp_path / "w")
+    for k in range(3):
+        a = {tuple(c.vocab[i] for i in r): int(n) for r, n in zip(c.ngrams[k], c.counts[k])}
+        b = {tuple(back.vocab[i] for i in r): int(n) for r, n in zip(back.ngrams[k], back.counts[k])}
+        assert a == b

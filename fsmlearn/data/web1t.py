@@ -19,6 +19,7 @@ Public names: read_web1t, write_web1t.
 
 from __future__ import annotations
 
+import array
 import gzip
 import os
 import re
@@ -26,6 +27,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import numba as nb
 import numpy as np
 
 from ..errors import CorpusFormatError
@@ -100,7 +102,7 @@ def read_web1t(root, max_order: int | None = None, progress=None) -> NGramCounts
         files = _order_files(root, k)
         if not files:
             break
-        rows, cnt = [], []
+        rows, cnt = array.array("i"), array.array("q")
         for p in files:
             with _open(p) as f:
                 for ln, line in enumerate(f, 1):
@@ -117,11 +119,12 @@ def read_web1t(root, max_order: int | None = None, progress=None) -> NGramCounts
                     c = line[tab + 1:].strip()
                     if not c.isdigit():
                         raise CorpusFormatError(f"bad count {c!r}", p, ln)
-                    rows.append(row)
+                    rows.extend(row)
                     cnt.append(int(c))
-            say(f"read {p.name}: {len(rows):,} {k}-grams so far")
-        arr = np.asarray(rows, np.int32).reshape(-1, k)
-        c = np.asarray(cnt, np.int64)
+            say(f"read {p.name}: {len(cnt):,} {k}-grams so far")
+        arr = np.frombuffer(rows, np.int32).reshape(-1, k).copy() if cnt else np.zeros((0, k), np.int32)
+        c = np.frombuffer(cnt, np.int64).copy() if cnt else np.zeros(0, np.int64)
+        del rows, cnt
         order = np.lexsort(arr.T[::-1])
         ngrams.append(arr[order])
         cs.append(c[order])
@@ -129,6 +132,43 @@ def read_web1t(root, max_order: int | None = None, progress=None) -> NGramCounts
     cut = [int(c.min()) if c.size else 1 for c in cs]
     cut[0] = 1
     return NGramCounts(vocab, ngrams, cs, cut)
+
+
+@nb.njit(cache=True)
+def _render_lines(rows, cnt, wbuf, woff):
+    """Bytes of "w1 w2 ... wk<TAB>count<NEWLINE>" lines."""
+    n, k = rows.shape
+    size = 0
+    for i in range(n):
+        for j in range(k):
+            w = rows[i, j]
+            size += woff[w + 1] - woff[w] + 1
+        size += 21
+    out = np.empty(size, np.uint8)
+    digits = np.empty(20, np.uint8)
+    p = 0
+    for i in range(n):
+        for j in range(k):
+            w = rows[i, j]
+            for q in range(woff[w], woff[w + 1]):
+                out[p] = wbuf[q]
+                p += 1
+            out[p] = 32 if j < k - 1 else 9
+            p += 1
+        c = cnt[i]
+        nd = 0
+        while True:
+            digits[nd] = 48 + c % 10
+            nd += 1
+            c //= 10
+            if c == 0:
+                break
+        for q in range(nd - 1, -1, -1):
+            out[p] = digits[q]
+            p += 1
+        out[p] = 10
+        p += 1
+    return out[:p]
 
 
 def write_web1t(counts: NGramCounts, root, cutoffs=None, keep_bigrams: bool = False,
@@ -163,8 +203,7 @@ def write_web1t(counts: NGramCounts, root, cutoffs=None, keep_bigrams: bool = Fa
     tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", suffix=".tmp", dir=root.parent))
     names = [_TO_WEB1T.get(w, w) for w in counts.vocab]
     ext = ".gz" if gzip_files else ""
-    opener = (lambda p: gzip.open(p, "wt", encoding="utf-8", compresslevel=4)) if gzip_files else \
-        (lambda p: open(p, "w", encoding="utf-8"))
+    opener = (lambda p: gzip.open(p, "wb", compresslevel=1)) if gzip_files else (lambda p: open(p, "wb"))
     written = []
     try:
         (tmp / "1gms").mkdir()
@@ -172,25 +211,34 @@ def write_web1t(counts: NGramCounts, root, cutoffs=None, keep_bigrams: bool = Fa
         w1 = counts.ngrams[0][:, 0]
         order1 = np.lexsort((np.array([names[w] for w in w1], dtype=object).astype(str), -c1))
         with opener(tmp / "1gms" / f"vocab{ext}") as f:
-            f.writelines(f"{names[w1[i]]}\t{c1[i]}\n" for i in order1 if c1[i] > 0)
+            f.write("".join(f"{names[w1[i]]}\t{c1[i]}\n" for i in order1 if c1[i] > 0).encode("utf-8"))
         (tmp / "1gms" / "total").write_text(f"{int(counts.total_tokens())}\n")
         written.append(int(np.count_nonzero(c1 > 0)))
+        # byte order of "w1 w2 ..." = lexicographic order of the words' byte ranks
+        # (no word holds a byte below the space)
+        enc = [w.encode("utf-8") for w in names]
+        rank = np.empty(len(enc), np.int64)
+        rank[sorted(range(len(enc)), key=enc.__getitem__)] = np.arange(len(enc))
+        wbuf = np.frombuffer(b"".join(enc), np.uint8)
+        woff = np.zeros(len(enc) + 1, np.int64)
+        np.cumsum([len(b) for b in enc], out=woff[1:])
         for k in range(2, N + 1):
             d = tmp / f"{k}gms"
             d.mkdir()
             keep = counts.counts[k - 1] >= cut[k - 1]
             rows = counts.ngrams[k - 1][keep]
             cnt = counts.counts[k - 1][keep]
-            text = np.array([" ".join(names[w] for w in r) for r in rows], dtype=object).astype(str)
-            order = np.argsort(np.char.encode(text, "utf-8"), kind="stable") if text.size else np.zeros(0, int)
+            order = np.lexsort(rank[rows].T[::-1]) if rows.shape[0] else np.zeros(0, np.int64)
             idx_lines = []
             for fi, start in enumerate(range(0, max(order.size, 1), _LINES_PER_FILE)):
                 part = order[start:start + _LINES_PER_FILE]
                 name = f"{k}gm-{fi:04d}{ext}"
+                data = _render_lines(rows[part], cnt[part], wbuf, woff)
                 with opener(d / name) as f:
-                    f.writelines(f"{text[i]}\t{cnt[i]}\n" for i in part)
+                    f.write(data.tobytes())
                 if part.size:
-                    idx_lines.append(f"{name}\t{text[part[0]]}\n")
+                    first = data[:int(np.argmax(data == 9))].tobytes().decode("utf-8")
+                    idx_lines.append(f"{name}\t{first}\n")
                 if not order.size:
                     break
             (d / f"{k}gm.idx").write_text("".join(idx_lines), encoding="utf-8")
