@@ -720,18 +720,28 @@ class Stats:
     alpha2: np.ndarray    # [N, T+1]
 
 
-def expected_stats(cs: CqStructure, phi: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray) -> Stats:
-    """Expected counts under cq_phi and the bound r at (theta, phi)."""
+def expected_stats(cs: CqStructure, phi: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray,
+                   px=None) -> Stats:
+    """Expected counts under cq_phi and the bound r at (theta, phi).
+
+    ``px``: a :class:`fsmlearn.tag.ngram_par.ParIndex` to run the
+    multi-threaded kernels (same sums), or None for one thread."""
     c = cs.machine
     T = cs.T
-    A2 = _alpha2(c.num_states, T, c.start, cs.alpha, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k,
-                 cs.blk_start, cs.blk_tag, phi, cs.down, cs.phi_dst, cs.phi_k)
     V1 = log_emit.shape[1]
-    G = _state_tag_mass(c.num_states, T, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi,
-                        cs.fin_state, cs.fin_k)
+    if px is not None:
+        from . import ngram_par as par
+        A2 = par.alpha2(cs, px, phi)
+        G = par.state_tag_mass(cs, px, phi)
+        emit, ent = par.emit_entropy(cs, px, phi, V1)
+    else:
+        A2 = _alpha2(c.num_states, T, c.start, cs.alpha, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k,
+                     cs.blk_start, cs.blk_tag, phi, cs.down, cs.phi_dst, cs.phi_k)
+        G = _state_tag_mass(c.num_states, T, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi,
+                            cs.fin_state, cs.fin_k)
+        emit, ent = _emit_entropy(T, V1, cs.alpha, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag,
+                                  phi, cs.arc_word)
     trans = A2.T @ G
-    emit, ent = _emit_entropy(T, V1, cs.alpha, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi,
-                              cs.arc_word)
     bound = _dot_log(trans, log_trans) + _dot_log(emit, log_emit) + ent
     return Stats(trans, emit, ent, bound, A2)
 
@@ -744,19 +754,25 @@ def _dot_log(counts, logp):
         return float((counts[nz] * logp[nz]).sum())
 
 
-def phi_gradient(cs: CqStructure, phi, log_trans, log_emit, alpha2=None):
+def phi_gradient(cs: CqStructure, phi, log_trans, log_emit, alpha2=None, px=None):
     """(A [E], B [K]): d r / d phi[j] = B[j] - A[arc of j] (log phi[j] + 1)."""
     c = cs.machine
     T = cs.T
     if alpha2 is None:
-        alpha2 = expected_stats(cs, phi, log_trans, log_emit).alpha2
+        alpha2 = expected_stats(cs, phi, log_trans, log_emit, px).alpha2
     lt = np.maximum(log_trans, _NEG)
     le = np.maximum(log_emit, _NEG)
+    M = alpha2 @ lt
+    le_wt = np.ascontiguousarray(le.T)
+    if px is not None:
+        from . import ngram_par as par
+        G = par.state_tag_mass(cs, px, phi)
+        U = _adjoint(G, lt, cs.down, cs.phi_dst, cs.phi_k)
+        return par.block_scores(cs, px, M, U, le_wt)
     G = _state_tag_mass(c.num_states, T, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi,
                         cs.fin_state, cs.fin_k)
     U = _adjoint(G, lt, cs.down, cs.phi_dst, cs.phi_k)
-    M = alpha2 @ lt
-    return _block_scores(T, cs.alpha, M, U, np.ascontiguousarray(le.T), cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k,
+    return _block_scores(T, cs.alpha, M, U, le_wt, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k,
                          cs.blk_start, cs.blk_tag, cs.arc_word, c.num_arcs)
 
 
@@ -769,9 +785,12 @@ def d_bound_d_phi(cs: CqStructure, phi, log_trans, log_emit) -> np.ndarray:
     return B - A[arc_of] * (lp + 1.0)
 
 
-def estep_parallel(cs: CqStructure, phi, log_trans, log_emit, alpha2=None) -> np.ndarray:
+def estep_parallel(cs: CqStructure, phi, log_trans, log_emit, alpha2=None, px=None) -> np.ndarray:
     """One parallel block update of every phi block (section 3.5)."""
-    A, B = phi_gradient(cs, phi, log_trans, log_emit, alpha2)
+    A, B = phi_gradient(cs, phi, log_trans, log_emit, alpha2, px)
+    if px is not None:
+        from . import ngram_par as par
+        return par.softmax_blocks(cs, px, A, B, phi, 1e-300)
     return _softmax_blocks(A, B, cs.blk_start, phi, 1e-300)
 
 
@@ -1089,10 +1108,12 @@ class NGramEM:
         cond: which blocks are also conditioned on the previous tag
             (:meth:`CondBlocks.build`): ``"none"`` (n_q = 1, the paper),
             ``"roots"``, ``"all"`` or a bool [N] mask of source states.
+        threads: threads of the n_q = 1 vEM kernels (default: numba's
+            thread count; 1 runs the single-threaded kernels).
     """
 
     def __init__(self, cs: CqStructure, allowed, log_trans, log_emit, optimizer: str = "vem",
-                 estep_passes: int = 1, step: float = 1.0, cond="none"):
+                 estep_passes: int = 1, step: float = 1.0, cond="none", threads: int | None = None):
         if optimizer not in ("vem", "gradient"):
             raise ValueError(f"optimizer must be 'vem' or 'gradient', got {optimizer!r}")
         self.cond = CondBlocks.build(cs, cond)
@@ -1112,10 +1133,16 @@ class NGramEM:
         self.step = float(step)
         self.stats = None
         self.history: list[IterationRecord] = []
+        # n_q = 1 variational EM runs its kernels on every thread numba has (threads=1: one)
+        self.px = None
+        if self.cond is None and optimizer == "vem" and (threads is None or threads > 1):
+            from .ngram_par import ParIndex
+            px = ParIndex(cs, threads)
+            self.px = px if px.threads > 1 else None
 
     def _stats(self):
         if self.cond is None:
-            return expected_stats(self.cs, self.phi, self.log_trans, self.log_emit)
+            return expected_stats(self.cs, self.phi, self.log_trans, self.log_emit, self.px)
         warm = self.stats.alpha2 if self.stats is not None else getattr(self, "_A2", None)
         st = expected_stats_cond(self.cs, self.cond, self.phi, self.phi2, self.log_trans, self.log_emit,
                                  warm=warm)
@@ -1140,9 +1167,9 @@ class NGramEM:
         elif self.optimizer == "vem":
             for _ in range(self.estep_passes):
                 a2 = self.stats.alpha2 if self.stats is not None else None
-                self.phi = estep_parallel(self.cs, self.phi, self.log_trans, self.log_emit, a2)
+                self.phi = estep_parallel(self.cs, self.phi, self.log_trans, self.log_emit, a2, self.px)
                 self.stats = None
-            st = expected_stats(self.cs, self.phi, self.log_trans, self.log_emit)
+            st = expected_stats(self.cs, self.phi, self.log_trans, self.log_emit, self.px)
             self.log_trans, self.log_emit = mstep(st.trans, st.emit, self.allowed)
             # the counts depend on phi alone: only the bound moves with theta
             b = _dot_log(st.trans, self.log_trans) + _dot_log(st.emit, self.log_emit) + st.entropy

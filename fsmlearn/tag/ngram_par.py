@@ -1,0 +1,199 @@
+"""Multi-threaded kernels of n-gram EM (the same sums as :mod:`fsmlearn.tag.ngram_em`).
+
+Each kernel splits its work into one part per thread so that no two threads
+write the same memory: scatters into small arrays (forward mass per (state,
+tag), emission counts) get a private copy per thread that is summed
+afterwards; the events are sorted by source state, so the mass leaving each
+state splits at state boundaries; the block scores and the softmax run over
+arcs, with each arc's events gathered by an arc-major index built once.
+
+Public names: ParIndex, alpha2, state_tag_mass, emit_entropy, block_scores,
+softmax_blocks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+
+def _balanced(weights_cum: np.ndarray, parts: int) -> np.ndarray:
+    """Boundaries (indices into the items) splitting a cumulative work array evenly."""
+    total = weights_cum[-1]
+    cuts = np.searchsorted(weights_cum, np.linspace(0, total, parts + 1)[1:-1], side="left")
+    return np.concatenate([[0], cuts, [weights_cum.size - 1]]).astype(np.int64)
+
+
+class ParIndex:
+    """Per-structure index of the parallel kernels (built once per CqStructure)."""
+
+    def __init__(self, cs, threads: int | None = None):
+        self.threads = int(threads or nb.get_num_threads())
+        P = self.threads
+        es = cs.ev_src
+        E = cs.machine.num_arcs
+        # events by source (already sorted): split at state boundaries
+        b = np.linspace(0, es.size, P + 1).astype(np.int64)
+        for i in range(1, P):
+            while 0 < b[i] < es.size and es[b[i]] == es[b[i] - 1]:
+                b[i] += 1
+        self.ev_bounds = np.maximum.accumulate(b)
+        # events by arc
+        self.ev_of_arc = np.argsort(cs.ev_arc, kind="stable").astype(np.int64)
+        self.arc_ev_ptr = np.zeros(E + 1, np.int64)
+        np.cumsum(np.bincount(cs.ev_arc, minlength=E), out=self.arc_ev_ptr[1:])
+        work = self.arc_ev_ptr + cs.blk_start          # events + block entries up to each arc
+        self.arc_bounds = _balanced(work, P)
+
+
+@nb.njit(parallel=True, cache=True)
+def _alpha2_scatter(N, T, alpha, es, ed, ea, ek, blk_start, blk_tag, phi, bounds):
+    P = bounds.shape[0] - 1
+    part = np.zeros((P, N, T + 1))
+    for p in nb.prange(P):
+        for e in range(bounds[p], bounds[p + 1]):
+            base = alpha[es[e]] * ek[e]
+            if base == 0.0:
+                continue
+            d = ed[e]
+            a = ea[e]
+            for j in range(blk_start[a], blk_start[a + 1]):
+                part[p, d, blk_tag[j]] += base * phi[j]
+    return part
+
+
+@nb.njit(cache=True)
+def _alpha2_finish(part, start, T, down, phi_dst, phi_k):
+    P, N, _ = part.shape
+    A2 = part[0].copy()
+    for p in range(1, P):
+        for i in range(N):
+            for t in range(T + 1):
+                A2[i, t] += part[p, i, t]
+    A2[start, T] += 1.0
+    for i in range(N):
+        q = down[i]
+        r = phi_dst[q]
+        if r >= 0:
+            k = phi_k[q]
+            for t in range(T + 1):
+                A2[r, t] += k * A2[q, t]
+    return A2
+
+
+def alpha2(cs, px: ParIndex, phi):
+    c = cs.machine
+    part = _alpha2_scatter(c.num_states, cs.T, cs.alpha, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k,
+                           cs.blk_start, cs.blk_tag, phi, px.ev_bounds)
+    return _alpha2_finish(part, c.start, cs.T, cs.down, cs.phi_dst, cs.phi_k)
+
+
+@nb.njit(parallel=True, cache=True)
+def _state_tag_mass(N, T, es, ea, ek, blk_start, blk_tag, phi, fs, fk, bounds):
+    G = np.zeros((N, T + 1))
+    P = bounds.shape[0] - 1
+    for p in nb.prange(P):
+        for e in range(bounds[p], bounds[p + 1]):
+            s = es[e]
+            a = ea[e]
+            k = ek[e]
+            for j in range(blk_start[a], blk_start[a + 1]):
+                G[s, blk_tag[j]] += k * phi[j]
+    for f in range(fs.shape[0]):
+        G[fs[f], T] += fk[f]
+    return G
+
+
+def state_tag_mass(cs, px: ParIndex, phi):
+    return _state_tag_mass(cs.machine.num_states, cs.T, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start,
+                           cs.blk_tag, phi, cs.fin_state, cs.fin_k, px.ev_bounds)
+
+
+@nb.njit(parallel=True, cache=True)
+def _emit_entropy(T, V1, alpha, es, ea, ek, blk_start, blk_tag, phi, arc_word, bounds):
+    P = bounds.shape[0] - 1
+    part = np.zeros((P, V1, T))
+    ents = np.zeros(P)
+    for p in nb.prange(P):
+        ent = 0.0
+        for e in range(bounds[p], bounds[p + 1]):
+            al = alpha[es[e]]
+            a = ea[e]
+            k = ek[e]
+            w = arc_word[a]
+            for j in range(blk_start[a], blk_start[a + 1]):
+                q = k * phi[j]
+                if q == 0.0:
+                    continue
+                part[p, w, blk_tag[j]] += al * q
+                if phi[j] > 0.0:
+                    ent -= al * q * math.log(phi[j])
+        ents[p] = ent
+    emit = part[0].copy()
+    for p in range(1, P):
+        emit += part[p]
+    return emit.T.copy(), ents.sum()
+
+
+def emit_entropy(cs, px: ParIndex, phi, V1):
+    return _emit_entropy(cs.T, V1, cs.alpha, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi,
+                         cs.arc_word, px.ev_bounds)
+
+
+@nb.njit(parallel=True, cache=True)
+def _block_scores(alpha, M, U, logE, es, ed, ek, blk_start, blk_tag, arc_word, ev_of_arc, arc_ev_ptr,
+                  arc_bounds):
+    E = blk_start.shape[0] - 1
+    A = np.zeros(E)
+    B = np.zeros(blk_tag.shape[0])
+    P = arc_bounds.shape[0] - 1
+    for p in nb.prange(P):
+        for a in range(arc_bounds[p], arc_bounds[p + 1]):
+            w = arc_word[a]
+            for i in range(arc_ev_ptr[a], arc_ev_ptr[a + 1]):
+                e = ev_of_arc[i]
+                s = es[e]
+                k = ek[e]
+                al = alpha[s]
+                d = ed[e]
+                A[a] += k * al
+                for j in range(blk_start[a], blk_start[a + 1]):
+                    t = blk_tag[j]
+                    B[j] += k * (M[s, t] + al * (logE[w, t] + U[d, t]))
+    return A, B
+
+
+def block_scores(cs, px: ParIndex, M, U, logE_wt):
+    return _block_scores(cs.alpha, M, U, logE_wt, cs.ev_src, cs.ev_dst, cs.ev_k, cs.blk_start, cs.blk_tag,
+                         cs.arc_word, px.ev_of_arc, px.arc_ev_ptr, px.arc_bounds)
+
+
+@nb.njit(parallel=True, cache=True)
+def _softmax_blocks(A, B, blk_start, phi_old, min_mass, arc_bounds):
+    out = phi_old.copy()
+    P = arc_bounds.shape[0] - 1
+    for p in nb.prange(P):
+        for a in range(arc_bounds[p], arc_bounds[p + 1]):
+            lo = blk_start[a]
+            hi = blk_start[a + 1]
+            if hi - lo == 0 or A[a] <= min_mass:
+                continue
+            mx = -np.inf
+            for j in range(lo, hi):
+                v = B[j] / A[a]
+                if v > mx:
+                    mx = v
+            if mx == -np.inf:
+                continue
+            z = 0.0
+            for j in range(lo, hi):
+                z += math.exp(B[j] / A[a] - mx)
+            for j in range(lo, hi):
+                out[j] = math.exp(B[j] / A[a] - mx) / z
+    return out
+
+
+def softmax_blocks(cs, px: ParIndex, A, B, phi_old, min_mass):
+    return _softmax_blocks(A, B, cs.blk_start, phi_old, min_mass, px.arc_bounds)
