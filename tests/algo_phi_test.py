@@ -179,8 +179,8 @@ def test_expectation_on_a_real_backoff_lm_matches_the_dense_expansion():
 def test_heavy_self_loops_are_solved_exactly():
     """A backoff LM whose text has a run of 3,000 '/' tokens: the state '/ /' keeps
     '/' with probability ~0.999.  Iterating that loop would need ~20,000 sweeps;
-    the phi solver applies own self-loops exactly, so 300 sweeps are plenty, in
-    both directions and in the expectation semiring, against the dense expansion."""
+    the phi solver applies own self-loops exactly, so 300 sweeps are plenty in both
+    directions, and the expectation semiring agrees too, against the dense expansion."""
     from fsmlearn.algo import expectation, phi_expand
     from fsmlearn.algo.shortest import solve_values
     from fsmlearn.data.corpora import iter_sentences
@@ -210,4 +210,37 @@ def test_heavy_self_loops_are_solved_exactly():
         assert np.allclose(got[:m.num_states][sel], want[:m.num_states][sel], rtol=1e-8, atol=0)
     v = (m.ilabel != PHI).astype(float)
     length = (alpha[e.arc_src] * np.exp(-e.weight) * beta[e.dst]).sum() / beta[e.start]
-    assert expectation(m, v, max_sweeps=300)[0] == pytest.approx(length, rel=1e-9)
+    # the expectation semiring has no extrapolation (k r^k tails): more sweeps, still far
+    # fewer than the ~10^5 the loop would need if iterated
+    assert expectation(m, v, max_sweeps=3000)[0] == pytest.approx(length, rel=1e-9)
+
+
+def test_slow_cycles_switch_to_gmres_and_agree_with_the_dense_expansion():
+    """Runs of '= -' and 'a b c' make 2- and 3-cycles that keep their mass with
+    probability ~0.999 (Jacobi would need thousands of sweeps): plain phi systems
+    switch to GMRES on the fixed-point map after a few sweeps, and the result is
+    the dense solution."""
+    from fsmlearn.algo import phi_expand
+    from fsmlearn.algo.shortest import solve_values
+    from fsmlearn.data.corpora import iter_sentences
+    from fsmlearn.lm.counts import count_ngrams
+    from fsmlearn.lm.estimate import estimate
+    from fsmlearn.lm.model import compile_lm
+    sents = [[w for w, _ in s] for s in iter_sentences("wsj-small")][:25] + [["=", "-"] * 1500,
+                                                                           ["a", "b", "c"] * 800]
+    m = compile_lm(estimate(count_ngrams(sents, 3), discount_fallback=(0.5, 1.0, 1.5))).machine
+    e = phi_expand(m)
+    N = e.num_states
+    W = np.zeros((N, N))
+    np.add.at(W, (e.arc_src, e.dst), np.exp(-e.weight))
+    beta = np.linalg.solve(np.eye(N) - W, np.exp(-e.final))
+    b = np.zeros(N)
+    b[e.start] = 1
+    alpha = np.linalg.solve(np.eye(N) - W.T, b)
+    plain = np.ones(m.num_states, bool)
+    plain[m.dst[m.ilabel == PHI]] = False
+    for reverse, want, sel in ((False, alpha, plain), (True, beta, np.ones(m.num_states, bool))):
+        _, V, info, _ = solve_values(m, "real", reverse=reverse, tol=1e-12, max_sweeps=1000)
+        got = V[:, 0] * np.exp2(V[:, 1]) if V.shape[1] > 1 else V[:, 0]
+        assert info.krylov > 0 and info.sweeps < 1000
+        assert np.allclose(got[:m.num_states][sel], want[:m.num_states][sel], rtol=1e-9, atol=0)

@@ -30,7 +30,7 @@ from ..semiring import Semiring, Tropical, get_semiring
 from ..semiring.ops import scaled_ops
 from .phi import LinearSystem, linear_system
 from .schedule import Schedule, schedule_for
-from .solve import (STATUS_DIVERGED, STATUS_OK, gather_rows, linear_solver, phi_depths, phi_solver,
+from .solve import (STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK, gather_rows, linear_solver, phi_depths, phi_solver,
                     tropical_solver)
 
 DEFAULT_TOL = 1e-11
@@ -47,6 +47,7 @@ class SolveInfo:
     cyclic: bool = False
     last_change: float = 0.0
     rate: float = 0.0
+    krylov: int = 0          # GMRES matrix-vector products (plain phi systems with slow modes)
 
 
 def _check_machine(m) -> None:
@@ -301,6 +302,30 @@ def _phi_index(g: LinearSystem, m: Machine, reverse: bool):
     return g.cached(("phi_index", reverse), build)
 
 
+_KRYLOV_AFTER = 30       # Jacobi sweeps before a plain phi system switches to GMRES
+
+
+def _krylov(solver, X, B, args, tol):
+    """Solve the fixed point X = F(X) (F affine: one Jacobi step of the phi system,
+    self-loops exact) by restarted GMRES on (I - J) x = F(0), from X.
+
+    Returns (rows, matrix-vector products used)."""
+    from scipy.sparse.linalg import LinearOperator, gmres
+    n = X.shape[0]
+    zero_b = np.zeros_like(B)
+    f0 = solver.step(np.zeros_like(X), B, *args)[:, 0].copy()
+    count = [0]
+
+    def matvec(v):
+        count[0] += 1
+        v = np.ascontiguousarray(v, np.float64).reshape(n, 1)
+        return (v - solver.step(v, zero_b, *args))[:, 0]
+
+    op = LinearOperator((n, n), matvec=matvec, dtype=np.float64)
+    x, _ = gmres(op, f0, x0=X[:, 0].copy(), rtol=min(1e-13, float(tol)), atol=0.0, restart=60, maxiter=10)
+    return np.ascontiguousarray(x, np.float64).reshape(n, 1), count[0]
+
+
 def _solve_phi_system(g: LinearSystem, m: Machine, sr: Semiring, W, F, reverse, init, tol, max_sweeps,
                       info: SolveInfo):
     row_ptr, col, idx, phi_t, dorder, phi_sys, self_arc = _phi_index(g, m, reverse)
@@ -326,8 +351,19 @@ def _solve_phi_system(g: LinearSystem, m: Machine, sr: Semiring, W, F, reverse, 
         X = B.copy()
     stats = np.zeros(6, np.int64)
     fstats = np.zeros(4)
-    status = solver(X, B, row_ptr, col, Wp, self_arc, dorder, phi_t, Wphi, not reverse, float(tol),
-                    int(max_sweeps), stats, fstats)
+    args = (row_ptr, col, Wp, self_arc, dorder, phi_t, Wphi, not reverse)
+    first = int(max_sweeps) if KE > 1 else min(int(max_sweeps), _KRYLOV_AFTER)
+    status = solver(X, B, *args, float(tol), first, stats, fstats)
+    if status == STATUS_NOT_CONVERGED and KE == 1 and int(max_sweeps) > first:
+        # slow modes (an LM's '= - = -' loop keeps its mass with probability
+        # 0.9992): GMRES on the fixed-point map, then the sweeps check it
+        X, mv = _krylov(solver, X, B, args, tol)
+        more = np.zeros(6, np.int64)
+        status = solver(X, B, *args, float(tol), max(int(max_sweeps) - first - mv, 1), more, fstats)
+        stats[0] += more[0] + mv
+        stats[1] += more[1]
+        stats[4:] = more[4:]
+        info.krylov = mv
     info.sweeps, info.extrapolations = int(stats[0]), int(stats[1])
     info.last_change, info.rate = float(fstats[0]), float(fstats[2])
     info.components = 1

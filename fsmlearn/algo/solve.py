@@ -673,13 +673,9 @@ def phi_solver(R: int):
                 times_star(Z, q, D)
 
     @nb.njit(cache=True)
-    def solve(X, B, row_ptr, col, W, self_arc, order, phi_t, Wphi, forward, tol, max_sweeps, stats, fstats):
-        """X: initial plain rows (gamma for forward, beta for backward), overwritten with the result.
-        ``self_arc``: the own self-loops among the arcs (applied exactly)."""
+    def self_rows(X, row_ptr, self_arc, W):
+        """(D, has_self, bad): each row's own self-loop weight; bad = a row whose loop is >= 1, or -1."""
         n = X.shape[0]
-        Xn = np.empty_like(X)
-        Z = np.empty_like(X)
-        Dl = np.empty_like(X)
         D = np.zeros_like(X)
         has_self = np.zeros(n, np.bool_)
         for t in range(n):
@@ -689,9 +685,58 @@ def phi_solver(R: int):
                     for j in range(KE):
                         D[t, j] += W[e, j]
             if has_self[t] and not (D[t, 0] < 1.0):
-                stats[4] = 3
-                stats[5] = t
-                return 1
+                return D, has_self, t
+        return D, has_self, -1
+
+    @nb.njit(cache=True)
+    def sweep(X, Xn, Z, Dl, B, row_ptr, col, W, self_arc, D, has_self, order, phi_t, Wphi, forward):
+        """One Jacobi step X -> Xn (Z, Dl: scratch)."""
+        n = X.shape[0]
+        if forward:
+            for i in range(n):
+                for j in range(KE):
+                    Z[i, j] = X[i, j]
+            phi_pass_down(Z, order, phi_t, Wphi, True)
+            src = Z
+        else:
+            src = X
+        for t in range(n):
+            for j in range(KE):
+                Xn[t, j] = B[t, j]
+            for e in range(row_ptr[t], row_ptr[t + 1]):
+                if not self_arc[e]:
+                    add_prod(Xn, t, src, col[e], W, e)
+            if forward and has_self[t]:
+                # gamma_t (1 - D) = s_t + other arcs + D (alpha_t - gamma_t)
+                for j in range(KE):
+                    Dl[t, j] = Z[t, j] - X[t, j]
+                add_prod(Xn, t, Dl, t, D, t)
+                times_star(Xn, t, D)
+        if not forward:
+            phi_pass_down_star(Xn, order, phi_t, Wphi, D, has_self)
+
+    @nb.njit(cache=True)
+    def step(X, B, row_ptr, col, W, self_arc, order, phi_t, Wphi, forward):
+        """The solver's fixed-point map once: new rows from X (gamma for forward)."""
+        D, has_self, bad = self_rows(X, row_ptr, self_arc, W)
+        Xn = np.empty_like(X)
+        sweep(X, Xn, np.empty_like(X), np.empty_like(X), B, row_ptr, col, W, self_arc, D, has_self, order,
+              phi_t, Wphi, forward)
+        return Xn
+
+    @nb.njit(cache=True)
+    def solve(X, B, row_ptr, col, W, self_arc, order, phi_t, Wphi, forward, tol, max_sweeps, stats, fstats):
+        """X: initial plain rows (gamma for forward, beta for backward), overwritten with the result.
+        ``self_arc``: the own self-loops among the arcs (applied exactly)."""
+        n = X.shape[0]
+        Xn = np.empty_like(X)
+        Z = np.empty_like(X)
+        Dl = np.empty_like(X)
+        D, has_self, bad_loop = self_rows(X, row_ptr, self_arc, W)
+        if bad_loop >= 0:
+            stats[4] = 3
+            stats[5] = bad_loop
+            return 1
         plain = 0
         s_prev = 0.0
         lam_prev = -1.0
@@ -702,29 +747,7 @@ def phi_solver(R: int):
         just_extrap = False
         sd_before = 0.0
         while stats[0] < max_sweeps:
-            # one Jacobi step
-            if forward:
-                for i in range(n):
-                    for j in range(KE):
-                        Z[i, j] = X[i, j]
-                phi_pass_down(Z, order, phi_t, Wphi, True)
-                src = Z
-            else:
-                src = X
-            for t in range(n):
-                for j in range(KE):
-                    Xn[t, j] = B[t, j]
-                for e in range(row_ptr[t], row_ptr[t + 1]):
-                    if not self_arc[e]:
-                        add_prod(Xn, t, src, col[e], W, e)
-                if forward and has_self[t]:
-                    # gamma_t (1 - D) = s_t + other arcs + D (alpha_t - gamma_t)
-                    for j in range(KE):
-                        Dl[t, j] = Z[t, j] - X[t, j]
-                    add_prod(Xn, t, Dl, t, D, t)
-                    times_star(Xn, t, D)
-            if not forward:
-                phi_pass_down_star(Xn, order, phi_t, Wphi, D, has_self)
+            sweep(X, Xn, Z, Dl, B, row_ptr, col, W, self_arc, D, has_self, order, phi_t, Wphi, forward)
             stats[0] += 1
             dn = 0.0
             sd = 0.0
@@ -826,4 +849,6 @@ def phi_solver(R: int):
         return G
 
     solve.gamma_from_alpha = gamma_from_alpha
+    solve.step = step
+    solve.to_alpha = lambda X, order, phi_t, Wphi: phi_pass_down(X, order, phi_t, Wphi, True)
     return solve

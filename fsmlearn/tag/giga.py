@@ -201,6 +201,9 @@ def _plot(report: dict, path: Path) -> None:
         ax[1].plot([r["iteration"] for r in ce], [r.get("loglik_per_sentence") for r in ce], "s-",
                    label="corpus EM log-likelihood per sentence")
     ax[1].legend()
+    from matplotlib.ticker import MaxNLocator
+    for a in ax:
+        a.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(f"tagger-giga200: {report['ngrams']:,} n-grams"
                  + (f" from {report['tokens']:,} sampled tokens" if report.get("tokens") else ""))
     fig.tight_layout()
