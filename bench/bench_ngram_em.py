@@ -61,16 +61,17 @@ def run(setting, iterations, optimizer, method="kneser-ney", cond="none"):
     out["setup_seconds"] = st.seconds
     cnt = Counter(w for s in sents for w in s)
     sing = np.array([cnt.get(w, 0) == 1 for w in st.vocab])
-    _, recs = train_ngram_em(st, iterations, optimizer=optimizer, eval=ev, progress=say, tagdict=td,
+    held = [[w for w, _ in s] for s in ev]
+    _, recs = train_ngram_em(st, iterations, optimizer=optimizer, eval=ev, heldout=held, progress=say, tagdict=td,
                              singletons=sing, cond=cond)
     out["cond"] = cond
     out["iterations"] = recs
     corpus = encode_corpus(sents)
     allowed = dictionary_mask(corpus.vocab, tags, td)
     h0 = uniform_hmm(tags, corpus.vocab, allowed, tagdict=td)
-    _, crecs = em(h0, corpus, allowed, iterations, eval=ev, progress=say)
+    _, crecs = em(h0, corpus, allowed, iterations, eval=ev, heldout=held, progress=say)
     out["corpus_em"] = [{"iteration": r.iteration, "accuracy": r.accuracy, "loglik": r.loglik,
-                         "seconds": r.seconds} for r in crecs]
+                         "heldout_loglik": r.heldout_loglik, "seconds": r.seconds} for r in crecs]
     return out
 
 
@@ -119,7 +120,8 @@ def main(argv=None):
         sec_c = np.median([x["seconds"] for x in r["corpus_em"][1:]])
         print(f"setting {r['setting']} ({r['text']}, {r['ngrams']:,} n-grams): after {n['iteration']} iterations "
               f"n-gram EM {100 * n['accuracy']:.2f}% vs corpus EM {100 * c['accuracy']:.2f}%; "
-              f"s/iteration {sec_n:.2f} vs {sec_c:.2f}")
+              f"s/iteration {sec_n:.2f} vs {sec_c:.2f}; held-out log-likelihood per token "
+              f"{n['heldout_loglik']:.4f} vs {c['heldout_loglik']:.4f}")
 
 
 if __name__ == "__main__":
