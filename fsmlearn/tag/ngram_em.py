@@ -90,6 +90,8 @@ import numpy as np
 from ..algo.phi import linear_system
 from ..algo.shortest import forward
 from ..algo.solve import phi_depths
+from . import ngram_par as par
+from .ngram_par import ParIndex
 from ..errors import FsmError, MachineError
 from ..fsm.machine import EPSILON, PHI, Machine
 
@@ -294,68 +296,6 @@ def _block_tags(aw, wt_ptr, wt_tag, blk_start):
 
 # ------------------------------------------------------------------- kernels
 @nb.njit(cache=True)
-def _alpha2(N, T, start, alpha, es, ed, ea, ek, blk_start, blk_tag, phi, down, phi_dst, phi_k):
-    """Forward mass per (state, last tag); column T is the sentence start."""
-    A2 = np.zeros((N, T + 1))
-    A2[start, T] += 1.0
-    for e in range(es.shape[0]):
-        base = alpha[es[e]] * ek[e]
-        if base == 0.0:
-            continue
-        d = ed[e]
-        a = ea[e]
-        for j in range(blk_start[a], blk_start[a + 1]):
-            A2[d, blk_tag[j]] += base * phi[j]
-    for i in range(N):
-        q = down[i]
-        r = phi_dst[q]
-        if r >= 0:
-            k = phi_k[q]
-            for t in range(T + 1):
-                A2[r, t] += k * A2[q, t]
-    return A2
-
-
-@nb.njit(cache=True)
-def _emit_entropy(T, V1, alpha, es, ea, ek, blk_start, blk_tag, phi, arc_word):
-    """Expected emission counts under cq and its conditional entropy term.
-
-    (Transition counts are A2^T G with G from :func:`_state_tag_mass`: the
-    mass of tag t leaving s does not depend on which event carries it.)"""
-    emit = np.zeros((V1, T))      # word-major: one event's tags share a cache line
-    ent = 0.0
-    for e in range(es.shape[0]):
-        s = es[e]
-        a = ea[e]
-        k = ek[e]
-        al = alpha[s]
-        w = arc_word[a]
-        for j in range(blk_start[a], blk_start[a + 1]):
-            p = k * phi[j]
-            if p == 0.0:
-                continue
-            emit[w, blk_tag[j]] += al * p
-            if phi[j] > 0.0:
-                ent -= al * p * math.log(phi[j])
-    return emit.T.copy(), ent
-
-
-@nb.njit(cache=True)
-def _state_tag_mass(N, T, es, ea, ek, blk_start, blk_tag, phi, fs, fk):
-    """G[s, t]: signed mass of tag t leaving s (column T: the final events)."""
-    G = np.zeros((N, T + 1))
-    for e in range(es.shape[0]):
-        s = es[e]
-        a = ea[e]
-        k = ek[e]
-        for j in range(blk_start[a], blk_start[a + 1]):
-            G[s, blk_tag[j]] += k * phi[j]
-    for f in range(fs.shape[0]):
-        G[fs[f], T] += fk[f]
-    return G
-
-
-@nb.njit(cache=True)
 def _adjoint(G, logT, down, phi_dst, phi_k):
     """U[h, t']: d r / d (tag mass t' arriving at h)."""
     N = G.shape[0]
@@ -378,51 +318,6 @@ def _adjoint(G, logT, down, phi_dst, phi_k):
             for tp in range(T1):
                 U[q, tp] += k * U[r, tp]
     return U
-
-
-@nb.njit(cache=True)
-def _block_scores(T, alpha, M, U, logE, es, ed, ea, ek, blk_start, blk_tag, arc_word, E):
-    """A[a] and B[j] of the block update (see the module docstring); M = A2 logT
-    (the expected log transition into tag t from the tags arriving at s);
-    logE is word-major [V+1, T]."""
-    A = np.zeros(E)
-    B = np.zeros(blk_tag.shape[0])
-    for e in range(es.shape[0]):
-        s = es[e]
-        a = ea[e]
-        k = ek[e]
-        al = alpha[s]
-        d = ed[e]
-        w = arc_word[a]
-        A[a] += k * al
-        for j in range(blk_start[a], blk_start[a + 1]):
-            t = blk_tag[j]
-            B[j] += k * (M[s, t] + al * (logE[w, t] + U[d, t]))
-    return A, B
-
-
-@nb.njit(cache=True)
-def _softmax_blocks(A, B, blk_start, phi_old, min_mass):
-    """phi[a, .] = softmax(B[a, .] / A[a]); blocks with A[a] <= min_mass keep phi_old."""
-    out = phi_old.copy()
-    for a in range(A.shape[0]):
-        lo = blk_start[a]
-        hi = blk_start[a + 1]
-        if hi - lo == 0 or A[a] <= min_mass:
-            continue
-        mx = -np.inf
-        for j in range(lo, hi):
-            v = B[j] / A[a]
-            if v > mx:
-                mx = v
-        if mx == -np.inf:
-            continue
-        z = 0.0
-        for j in range(lo, hi):
-            z += math.exp(B[j] / A[a] - mx)
-        for j in range(lo, hi):
-            out[j] = math.exp(B[j] / A[a] - mx) / z
-    return out
 
 
 
@@ -720,27 +615,24 @@ class Stats:
     alpha2: np.ndarray    # [N, T+1]
 
 
+def _one_thread(cs: CqStructure) -> ParIndex:
+    """The kernels' index with one part (built once per structure)."""
+    px = getattr(cs, "_px1", None)
+    if px is None:
+        px = cs._px1 = ParIndex(cs, 1)
+    return px
+
+
 def expected_stats(cs: CqStructure, phi: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray,
                    px=None) -> Stats:
     """Expected counts under cq_phi and the bound r at (theta, phi).
 
-    ``px``: a :class:`fsmlearn.tag.ngram_par.ParIndex` to run the
-    multi-threaded kernels (same sums), or None for one thread."""
-    c = cs.machine
-    T = cs.T
-    V1 = log_emit.shape[1]
-    if px is not None:
-        from . import ngram_par as par
-        A2 = par.alpha2(cs, px, phi)
-        G = par.state_tag_mass(cs, px, phi)
-        emit, ent = par.emit_entropy(cs, px, phi, V1)
-    else:
-        A2 = _alpha2(c.num_states, T, c.start, cs.alpha, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k,
-                     cs.blk_start, cs.blk_tag, phi, cs.down, cs.phi_dst, cs.phi_k)
-        G = _state_tag_mass(c.num_states, T, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi,
-                            cs.fin_state, cs.fin_k)
-        emit, ent = _emit_entropy(T, V1, cs.alpha, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag,
-                                  phi, cs.arc_word)
+    ``px``: a :class:`fsmlearn.tag.ngram_par.ParIndex` giving the parts the
+    kernels split their work into (one per thread); None for one part."""
+    px = px or _one_thread(cs)
+    A2 = par.alpha2(cs, px, phi)
+    G = par.state_tag_mass(cs, px, phi)
+    emit, ent = par.emit_entropy(cs, px, phi, log_emit.shape[1])
     trans = A2.T @ G
     bound = _dot_log(trans, log_trans) + _dot_log(emit, log_emit) + ent
     return Stats(trans, emit, ent, bound, A2)
@@ -756,24 +648,14 @@ def _dot_log(counts, logp):
 
 def phi_gradient(cs: CqStructure, phi, log_trans, log_emit, alpha2=None, px=None):
     """(A [E], B [K]): d r / d phi[j] = B[j] - A[arc of j] (log phi[j] + 1)."""
-    c = cs.machine
-    T = cs.T
+    px = px or _one_thread(cs)
     if alpha2 is None:
         alpha2 = expected_stats(cs, phi, log_trans, log_emit, px).alpha2
     lt = np.maximum(log_trans, _NEG)
     le = np.maximum(log_emit, _NEG)
-    M = alpha2 @ lt
-    le_wt = np.ascontiguousarray(le.T)
-    if px is not None:
-        from . import ngram_par as par
-        G = par.state_tag_mass(cs, px, phi)
-        U = _adjoint(G, lt, cs.down, cs.phi_dst, cs.phi_k)
-        return par.block_scores(cs, px, M, U, le_wt)
-    G = _state_tag_mass(c.num_states, T, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi,
-                        cs.fin_state, cs.fin_k)
+    G = par.state_tag_mass(cs, px, phi)
     U = _adjoint(G, lt, cs.down, cs.phi_dst, cs.phi_k)
-    return _block_scores(T, cs.alpha, M, U, le_wt, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k,
-                         cs.blk_start, cs.blk_tag, cs.arc_word, c.num_arcs)
+    return par.block_scores(cs, px, alpha2 @ lt, U, np.ascontiguousarray(le.T))
 
 
 def d_bound_d_phi(cs: CqStructure, phi, log_trans, log_emit) -> np.ndarray:
@@ -788,10 +670,7 @@ def d_bound_d_phi(cs: CqStructure, phi, log_trans, log_emit) -> np.ndarray:
 def estep_parallel(cs: CqStructure, phi, log_trans, log_emit, alpha2=None, px=None) -> np.ndarray:
     """One parallel block update of every phi block (section 3.5)."""
     A, B = phi_gradient(cs, phi, log_trans, log_emit, alpha2, px)
-    if px is not None:
-        from . import ngram_par as par
-        return par.softmax_blocks(cs, px, A, B, phi, 1e-300)
-    return _softmax_blocks(A, B, cs.blk_start, phi, 1e-300)
+    return par.softmax_blocks(cs, px or _one_thread(cs), A, B, phi, 1e-300)
 
 
 # ------------------------------------------------ conditioned blocks: Python API
@@ -913,7 +792,7 @@ def estep_parallel_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, l
                         warm_u=None):
     """One parallel block update of every phi and phi2 block: (phi, phi2, U)."""
     A, B, Aw, B2, U = phi_gradient_cond(cs, cb, phi, phi2, log_trans, log_emit, alpha2, warm_u=warm_u)
-    return (_softmax_blocks(A, B, cs.blk_start, phi, 1e-300),
+    return (par.softmax_blocks(cs, _one_thread(cs), A, B, phi, 1e-300),
             _softmax_blocks2(Aw, B2, cs.blk_start, cb.crow, phi2, 1e-300), U)
 
 

@@ -1,6 +1,7 @@
-"""Multi-threaded kernels of n-gram EM (the same sums as :mod:`fsmlearn.tag.ngram_em`).
+"""The kernels of n-gram EM (:mod:`fsmlearn.tag.ngram_em`), on one thread or several.
 
-Each kernel splits its work into one part per thread so that no two threads
+Each kernel splits its work into parts (one per thread; one part runs
+single-threaded) so that no two threads
 write the same memory: scatters into small arrays (forward mass per (state,
 tag), emission counts) get a private copy per thread that is summed
 afterwards; the events are sorted by source state, so the mass leaving each
