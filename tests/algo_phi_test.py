@@ -156,14 +156,24 @@ def test_phi_errors():
 
 def test_expectation_on_a_real_backoff_lm_matches_the_dense_expansion():
     # once diverged: Aitken's step overshot on the second components (k * r^k tails)
-    from fsmlearn.algo import expectation, phi_expand
+    from fsmlearn.algo import expectation
+    m, e, alpha, beta = _lm_and_dense([])
+    v = (m.ilabel != PHI).astype(float)
+    length = (alpha[e.arc_src] * np.exp(-e.weight) * beta[e.dst]).sum() / beta[e.start]
+    assert expectation(m, v)[0] == pytest.approx(length, rel=1e-9)
+
+
+
+def _lm_and_dense(extra):
+    """A 3-gram LM of 25 WSJ-small sentences plus ``extra`` ones, its phi-free
+    expansion, and the expansion's dense forward and backward values."""
+    from fsmlearn.algo import phi_expand
     from fsmlearn.data.corpora import iter_sentences
     from fsmlearn.lm.counts import count_ngrams
     from fsmlearn.lm.estimate import estimate
     from fsmlearn.lm.model import compile_lm
-    sents = [[w for w, _ in s] for s in iter_sentences("wsj-small")][:25]
+    sents = [[w for w, _ in s] for s in iter_sentences("wsj-small")][:25] + extra
     m = compile_lm(estimate(count_ngrams(sents, 3), discount_fallback=(0.5, 1.0, 1.5))).machine
-    v = (m.ilabel != PHI).astype(float)
     e = phi_expand(m)
     N = e.num_states
     W = np.zeros((N, N))
@@ -172,8 +182,25 @@ def test_expectation_on_a_real_backoff_lm_matches_the_dense_expansion():
     b = np.zeros(N)
     b[e.start] = 1
     alpha = np.linalg.solve(np.eye(N) - W.T, b)
-    length = (alpha[e.arc_src] * np.exp(-e.weight) * beta[e.dst]).sum() / beta[e.start]
-    assert expectation(m, v)[0] == pytest.approx(length, rel=1e-9)
+    return m, e, alpha, beta
+
+
+def _check_against_dense(m, alpha, beta, max_sweeps, rtol):
+    """Forward and backward values within ``max_sweeps`` against the dense ones;
+    returns the two SolveInfos.  The expansion keeps the machine's states first;
+    forward values of backoff states also count the flow through phi arcs, so
+    those are not compared."""
+    from fsmlearn.algo.shortest import solve_values
+    plain = np.ones(m.num_states, bool)
+    plain[m.dst[m.ilabel == PHI]] = False
+    infos = []
+    for reverse, want, sel in ((False, alpha, plain), (True, beta, np.ones(m.num_states, bool))):
+        _, V, info, _ = solve_values(m, "real", reverse=reverse, tol=1e-12, max_sweeps=max_sweeps)
+        got = V[:, 0] * np.exp2(V[:, 1]) if V.shape[1] > 1 else V[:, 0]
+        assert info.sweeps < max_sweeps
+        assert np.allclose(got[:m.num_states][sel], want[:m.num_states][sel], rtol=rtol, atol=0)
+        infos.append(info)
+    return infos
 
 
 def test_heavy_self_loops_are_solved_exactly():
@@ -181,33 +208,11 @@ def test_heavy_self_loops_are_solved_exactly():
     '/' with probability ~0.999.  Iterating that loop would need ~20,000 sweeps;
     the phi solver applies own self-loops exactly, so 300 sweeps are plenty in both
     directions, and the expectation semiring agrees too, against the dense expansion."""
-    from fsmlearn.algo import expectation, phi_expand
-    from fsmlearn.algo.shortest import solve_values
-    from fsmlearn.data.corpora import iter_sentences
-    from fsmlearn.lm.counts import count_ngrams
-    from fsmlearn.lm.estimate import estimate
-    from fsmlearn.lm.model import compile_lm
-    sents = [[w for w, _ in s] for s in iter_sentences("wsj-small")][:25] + [["/"] * 3000]
-    m = compile_lm(estimate(count_ngrams(sents, 3), discount_fallback=(0.5, 1.0, 1.5))).machine
+    from fsmlearn.algo import expectation
+    m, e, alpha, beta = _lm_and_dense([["/"] * 3000])
     src = np.repeat(np.arange(m.num_states), np.diff(m.src_start))
     assert np.exp(-m.weight[src == m.dst]).max() > 0.998
-    e = phi_expand(m)
-    N = e.num_states
-    W = np.zeros((N, N))
-    np.add.at(W, (e.arc_src, e.dst), np.exp(-e.weight))
-    beta = np.linalg.solve(np.eye(N) - W, np.exp(-e.final))
-    b = np.zeros(N)
-    b[e.start] = 1
-    alpha = np.linalg.solve(np.eye(N) - W.T, b)
-    # the expansion keeps the machine's states first; forward values of backoff
-    # states also count the flow through phi arcs, so compare the others
-    plain = np.ones(m.num_states, bool)
-    plain[m.dst[m.ilabel == PHI]] = False
-    for reverse, want, sel in ((False, alpha, plain), (True, beta, np.ones(m.num_states, bool))):
-        _, V, info, _ = solve_values(m, "real", reverse=reverse, tol=1e-12, max_sweeps=300)
-        got = V[:, 0] * np.exp2(V[:, 1]) if V.shape[1] > 1 else V[:, 0]
-        assert info.sweeps < 300
-        assert np.allclose(got[:m.num_states][sel], want[:m.num_states][sel], rtol=1e-8, atol=0)
+    _check_against_dense(m, alpha, beta, 300, 1e-8)
     v = (m.ilabel != PHI).astype(float)
     length = (alpha[e.arc_src] * np.exp(-e.weight) * beta[e.dst]).sum() / beta[e.start]
     # the expectation semiring has no extrapolation (k r^k tails): more sweeps, still far
@@ -220,27 +225,6 @@ def test_slow_cycles_switch_to_gmres_and_agree_with_the_dense_expansion():
     probability ~0.999 (Jacobi would need thousands of sweeps): plain phi systems
     switch to GMRES on the fixed-point map after a few sweeps, and the result is
     the dense solution."""
-    from fsmlearn.algo import phi_expand
-    from fsmlearn.algo.shortest import solve_values
-    from fsmlearn.data.corpora import iter_sentences
-    from fsmlearn.lm.counts import count_ngrams
-    from fsmlearn.lm.estimate import estimate
-    from fsmlearn.lm.model import compile_lm
-    sents = [[w for w, _ in s] for s in iter_sentences("wsj-small")][:25] + [["=", "-"] * 1500,
-                                                                           ["a", "b", "c"] * 800]
-    m = compile_lm(estimate(count_ngrams(sents, 3), discount_fallback=(0.5, 1.0, 1.5))).machine
-    e = phi_expand(m)
-    N = e.num_states
-    W = np.zeros((N, N))
-    np.add.at(W, (e.arc_src, e.dst), np.exp(-e.weight))
-    beta = np.linalg.solve(np.eye(N) - W, np.exp(-e.final))
-    b = np.zeros(N)
-    b[e.start] = 1
-    alpha = np.linalg.solve(np.eye(N) - W.T, b)
-    plain = np.ones(m.num_states, bool)
-    plain[m.dst[m.ilabel == PHI]] = False
-    for reverse, want, sel in ((False, alpha, plain), (True, beta, np.ones(m.num_states, bool))):
-        _, V, info, _ = solve_values(m, "real", reverse=reverse, tol=1e-12, max_sweeps=1000)
-        got = V[:, 0] * np.exp2(V[:, 1]) if V.shape[1] > 1 else V[:, 0]
-        assert info.krylov > 0 and info.sweeps < 1000
-        assert np.allclose(got[:m.num_states][sel], want[:m.num_states][sel], rtol=1e-9, atol=0)
+    m, _, alpha, beta = _lm_and_dense([["=", "-"] * 1500, ["a", "b", "c"] * 800])
+    infos = _check_against_dense(m, alpha, beta, 1000, 1e-9)
+    assert all(info.krylov > 0 for info in infos)
