@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from conftest import random_machine, tiny_machines
 from fsmlearn import Machine
 from fsmlearn.algo import backward, forward, shortest_distance, total_weight
+from fsmlearn.algo.schedule import graph_is_forward_ordered
 from fsmlearn.errors import DivergenceError, NotConvergedError, SemiringError
 from fsmlearn.semiring import Expectation, Log, Real, Tropical
 from fsmlearn.testing import enumerate_paths, openfst_distances, pynini_distances
@@ -142,6 +143,37 @@ def test_semiring_instances_and_names_agree(rng):
     v = rng.normal(size=(m.num_arcs, 2))
     e = shortest_distance(m, Expectation(2), arc_values=v)
     assert e.shape == (50, 3) and np.allclose(e[:, 0], shortest_distance(m, "log"), atol=1e-12)
+
+
+@pytest.mark.parametrize("semiring", ["log", "real"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_topologically_numbered_pass_equals_the_scheduled_solve(rng, semiring, reverse):
+    # a machine whose arcs all go up in state number takes one fused pass over
+    # its CSR arcs; relabelling its states makes the same machine go through
+    # Tarjan's schedule instead.  Zero-weight arcs, states the start does not
+    # reach and states that reach no final state included.
+    n, E = 400, 3000
+    m = random_machine(rng, n, E, cyclic=False)
+    w = m.weight.copy()
+    w[rng.random(w.size) < 0.1] = np.inf
+    fin = m.final.copy()
+    fin[rng.random(n) < 0.3] = np.inf
+    fin[n - 30:] = np.inf          # the last states reach no final state
+    src = m.arc_src.astype(np.int64)
+    m = Machine.from_arcs(n, 0, fin, src, m.dst, m.ilabel, weight=w)
+    assert graph_is_forward_ordered(m.arc_src, m.dst)
+    perm = rng.permutation(n)
+    perm[perm == 0], perm[0] = perm[0], 0   # keep the start state
+    p = Machine.from_arcs(n, 0, dict(zip(perm.tolist(), fin.tolist())), perm[src], perm[m.dst], m.ilabel, weight=w)
+    assert not graph_is_forward_ordered(p.arc_src, p.dst)
+    a = shortest_distance(m, semiring, reverse=reverse)
+    b = shortest_distance(p, semiring, reverse=reverse)[perm]
+    if semiring == "real":
+        with np.errstate(divide="ignore"):
+            a, b = -np.log(a), -np.log(b)
+    assert np.isinf(a).sum() > 0
+    assert rel_err(a, b) < 1e-12
+    assert rel_err(a, openfst_distances(m.to_pynini("log64"), reverse, delta=1e-12)) < 1e-9
 
 
 def test_long_paths_do_not_underflow():

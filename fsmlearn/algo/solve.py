@@ -36,7 +36,7 @@ The tropical solver runs Bellman-Ford sweeps in the same order with
 back-pointers; more than n+1 sweeps on an n-state component mean a negative
 cycle (status 1).
 
-Public names: linear_solver, tropical_solver, gather_rows, STATUS_OK,
+Public names: linear_solver, tropical_solver, acyclic_neglog, gather_rows, STATUS_OK,
 STATUS_DIVERGED, STATUS_NOT_CONVERGED and the ``WHY_*`` reason codes.
 """
 
@@ -49,7 +49,7 @@ from types import SimpleNamespace
 import numba as nb
 import numpy as np
 
-from ..semiring.ops import EXP_UNSET, P2, scaled_ops, tropical_ops
+from ..semiring.ops import EXP_UNSET, P2, P2X, neglog_scaled, scaled_ops, tropical_ops
 
 STATUS_OK, STATUS_DIVERGED, STATUS_NOT_CONVERGED = 0, 1, 2
 _REPOT = 3
@@ -218,6 +218,71 @@ def linear_solver(R: int):
             finish_row(prev, acc, accr, yold, st)
 
     @nb.njit(cache=True)
+    def plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, st):
+        """plain_sweep for one-column rows (real and log): 1-D values, unsigned indices.
+
+        ``y``, ``yold``, ``b``: float64 [n]; ``Wp``: float64 [a1 - a0];
+        ``ih``, ``it``: uint32 views of the head and tail arrays.  The same
+        sweep and the same ``st`` as :func:`plain_sweep`, without the
+        per-access negative-index checks of signed indices (about half of
+        the instructions of the loop) and with the statistics in registers.
+        """
+        dn = 0.0
+        sd = 0.0
+        ymax = 0.0
+        ymin = np.inf
+        bad = -1
+        one = np.uint64(1)
+        e = np.uint64(a0)
+        end = np.uint64(a1)
+        if e < end:
+            prev = ih[e]
+            yold[prev] = y[prev]
+            acc = b[prev]
+            w = np.uint64(0)
+            while e < end:
+                t = ih[e]
+                if t != prev:
+                    # finish the previous row first: a chain's next row reads it
+                    m = abs(acc)
+                    d = abs(acc - yold[prev])
+                    sd += d
+                    y[prev] = acc
+                    if m > 0.0:
+                        ymax = max(ymax, m)
+                        ymin = min(ymin, m)
+                        if d > dn * m:
+                            dn = d / m
+                    elif d > 0.0:
+                        dn = max(dn, 1.0)
+                    if not (m < np.inf) or d != d:
+                        bad = prev
+                    yold[t] = y[t]
+                    acc = b[t]
+                    prev = t
+                acc += y[it[e]] * Wp[w]
+                e += one
+                w += one
+            m = abs(acc)
+            d = abs(acc - yold[prev])
+            sd += d
+            y[prev] = acc
+            if m > 0.0:
+                ymax = max(ymax, m)
+                ymin = min(ymin, m)
+                if d > dn * m:
+                    dn = d / m
+            elif d > 0.0:
+                dn = max(dn, 1.0)
+            if not (m < np.inf) or d != d:
+                bad = prev
+        st[0] = dn
+        st[1] = sd
+        st[2] = ymax
+        st[3] = ymin
+        st[4] = float(bad)
+
+    @nb.njit(cache=True)
     def set_potentials(Vl, pot, fallback):
         """Potentials = exponents of the rows; zero rows get the largest (flagged)."""
         n = Vl.shape[0]
@@ -249,6 +314,25 @@ def linear_solver(R: int):
             if not hasrow[i]:
                 for j in range(KE):
                     y[i, j] = b[i, j]
+        if KE == 1:
+            # the same conversion with unsigned indices (no negative-index checks)
+            ihu = ih.view(np.uint32)
+            itu = it.view(np.uint32)
+            one = np.uint64(1)
+            e = np.uint64(a0)
+            w = np.uint64(0)
+            end = np.uint64(a1)
+            while e < end:
+                h = ihu[e]
+                x = Wint[e, 1] - (pot[h] - pot[itu[e]])
+                if -1000.0 < x < 1000.0:
+                    f = P2X[int(x) + 1000]
+                else:
+                    f = math.ldexp(1.0, int(min(max(x, -2200.0), 2200.0)))
+                Wp[w, 0] = Wint[e, 0] * f * S[h, 0]
+                e += one
+                w += one
+            return
         for e in range(a0, a1):
             h = ih[e]
             t = it[e]
@@ -295,8 +379,18 @@ def linear_solver(R: int):
         rho = fstats[3]
         ge1 = 0
         st = np.empty(5)
+        if KE == 1:
+            y1 = y.reshape(y.shape[0])
+            yold1 = yold.reshape(yold.shape[0])
+            b1 = b.reshape(b.shape[0])
+            Wp1 = Wp.reshape(Wp.shape[0])
+            ihu = ih.view(np.uint32)
+            itu = it.view(np.uint32)
         while stats[0] < max_sweeps:
-            plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st)
+            if KE == 1:
+                plain_sweep1(y1, yold1, b1, Wp1, ihu, itu, a0, a1, st)
+            else:
+                plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st)
             dn = st[0]
             sd = st[1]
             ymax = st[2]
@@ -508,9 +602,71 @@ def linear_solver(R: int):
                 c += 1
         return 0
 
-    solve.kernels = SimpleNamespace(plain_sweep=plain_sweep, scaled_sweep=scaled_sweep,
+    solve.kernels = SimpleNamespace(plain_sweep=plain_sweep, plain_sweep1=plain_sweep1, set_potentials=set_potentials, build_plain=build_plain, scaled_sweep=scaled_sweep,
                                     plain_phase=plain_phase, solve_scc=solve_scc, push_range=push_range)
     return solve
+
+
+_renorm0 = scaled_ops(0).renorm
+
+
+
+
+@nb.njit(cache=True)
+def acyclic_neglog(V, src_start, dst, w, backward):
+    """Forward or backward values of a topologically numbered machine in one pass.
+
+    Every arc goes from a lower to a higher state number; ``w`` holds the arc
+    weights as negative logs and ``V`` scaled rows ``[p, k]`` (real and log
+    semirings, R = 0): the start state's one (forward) or the final weights
+    (backward) on entry, the values on return.  The weights are converted
+    arc by arc inside the pass, so no converted copy of the arcs is written
+    and read back, and states with value zero push nothing (forward).
+    Backward values are pulled over each state's own CSR row, highest state
+    first, with the sum kept in registers.
+    """
+    n = src_start.shape[0] - 1
+    if not backward:
+        for s in range(n):
+            ps = V[s, 0]
+            if ps == 0.0:
+                continue
+            ks = V[s, 1]
+            for a in range(src_start[s], src_start[s + 1]):
+                x = w[a]
+                if x == np.inf:
+                    continue
+                pw, kw = neglog_scaled(x)
+                h = dst[a]
+                k = ks + kw
+                kt = V[h, 1]
+                kn = max(k, kt)
+                V[h, 0] = V[h, 0] * P2[min(int(kn - kt), 1100)] + ps * pw * P2[min(int(kn - k), 1100)]
+                V[h, 1] = kn
+                _renorm0(V, h)
+    else:
+        for i in range(n):
+            s = n - 1 - i
+            am = V[s, 0]
+            ak = V[s, 1]
+            for a in range(src_start[s], src_start[s + 1]):
+                h = dst[a]
+                ph = V[h, 0]
+                x = w[a]
+                if ph == 0.0 or x == np.inf:
+                    continue
+                pw, kw = neglog_scaled(x)
+                k = V[h, 1] + kw
+                if am == 0.0:
+                    am = ph * pw
+                    ak = k
+                    continue
+                kn = max(k, ak)
+                am = am * P2[min(int(kn - ak), 1100)] + ph * pw * P2[min(int(kn - k), 1100)]
+                ak = kn
+            V[s, 0] = am
+            V[s, 1] = ak if am != 0.0 else EXP_UNSET
+            _renorm0(V, s)
 
 
 @lru_cache(maxsize=None)
