@@ -19,7 +19,7 @@ A graph whose arcs all satisfy ``src < dst`` is acyclic in its own numbering;
 its schedule is built without Tarjan (one component per state, the arcs in
 CSR order, reversed for backward).
 
-Public names: Schedule, build_schedule, schedule_for, graph_is_forward_ordered.
+Public names: Schedule, build_schedule, schedule_for, graph_is_forward_ordered, csr_is_forward_ordered.
 """
 
 from __future__ import annotations
@@ -38,6 +38,16 @@ def graph_is_forward_ordered(arc_src, dst):
     for a in range(dst.shape[0]):
         if dst[a] <= arc_src[a]:
             return False
+    return True
+
+
+@nb.njit(cache=True)
+def csr_is_forward_ordered(src_start, dst):
+    """graph_is_forward_ordered from the CSR offsets (no per-arc source array)."""
+    for s in range(src_start.shape[0] - 1):
+        for a in range(src_start[s], src_start[s + 1]):
+            if dst[a] <= s:
+                return False
     return True
 
 

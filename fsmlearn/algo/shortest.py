@@ -29,7 +29,7 @@ from ..fsm.machine import PHI, Machine
 from ..semiring import Semiring, Tropical, get_semiring
 from ..semiring.ops import scaled_ops
 from .phi import LinearSystem, linear_system
-from .schedule import Schedule, graph_is_forward_ordered, schedule_for
+from .schedule import Schedule, csr_is_forward_ordered, schedule_for
 from .solve import (STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK, acyclic_neglog, gather_rows, linear_solver,
                     phi_depths, phi_solver,
                     tropical_solver)
@@ -228,7 +228,7 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
         V = _solve_phi_system(g, m, sr, W, F, reverse, init, tol, max_sweeps, info)
         return sr, V, info, extra
     if (sr.linear and sr.R == 0 and g is m and arc_rows is None and m.semiring != "real"
-            and m.cached("forward_ordered", lambda: graph_is_forward_ordered(m.arc_src, m.dst))):
+            and m.cached("forward_ordered", lambda: csr_is_forward_ordered(m.src_start, m.dst))):
         # topologically numbered (acyclic): one fused pass over the CSR arcs
         info.components = 1
         V = F.copy() if reverse else sr.zero_rows(n)

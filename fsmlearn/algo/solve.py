@@ -49,7 +49,7 @@ from types import SimpleNamespace
 import numba as nb
 import numpy as np
 
-from ..semiring.ops import EXP_UNSET, P2, P2X, neglog_scaled, scaled_ops, tropical_ops
+from ..semiring.ops import EXP_UNSET, NEGLOG_BLOCK, P2, P2X, neglog_block, scaled_ops, tropical_ops
 
 STATUS_OK, STATUS_DIVERGED, STATUS_NOT_CONVERGED = 0, 1, 2
 _REPOT = 3
@@ -619,13 +619,20 @@ def acyclic_neglog(V, src_start, dst, w, backward):
     Every arc goes from a lower to a higher state number; ``w`` holds the arc
     weights as negative logs and ``V`` scaled rows ``[p, k]`` (real and log
     semirings, R = 0): the start state's one (forward) or the final weights
-    (backward) on entry, the values on return.  The weights are converted
-    arc by arc inside the pass, so no converted copy of the arcs is written
-    and read back, and states with value zero push nothing (forward).
-    Backward values are pulled over each state's own CSR row, highest state
-    first, with the sum kept in registers.
+    (backward) on entry, the values on return.  The weights are converted a
+    block of arcs at a time (vectorised, see ``neglog_block``) inside the
+    pass, so no converted copy of the arcs is written and read back, and
+    states with value zero push nothing (forward).  Backward values are
+    pulled over each state's own CSR row, highest state first, with the sum
+    kept in registers.
     """
     n = src_start.shape[0] - 1
+    E = dst.shape[0]
+    B = NEGLOG_BLOCK
+    P = np.empty(B)
+    K = np.empty(B)
+    lo = 0
+    hi = 0
     if not backward:
         for s in range(n):
             ps = V[s, 0]
@@ -633,30 +640,39 @@ def acyclic_neglog(V, src_start, dst, w, backward):
                 continue
             ks = V[s, 1]
             for a in range(src_start[s], src_start[s + 1]):
-                x = w[a]
-                if x == np.inf:
+                if a >= hi:
+                    lo = a
+                    hi = min(E, a + B)
+                    neglog_block(w, lo, hi, P, K)
+                pw = P[a - lo]
+                if pw == 0.0:
                     continue
-                pw, kw = neglog_scaled(x)
                 h = dst[a]
-                k = ks + kw
+                k = ks + K[a - lo]
                 kt = V[h, 1]
                 kn = max(k, kt)
                 V[h, 0] = V[h, 0] * P2[min(int(kn - kt), 1100)] + ps * pw * P2[min(int(kn - k), 1100)]
                 V[h, 1] = kn
                 _renorm0(V, h)
     else:
+        lo = E
+        hi = E
         for i in range(n):
             s = n - 1 - i
             am = V[s, 0]
             ak = V[s, 1]
-            for a in range(src_start[s], src_start[s + 1]):
+            a1 = src_start[s]
+            for a in range(src_start[s + 1] - 1, a1 - 1, -1):
+                if a < lo:
+                    hi = a + 1
+                    lo = max(0, hi - B)
+                    neglog_block(w, lo, hi, P, K)
                 h = dst[a]
                 ph = V[h, 0]
-                x = w[a]
-                if ph == 0.0 or x == np.inf:
+                pw = P[a - lo]
+                if ph == 0.0 or pw == 0.0:
                     continue
-                pw, kw = neglog_scaled(x)
-                k = V[h, 1] + kw
+                k = V[h, 1] + K[a - lo]
                 if am == 0.0:
                     am = ph * pw
                     ak = k

@@ -12,7 +12,7 @@ every semiring:
   per-state potentials into *plain* rows ``[p, r_1..r_R]`` (no exponent).
 * the tropical semiring uses rows ``[c]`` of costs (min, +).
 
-Public names: scaled_ops, tropical_ops, neglog_scaled, P2, EXP_UNSET.
+Public names: scaled_ops, tropical_ops, neglog_block, neglog_to_scaled, P2, EXP_UNSET.
 """
 
 from __future__ import annotations
@@ -164,42 +164,59 @@ def tropical_ops() -> TropicalOps:
     return TropicalOps(fma)
 
 
-#: 2**(j / 256) * 0.5 for j = 0..255
-_EXP2_TAB = np.exp2(np.arange(256) / 256.0) * 0.5
+_EXPC = tuple(1.0 / math.factorial(i) for i in range(14))
+_E0, _E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10, _E11, _E12, _E13 = _EXPC
+#: arcs converted per block by the vectorised conversion
+NEGLOG_BLOCK = 2048
 
 
-@nb.njit(inline="always")
-def neglog_scaled(x):
-    """(p, k) with p in [0.5, 1) and exp(-x) = p 2**k, for a finite x.
+@nb.njit(cache=True, fastmath={"contract"})
+def neglog_block(w, lo, hi, P, K):
+    """P[i], K[i] with exp(-w[lo + i]) = P[i] 2**K[i], for i < hi - lo.
 
-    2**f for the fraction f of -x / ln 2 as a table entry 2**(j/256) times
-    exp(z) for the remainder z < ln 2 / 256 by its Taylor polynomial of
-    degree 5 (error below 1e-18): a few ulps, at about half the cost of
-    ``math.exp2``.
+    K is -w / ln 2 rounded to an integer and P = exp(z) for the remainder
+    z = (-w / ln 2 - K) ln 2, |z| <= ln 2 / 2, by its Taylor polynomial of
+    degree 13 (truncation below 1e-17; a few ulps in all): no branches and no
+    calls, so the loop is vectorised, about six times faster than calling
+    ``math.exp2`` per weight.  ``w = +inf`` (no weight) gives P = 0 and
+    K = EXP_UNSET.
     """
-    y = -x * _INV_LN2
-    fk = math.floor(y)
-    f = (y - fk) * 256.0
-    if not (0.0 <= f < 256.0):
-        return math.exp2(y - fk) * 0.5, fk + 1.0   # x not finite
-    j = int(f)
-    z = (f - j) * (_LN2 / 256.0)
-    e = 1.0 + z * (1.0 + z * (0.5 + z * (1.0 / 6.0 + z * (1.0 / 24.0 + z * (1.0 / 120.0)))))
-    return _EXP2_TAB[j] * e, fk + 1.0
+    for i in range(hi - lo):
+        x = w[lo + i]
+        y = -x * _INV_LN2
+        k = math.floor(y + 0.5)
+        z = (y - k) * _LN2
+        p = _E13
+        p = p * z + _E12
+        p = p * z + _E11
+        p = p * z + _E10
+        p = p * z + _E9
+        p = p * z + _E8
+        p = p * z + _E7
+        p = p * z + _E6
+        p = p * z + _E5
+        p = p * z + _E4
+        p = p * z + _E3
+        p = p * z + _E2
+        p = p * z + _E1
+        p = p * z + _E0
+        zero = x == np.inf
+        P[i] = 0.0 if zero else p
+        K[i] = EXP_UNSET if zero else k
 
 
 @nb.njit(cache=True)
 def neglog_to_scaled(w, out, col_p, col_k, sign):
     """out[i, col_p], out[i, col_k] = scaled form of sign * exp(-w[i])."""
-    for i in range(w.shape[0]):
-        x = w[i]
-        if x == np.inf:
-            out[i, col_p] = 0.0
-            out[i, col_k] = EXP_UNSET
-        else:
-            p, k = neglog_scaled(x)
-            out[i, col_p] = sign * p
-            out[i, col_k] = k
+    E = w.shape[0]
+    P = np.empty(NEGLOG_BLOCK)
+    K = np.empty(NEGLOG_BLOCK)
+    for lo in range(0, E, NEGLOG_BLOCK):
+        hi = min(E, lo + NEGLOG_BLOCK)
+        neglog_block(w, lo, hi, P, K)
+        for i in range(hi - lo):
+            out[lo + i, col_p] = sign * P[i]
+            out[lo + i, col_k] = K[i]
 
 
 @nb.njit(cache=True)
