@@ -217,6 +217,23 @@ def linear_solver(R: int):
         if prev >= 0:
             finish_row(prev, acc, accr, yold, st)
 
+    @nb.njit(inline="always")
+    def fold_row1(acc, yo, row, dn, sd, ymax, ymin, bad):
+        """finish_row for one-column rows, on statistics kept in registers."""
+        m = abs(acc)
+        d = abs(acc - yo)
+        sd += d
+        if m > 0.0:
+            ymax = max(ymax, m)
+            ymin = min(ymin, m)
+            if d > dn * m:
+                dn = d / m
+        elif d > 0.0:
+            dn = max(dn, 1.0)
+        if not (m < np.inf) or d != d:
+            bad = row
+        return dn, sd, ymax, ymin, bad
+
     @nb.njit(cache=True)
     def plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, st):
         """plain_sweep for one-column rows (real and log): 1-D values, unsigned indices.
@@ -244,38 +261,16 @@ def linear_solver(R: int):
                 t = ih[e]
                 if t != prev:
                     # finish the previous row first: a chain's next row reads it
-                    m = abs(acc)
-                    d = abs(acc - yold[prev])
-                    sd += d
                     y[prev] = acc
-                    if m > 0.0:
-                        ymax = max(ymax, m)
-                        ymin = min(ymin, m)
-                        if d > dn * m:
-                            dn = d / m
-                    elif d > 0.0:
-                        dn = max(dn, 1.0)
-                    if not (m < np.inf) or d != d:
-                        bad = prev
+                    dn, sd, ymax, ymin, bad = fold_row1(acc, yold[prev], prev, dn, sd, ymax, ymin, bad)
                     yold[t] = y[t]
                     acc = b[t]
                     prev = t
                 acc += y[it[e]] * Wp[w]
                 e += one
                 w += one
-            m = abs(acc)
-            d = abs(acc - yold[prev])
-            sd += d
             y[prev] = acc
-            if m > 0.0:
-                ymax = max(ymax, m)
-                ymin = min(ymin, m)
-                if d > dn * m:
-                    dn = d / m
-            elif d > 0.0:
-                dn = max(dn, 1.0)
-            if not (m < np.inf) or d != d:
-                bad = prev
+            dn, sd, ymax, ymin, bad = fold_row1(acc, yold[prev], prev, dn, sd, ymax, ymin, bad)
         st[0] = dn
         st[1] = sd
         st[2] = ymax
