@@ -100,6 +100,21 @@ _NEG = -1e250   # stands in for log 0 in products with zero masses
 
 # ----------------------------------------------------------------- structure
 @nb.njit(cache=True)
+def _change_and_scale(new, old):
+    """(largest |new - old|, largest |new|) over two [N, T] arrays: a relaxation's stopping test."""
+    diff = 0.0
+    scale = 0.0
+    for q in range(new.shape[0]):
+        for t in range(new.shape[1]):
+            dd = abs(new[q, t] - old[q, t])
+            if dd > diff:
+                diff = dd
+            if abs(new[q, t]) > scale:
+                scale = abs(new[q, t])
+    return diff, scale
+
+
+@nb.njit(cache=True)
 def _events(src_start, arc_src, dst, kind, ref, ilabel, weight, neg_ptr, neg_chain):
     """Signed word events of the linear system: (src, dst, arc whose block, k)."""
     X = dst.shape[0]
@@ -385,15 +400,7 @@ def _alpha2_mixed(N, T, start, alpha, es, ed, ea, ek, econd, blk_start, blk_tag,
                 for t in range(T1):
                     new[r, t] += kk * new[q, t]
         sweeps += 1
-        diff = 0.0
-        scale = 0.0
-        for q in range(N):
-            for t in range(T1):
-                dd = abs(new[q, t] - A2[q, t])
-                if dd > diff:
-                    diff = dd
-                if abs(new[q, t]) > scale:
-                    scale = abs(new[q, t])
+        diff, scale = _change_and_scale(new, A2)
         A2 = new
         if diff <= tol * max(scale, 1.0) or sweeps >= max_sweeps:
             break
@@ -514,15 +521,7 @@ def _adjoint_mixed(N, T, logT, logE, es, ed, ea, ek, econd, blk_start, blk_tag, 
                 for tp in range(T1):
                     new[q, tp] += kk * new[r, tp]
         sweeps += 1
-        diff = 0.0
-        scale = 0.0
-        for q in range(N):
-            for t in range(T1):
-                dd = abs(new[q, t] - U[q, t])
-                if dd > diff:
-                    diff = dd
-                if abs(new[q, t]) > scale:
-                    scale = abs(new[q, t])
+        diff, scale = _change_and_scale(new, U)
         U = new
         if diff <= tol * max(scale, 1.0) or sweeps >= max_sweeps:
             break
