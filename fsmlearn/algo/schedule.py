@@ -19,7 +19,8 @@ A graph whose arcs all satisfy ``src < dst`` is acyclic in its own numbering;
 its schedule is built without Tarjan (one component per state, the arcs in
 CSR order, reversed for backward).
 
-Public names: Schedule, build_schedule, schedule_for, graph_is_forward_ordered, csr_is_forward_ordered.
+Public names: Schedule, build_schedule, schedule_for, graph_is_forward_ordered, csr_is_forward_ordered,
+RowChunks, row_chunks, chunks_for, no_chunks.
 """
 
 from __future__ import annotations
@@ -401,3 +402,170 @@ def schedule_for(graph, backward: bool) -> Schedule:
     return graph.cached("schedule_bwd" if backward else "schedule_fwd",
                         lambda: build_schedule(graph.num_states, graph.src_start, graph.arc_src,
                                                graph.dst, backward, components))
+
+
+# ------------------------------------------------------------------ row chunks
+# The one-column sweep of a large component is bound by its random gathers of
+# source values.  Rows in chunks of eight, whose arcs are interleaved slot by
+# slot (lane l's k-th arc at slot 8k + l of its chunk, short lanes padded
+# with weight 0), give eight independent gathers and sums per step and no
+# per-arc row test (SELL-8-sigma; Kreutzer et al. 2014).  The values are
+# renumbered by position (lanes in chunk order, then the rows without arcs)
+# so that a chunk's rows are contiguous.  Rows inside a chunk are updated
+# together (Jacobi among eight rows, Gauss-Seidel across chunks), so
+# components where that would matter (a chain: most arcs come from a row of
+# the same chunk) keep the flat row-by-row sweep.
+CHUNK_LANES = 8
+CHUNK_MIN_ROWS = 4096          # smaller components keep the flat sweep
+CHUNK_WINDOW = 256             # rows are sorted by degree within windows of this many
+CHUNK_MAX_INTRA = 0.01         # at most this fraction of arcs may come from the same chunk
+CHUNK_MAX_PAD = 0.25           # at most this fraction of padding slots
+NO_LANE = np.uint32(2**32 - 1)
+
+
+@dataclass
+class RowChunks:
+    """Chunked rows of the internal arcs of some components (see above).
+
+    Attributes:
+        comp_chunk: int64 [C+1] chunks of each component (an empty range: the
+            component keeps the flat sweep).
+        slot_ptr: int64 [H+1] slots of each chunk (a multiple of 8 each).
+        comp_pos: int64 [C+1] positions of each chunked component in ``prow``.
+        prow: uint32 local row at each position: 8 lanes per chunk (NO_LANE
+            for a lane without a row), then the component's rows without arcs.
+        col: uint32 [S] position of the source value of each slot (padding:
+            the lane's own position).
+        slot_arc: uint32 [S] internal arc of each slot relative to the
+            component's first (NO_LANE: padding, weight 0).
+    """
+    comp_chunk: np.ndarray
+    slot_ptr: np.ndarray
+    comp_pos: np.ndarray
+    prow: np.ndarray
+    col: np.ndarray
+    slot_arc: np.ndarray
+
+
+@nb.njit(cache=True)
+def _chunk_component(ih, it, a0, a1, n, window, max_intra, max_pad):
+    """One component's chunks, or empty arrays when it does not qualify."""
+    L = 8
+    # rows with arcs (heads are grouped, in row order)
+    gstart = np.empty(n + 1, np.int64)
+    grow = np.empty(n, np.int64)
+    G = 0
+    prev = -1
+    for e in range(a0, a1):
+        h = ih[e]
+        if h != prev:
+            gstart[G] = e
+            grow[G] = h
+            G += 1
+            prev = h
+    gstart[G] = a1
+    deg = np.empty(G, np.int64)
+    for g in range(G):
+        deg[g] = gstart[g + 1] - gstart[g]
+    # sort by degree (descending, stable) within windows
+    order = np.empty(G, np.int64)
+    for w0 in range(0, G, window):
+        w1 = min(G, w0 + window)
+        o = np.argsort(-deg[w0:w1], kind="mergesort")
+        for i in range(w1 - w0):
+            order[w0 + i] = w0 + o[i]
+    nch = (G + L - 1) // L
+    e32 = np.empty(0, np.uint32)
+    slot_ptr = np.zeros(nch + 1, np.int64)
+    for c in range(nch):
+        slot_ptr[c + 1] = slot_ptr[c] + deg[order[c * L]] * L   # the first lane has the most arcs
+    S = slot_ptr[nch]
+    if S > (a1 - a0) * (1.0 + max_pad) or S >= 2**32 - 1:
+        return np.empty(0, np.int64), e32, e32, e32
+    # positions: lanes, then the rows without arcs
+    P = nch * L + (n - G)
+    pos = np.full(n, -1, np.int64)
+    prow = np.full(P, 2**32 - 1, np.uint32)
+    for i in range(G):
+        pos[grow[order[i]]] = i
+        prow[i] = grow[order[i]]
+    q = nch * L
+    for r in range(n):
+        if pos[r] < 0:
+            pos[r] = q
+            prow[q] = r
+            q += 1
+    intra = 0
+    for i in range(G):
+        g = order[i]
+        for e in range(gstart[g], gstart[g + 1]):
+            if pos[it[e]] // L == i // L:
+                intra += 1
+    if intra > max_intra * (a1 - a0):
+        return np.empty(0, np.int64), e32, e32, e32
+    col = np.empty(S, np.uint32)
+    slot_arc = np.empty(S, np.uint32)
+    for c in range(nch):
+        base = slot_ptr[c]
+        width = (slot_ptr[c + 1] - base) // L
+        for l in range(L):
+            i = c * L + l
+            d = 0
+            s0 = 0
+            if i < G:
+                d = deg[order[i]]
+                s0 = gstart[order[i]]
+            for k in range(width):
+                s = base + k * L + l
+                if k < d:
+                    col[s] = pos[it[s0 + k]]
+                    slot_arc[s] = s0 + k - a0
+                else:
+                    col[s] = i
+                    slot_arc[s] = 2**32 - 1
+    return slot_ptr, prow, col, slot_arc
+
+
+def no_chunks(sched: Schedule) -> RowChunks:
+    """RowChunks under which every component keeps the flat sweep."""
+    e32 = np.empty(0, np.uint32)
+    z = np.zeros(sched.num_components + 1, np.int64)
+    return RowChunks(z, np.zeros(1, np.int64), z.copy(), e32, e32, e32)
+
+
+def row_chunks(sched: Schedule, min_rows: int | None = None) -> RowChunks:
+    """Chunked rows for the schedule's large components (those that qualify).
+
+    ``min_rows``: the smallest component chunked (default CHUNK_MIN_ROWS)."""
+    min_rows = CHUNK_MIN_ROWS if min_rows is None else min_rows
+    C = sched.num_components
+    comp_chunk = np.zeros(C + 1, np.int64)
+    comp_pos = np.zeros(C + 1, np.int64)
+    parts = []
+    nch = npos = 0
+    for c in range(C):
+        n = int(sched.comp_ptr[c + 1] - sched.comp_ptr[c])
+        a0, a1 = int(sched.int_ptr[c]), int(sched.int_ptr[c + 1])
+        if not sched.trivial[c] and n >= min_rows and a1 - a0 >= 2 * n:
+            sp, prow, col, sa = _chunk_component(sched.int_head, sched.int_tail, a0, a1, n, CHUNK_WINDOW,
+                                                 CHUNK_MAX_INTRA, CHUNK_MAX_PAD)
+            if sp.size:
+                parts.append((sp, prow, col, sa))
+                nch += sp.size - 1
+                npos += prow.size
+        comp_chunk[c + 1] = nch
+        comp_pos[c + 1] = npos
+    if not parts:
+        return no_chunks(sched)
+    slot_ptr = [np.zeros(1, np.int64)]
+    off = 0
+    for sp, *_ in parts:
+        slot_ptr.append(sp[1:] + off)
+        off += int(sp[-1])
+    return RowChunks(comp_chunk, np.concatenate(slot_ptr), comp_pos, np.concatenate([p[1] for p in parts]),
+                     np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]))
+
+
+def chunks_for(graph, sched: Schedule, backward: bool) -> RowChunks:
+    """The cached row chunks of ``schedule_for(graph, backward)``."""
+    return graph.cached("chunks_bwd" if backward else "chunks_fwd", lambda: row_chunks(sched))
