@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fsmlearn import Machine  # noqa: E402
 from fsmlearn.algo import shortest_distance  # noqa: E402
-from fsmlearn.algo.schedule import chunks_for, schedule_for  # noqa: E402
+from fsmlearn.algo.schedule import schedule_for  # noqa: E402
 from fsmlearn.algo.solve import linear_solver  # noqa: E402
 from common import triad_bandwidth  # noqa: E402
 
@@ -117,56 +117,33 @@ def _residual(arc_src, dst, w, final, x, reverse, start):
     return worst
 
 
-def _largest(m: Machine, reverse: bool):
-    """The schedule, its largest component (index, first/last internal arc, rows) and its row chunks."""
-    s = schedule_for(m, reverse)
-    c = int(np.argmax(np.diff(s.comp_ptr)))
-    a0, a1 = int(s.int_ptr[c]), int(s.int_ptr[c + 1])
-    n = int(s.comp_ptr[c + 1] - s.comp_ptr[c])
-    return s, c, a0, a1, n, chunks_for(m, s, reverse)
-
-
 def sweep_bytes(m: Machine, reverse: bool) -> tuple[float, float]:
-    """(streamed bytes, streamed + one 64-byte line per random gather) of one sweep of the
-    largest component, as the solver runs it (chunked rows or the flat sweep)."""
-    s, c, a0, a1, n, ch = _largest(m, reverse)
-    E = a1 - a0
-    c0, c1 = int(ch.comp_chunk[c]), int(ch.comp_chunk[c + 1])
-    if c1 > c0:
-        slots = int(ch.slot_ptr[c1] - ch.slot_ptr[c0])
-        # column and weight per slot (padding included); b, y, yold per lane; slot offsets
-        streamed = slots * (4 + 8) + (c1 - c0) * 8 * (8 + 8 + 8) + (c1 - c0) * 8
-    else:
-        streamed = E * (4 + 4 + 8) + n * (8 + 8 + 8)   # head, tail, weight; b, y, yold per row
+    """(streamed bytes, streamed + one 64-byte line per random gather) of one plain sweep."""
+    s = schedule_for(m, reverse)
+    E = s.int_arc.shape[0]
+    n = int(np.max(np.diff(s.comp_ptr))) if s.cyclic else 0
+    streamed = E * (4 + 4 + 8) + n * (8 + 8 + 8)   # head, tail, weight; b, y, yold per row
     return float(streamed), float(streamed + E * 64)
 
 
 def time_one_sweep(m: Machine, reverse: bool, runs=9) -> float:
     """Median time of one plain Gauss-Seidel sweep over the largest component (the kernel the solver runs)."""
-    s, c, a0, a1, n, ch = _largest(m, reverse)
+    s = schedule_for(m, reverse)
+    c = int(np.argmax(np.diff(s.comp_ptr)))
+    a0, a1 = int(s.int_ptr[c]), int(s.int_ptr[c + 1])
+    n = int(s.comp_ptr[c + 1] - s.comp_ptr[c])
     k = linear_solver(0).kernels
     Wp = np.exp(-m.weight[s.int_arc[a0:a1]])
     y = np.full(n, 1e-6)
     yold = np.empty_like(y)
     b = np.full(n, 1e-7)
     st = np.empty(5)
-    c0, c1 = int(ch.comp_chunk[c]), int(ch.comp_chunk[c + 1])
-    if c1 > c0:
-        val = np.empty(int(ch.slot_ptr[c1] - ch.slot_ptr[c0]))
-        k.chunk_vals(val, Wp[:, None], ch.slot_arc, ch.slot_ptr[c0], ch.slot_ptr[c1])
-        prow = ch.prow[ch.comp_pos[c]:ch.comp_pos[c + 1]]
-        y, yold, b = np.empty(prow.size), np.empty(prow.size), np.empty(prow.size)
-        k.to_positions(y, b, np.full((n, 1), 1e-6), np.full((n, 1), 1e-7), prow)
-        args = (y, yold, b, val, ch.slot_ptr, ch.col[ch.slot_ptr[c0]:ch.slot_ptr[c1]], c0, c1, st)
-        kernel = k.chunk_sweep1
-    else:
-        args = (y, yold, b, Wp, s.int_head.view(np.uint32), s.int_tail.view(np.uint32), a0, a1, st)
-        kernel = k.plain_sweep1
-    kernel(*args)
+    ih, it = s.int_head.view(np.uint32), s.int_tail.view(np.uint32)
+    k.plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, st)
     times = []
     for _ in range(runs):
         t = time.perf_counter()
-        kernel(*args)
+        k.plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, st)
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 

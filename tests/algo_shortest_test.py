@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from conftest import random_machine, tiny_machines
 from fsmlearn import Machine
 from fsmlearn.algo import backward, forward, shortest_distance, total_weight
-from fsmlearn.algo.schedule import (CHUNK_MIN_ROWS, NO_LANE, graph_is_forward_ordered, no_chunks, row_chunks,
-                                     schedule_for)
+from fsmlearn.algo.schedule import graph_is_forward_ordered
 from fsmlearn.errors import DivergenceError, NotConvergedError, SemiringError
 from fsmlearn.semiring import Expectation, Log, Real, Tropical
 from fsmlearn.testing import enumerate_paths, openfst_distances, pynini_distances
@@ -175,102 +174,6 @@ def test_topologically_numbered_pass_equals_the_scheduled_solve(rng, semiring, r
     assert np.isinf(a).sum() > 0
     assert rel_err(a, b) < 1e-12
     assert rel_err(a, openfst_distances(m.to_pynini("log64"), reverse, delta=1e-12)) < 1e-9
-
-
-def _fresh(m, chunked, reverse):
-    """A copy of m without cached schedules; ``chunked=False`` makes it keep the flat sweep."""
-    f = Machine.from_arcs(m.num_states, m.start, m.final.copy(), m.arc_src.astype(np.int64), m.dst.copy(),
-                          m.ilabel.copy(), weight=m.weight.copy(), semiring=m.semiring)
-    if not chunked:
-        sched = schedule_for(f, reverse)
-        f.cached("chunks_bwd" if reverse else "chunks_fwd", lambda: no_chunks(sched))
-    return f
-
-
-@pytest.mark.parametrize("semiring", ["log", "real"])
-@pytest.mark.parametrize("reverse", [False, True])
-def test_chunked_sweep_equals_the_flat_sweep(rng, semiring, reverse):
-    # a component of more than CHUNK_MIN_ROWS rows is swept in chunks of eight
-    # rows (Jacobi among the eight): the same fixed point as the row-by-row
-    # sweep and OpenFst's, with zero-weight arcs, states the start does not
-    # reach, states that reach no final state and rows without internal arcs
-    n, E = CHUNK_MIN_ROWS + 1000, 8 * (CHUNK_MIN_ROWS + 1000)
-    m = random_machine(rng, n, E, cyclic=True, semiring=semiring)
-    w = m.weight.copy()
-    w[rng.random(w.size) < 0.05] = 0.0 if semiring == "real" else np.inf
-    fin = m.final.copy()
-    src = m.arc_src.astype(np.int64)
-    dst = m.dst.copy()
-    dst[dst < 50] = 50 + dst[dst < 50]          # states 1..49: entered only from the start
-    m = Machine.from_arcs(n, 0, fin, src, dst, m.ilabel, weight=w, semiring=semiring)
-    a = _fresh(m, True, reverse)
-    ch = row_chunks(schedule_for(a, reverse))
-    assert ch.comp_chunk[-1] > 0, "the large component should be chunked"
-    x = shortest_distance(a, semiring, reverse=reverse)
-    y = shortest_distance(_fresh(m, False, reverse), semiring, reverse=reverse)
-    if semiring == "real":
-        with np.errstate(divide="ignore"):
-            x, y = -np.log(x), -np.log(y)
-    assert rel_err(x, y) < 1e-10
-    with np.errstate(divide="ignore"):
-        ref = m if semiring == "log" else Machine.from_arcs(n, 0, -np.log(fin), src, dst, m.ilabel,
-                                                              weight=-np.log(w))
-        assert rel_err(x, openfst_distances(ref.to_pynini("log64"), reverse, delta=1e-12)) < 1e-9
-
-
-def test_chunk_layout_covers_every_arc_once(rng):
-    n = CHUNK_MIN_ROWS + 500
-    m = random_machine(rng, n, 6 * n, cyclic=True)
-    for reverse in (False, True):
-        s = schedule_for(m, reverse)
-        ch = row_chunks(s)
-        c = int(np.argmax(np.diff(s.comp_ptr)))
-        c0, c1 = ch.comp_chunk[c], ch.comp_chunk[c + 1]
-        assert c1 > c0
-        a0, a1 = s.int_ptr[c], s.int_ptr[c + 1]
-        rows = int(s.comp_ptr[c + 1] - s.comp_ptr[c])
-        prow = ch.prow[ch.comp_pos[c]:ch.comp_pos[c + 1]]
-        real = prow[prow != NO_LANE].astype(np.int64)
-        assert np.array_equal(np.sort(real), np.arange(rows))           # every row has one position
-        pos = np.empty(rows, np.int64)
-        pos[prow[prow != NO_LANE]] = np.flatnonzero(prow != NO_LANE)
-        S0, S1 = ch.slot_ptr[c0], ch.slot_ptr[c1]
-        sa = ch.slot_arc[S0:S1]
-        used = sa != NO_LANE
-        assert np.array_equal(np.sort(sa[used].astype(np.int64)), np.arange(a1 - a0))   # every arc once
-        slot = np.arange(S0, S1)[used]
-        e = a0 + sa[used].astype(np.int64)
-        assert np.array_equal(ch.col[slot], pos[s.int_tail[e]])          # a slot reads its arc's tail
-        chunk = np.searchsorted(ch.slot_ptr, slot, side="right") - 1
-        lane = (slot - ch.slot_ptr[chunk]) % 8
-        assert np.array_equal(prow[(chunk - c0) * 8 + lane], s.int_head[e])  # in its head's lane
-        assert (S1 - S0) <= 1.25 * (a1 - a0)
-
-
-def test_chains_keep_the_row_by_row_sweep():
-    # each state fed by its two predecessors (a chain with skips, closed into a
-    # cycle): most arcs come from the same chunk of eight, where a Jacobi
-    # update would need about eight times the sweeps, so the layout declines
-    n = CHUNK_MIN_ROWS + 100
-    i = np.arange(n)
-    src = np.r_[i, i]
-    dst = np.r_[(i + 1) % n, (i + 2) % n]
-    m = Machine.from_arcs(n, 0, np.full(n, -math.log(0.1)), src, dst, np.ones(2 * n, int),
-                          weight=np.full(2 * n, -math.log(0.45)))
-    for reverse in (False, True):
-        assert row_chunks(schedule_for(m, reverse)).comp_chunk[-1] == 0
-        x = shortest_distance(m, "log", reverse=reverse)
-        assert rel_err(x, openfst_distances(m.to_pynini("log64"), reverse, delta=1e-12)) < 1e-9
-
-
-def test_chunked_component_that_diverges_raises(rng):
-    n = CHUNK_MIN_ROWS + 100
-    m = random_machine(rng, n, 8 * n, cyclic=True)
-    m = Machine.from_arcs(n, 0, m.final, m.arc_src.astype(np.int64), m.dst, m.ilabel,
-                          weight=m.weight - math.log(1.3))    # each state's arcs carry 1.17
-    assert row_chunks(schedule_for(m, False)).comp_chunk[-1] > 0
-    with pytest.raises(DivergenceError):
-        forward(m)
 
 
 def test_weight_conversion_is_exact_to_a_few_ulps():

@@ -29,7 +29,7 @@ from ..fsm.machine import PHI, Machine
 from ..semiring import Semiring, Tropical, get_semiring
 from ..semiring.ops import scaled_ops
 from .phi import LinearSystem, linear_system
-from .schedule import Schedule, chunks_for, csr_is_forward_ordered, no_chunks, schedule_for
+from .schedule import Schedule, csr_is_forward_ordered, schedule_for
 from .solve import (STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK, acyclic_neglog, gather_rows, linear_solver,
                     phi_depths, phi_solver,
                     tropical_solver)
@@ -254,15 +254,13 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
         else:
             warm = np.empty((0, sr.K))
             use_warm = False
-        ch = chunks_for(g, sched, reverse) if sr.R == 0 else no_chunks(sched)
         stats = np.zeros(6, np.int64)
         fstats = np.zeros(4)
         status = linear_solver(sr.R)(V, Wext, sched.ext_tail, sched.ext_head, sched.ext_ptr, Wint,
                                      sched.int_tail, sched.int_head, sched.int_ptr, Wself,
                                      sched.self_loc, sched.self_ptr, sched.comp_ptr, sched.comp_states,
                                      sched.trivial, warm, use_warm, g is not m, float(tol), int(max_sweeps),
-                                     stats, fstats, ch.comp_chunk, ch.slot_ptr, ch.comp_pos, ch.prow,
-                                     ch.col, ch.slot_arc)
+                                     stats, fstats)
         info.sweeps, info.extrapolations, info.repotentials = int(stats[0]), int(stats[1]), int(stats[2])
         info.last_change, info.rate = float(fstats[0]), float(fstats[2])
         if status != STATUS_OK:

@@ -13,9 +13,7 @@ by relaxation (Eisner 2002, section 5):
    (its input, or the warm start); states without one yet take the
    component's largest, flagged as a guess;
 2. the component is rescaled by those potentials into plain float64 rows and plain Gauss-Seidel sweeps run (one flat loop over
-   the arcs, accumulators in registers; a large one-column component whose
-   rows qualify is swept in chunks of eight rows with interleaved arcs, see
-   :class:`~fsmlearn.algo.schedule.RowChunks`) until the estimated error is below
+   the arcs, accumulators in registers) until the estimated error is below
    ``tol``.  The error is dominated by one real eigenvalue of the
    non-negative iteration matrix (Perron-Frobenius), so once the ratio ``lam``
    of successive L1 changes settles (to 1e-3) the iterate is extrapolated by
@@ -66,7 +64,6 @@ _LO = 2.0**-64
 _MAX_REPOT = 60
 _MAX_ROUNDS = 8
 _SETTLE = 1e-3
-_NO_LANE = np.uint32(2**32 - 1)   # schedule.NO_LANE: a chunk lane without a row
 
 
 @nb.njit(cache=True)
@@ -281,104 +278,6 @@ def linear_solver(R: int):
         st[4] = float(bad)
 
     @nb.njit(cache=True)
-    def chunk_sweep1(y, yold, b, val, slot_ptr, col, c0, c1, st):
-        """plain_sweep1 over chunked rows (:class:`~fsmlearn.algo.schedule.RowChunks`).
-
-        Chunks c0..c1 of eight rows each, their arcs interleaved slot by slot:
-        eight independent gathers and sums per step and no per-arc row test.
-        ``y``, ``yold``, ``b`` are indexed by position (chunk ``c0`` at 0,
-        eight lanes per chunk; lanes without a row hold 0 and get 0).  The
-        eight rows of a chunk are written together after its arcs (Jacobi
-        among them), chunks in order (Gauss-Seidel).  ``val``: the slots'
-        weights and ``col`` their source positions, both from ``slot_ptr[c0]``
-        on (weight 0 for padding).  The same ``st``
-        as :func:`plain_sweep`, with positions for rows.
-        """
-        dn = 0.0
-        sd = 0.0
-        ymax = 0.0
-        ymin = np.inf
-        bad = -1
-        L = np.uint64(8)
-        u1 = np.uint64(1)
-        u2 = np.uint64(2)
-        u3 = np.uint64(3)
-        u4 = np.uint64(4)
-        u5 = np.uint64(5)
-        u6 = np.uint64(6)
-        u7 = np.uint64(7)
-        vb = np.uint64(slot_ptr[c0])
-        acc = np.empty(8)
-        for ch in range(c0, c1):
-            o = np.uint64(slot_ptr[ch]) - vb
-            end = np.uint64(slot_ptr[ch + 1]) - vb
-            s0 = 0.0
-            s1 = 0.0
-            s2 = 0.0
-            s3 = 0.0
-            s4 = 0.0
-            s5 = 0.0
-            s6 = 0.0
-            s7 = 0.0
-            while o < end:
-                s0 += y[col[o]] * val[o]
-                s1 += y[col[o + u1]] * val[o + u1]
-                s2 += y[col[o + u2]] * val[o + u2]
-                s3 += y[col[o + u3]] * val[o + u3]
-                s4 += y[col[o + u4]] * val[o + u4]
-                s5 += y[col[o + u5]] * val[o + u5]
-                s6 += y[col[o + u6]] * val[o + u6]
-                s7 += y[col[o + u7]] * val[o + u7]
-                o += L
-            acc[0] = s0
-            acc[1] = s1
-            acc[2] = s2
-            acc[3] = s3
-            acc[4] = s4
-            acc[5] = s5
-            acc[6] = s6
-            acc[7] = s7
-            r8 = np.uint64(ch - c0) * L
-            for l in range(8):
-                r = r8 + np.uint64(l)
-                a = acc[l] + b[r]
-                yo = y[r]
-                yold[r] = yo
-                y[r] = a
-                dn, sd, ymax, ymin, bad = fold_row1(a, yo, np.int64(r), dn, sd, ymax, ymin, bad)
-        st[0] = dn
-        st[1] = sd
-        st[2] = ymax
-        st[3] = ymin
-        st[4] = float(bad)
-
-    @nb.njit(cache=True)
-    def chunk_vals(val, Wp, slot_arc, s0, s1):
-        """The chunks' slot weights from the plain arc weights (0 for padding)."""
-        for s in range(s0, s1):
-            a = slot_arc[s]
-            val[s - s0] = 0.0 if a == _NO_LANE else Wp[a, 0]
-
-    @nb.njit(cache=True)
-    def to_positions(yc, bc, y, b, prow):
-        """Plain rows to the chunk positions (lanes without a row: 0)."""
-        for p in range(prow.shape[0]):
-            r = prow[p]
-            if r == _NO_LANE:
-                yc[p] = 0.0
-                bc[p] = 0.0
-            else:
-                yc[p] = y[r, 0]
-                bc[p] = b[r, 0]
-
-    @nb.njit(cache=True)
-    def from_positions(y, yc, prow):
-        for p in range(prow.shape[0]):
-            r = prow[p]
-            if r != _NO_LANE:
-                y[r, 0] = yc[p]
-
-    @nb.njit(cache=True)
     def set_potentials(Vl, pot, fallback):
         """Potentials = exponents of the rows; zero rows get the largest (flagged)."""
         n = Vl.shape[0]
@@ -463,8 +362,7 @@ def linear_solver(R: int):
         return dn
 
     @nb.njit(cache=True)
-    def plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats,
-                    yc, yoldc, bc, val, ch_slot, ch_col, c0, c1):
+    def plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats):
         """Plain Gauss-Seidel with extrapolation; returns status (3: needs new potentials).
 
         Rows without internal arcs are constants and do not count; after a
@@ -484,9 +382,7 @@ def linear_solver(R: int):
             ihu = ih.view(np.uint32)
             itu = it.view(np.uint32)
         while stats[0] < max_sweeps:
-            if KE == 1 and c1 > c0:
-                chunk_sweep1(yc, yoldc, bc, val, ch_slot, ch_col, c0, c1, st)
-            elif KE == 1:
+            if KE == 1:
                 plain_sweep1(y1, yold1, b1, Wp1, ihu, itu, a0, a1, st)
             else:
                 plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st)
@@ -524,9 +420,7 @@ def linear_solver(R: int):
                 if lam > 0.3:
                     c = lam / (1.0 - lam)
                     prev = -1
-                    for p in range((c1 - c0) * 8):    # chunked rows (lanes without a row stay 0)
-                        yc[p] += (yc[p] - yoldc[p]) * c
-                    for e in range(a0, a1 if c1 == c0 else a0):
+                    for e in range(a0, a1):
                         t = ih[e]
                         if t != prev:
                             for j in range(KE):
@@ -547,7 +441,7 @@ def linear_solver(R: int):
 
     @nb.njit(cache=True)
     def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_warm, signed,
-                  tol, max_sweeps, stats, fstats, ch_slot, ch_prow, ch_col, ch_arc, c0, c1):
+                  tol, max_sweeps, stats, fstats):
         n = states.shape[0]
         fstats[3] = 0.0
         B = np.empty((n, K))
@@ -603,13 +497,6 @@ def linear_solver(R: int):
         yold = np.empty((n, KE))
         b = np.empty((n, KE))
         Wp = np.empty((a1 - a0, KE))
-        if KE != 1:
-            c1 = c0     # chunked rows are one-column sweeps
-        val = np.empty(ch_slot[c1] - ch_slot[c0])
-        npos = ch_prow.shape[0] if c1 > c0 else 0
-        yc = np.empty(npos)
-        yoldc = np.empty(npos)
-        bc = np.empty(npos)
         Vo = np.empty((n, K))
         status = 2
         rounds = 0
@@ -622,15 +509,7 @@ def linear_solver(R: int):
                     stats[5] = states[i]
                     return 1
             build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp)
-            if c1 > c0:
-                chunk_vals(val, Wp, ch_arc, ch_slot[c0], ch_slot[c1])
-                to_positions(yc, bc, y, b, ch_prow)
-            st = plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats,
-                             yc, yoldc, bc, val, ch_slot, ch_col[ch_slot[c0]:ch_slot[c1]], c0, c1)
-            if c1 > c0:
-                from_positions(y, yc, ch_prow)
-                if st == 1 and stats[4] == 1:
-                    stats[5] = ch_prow[stats[5]]
+            st = plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats)
             for i in range(n):
                 from_plain(Vl, i, y, i, pot[i])
             if st == 1:
@@ -697,7 +576,7 @@ def linear_solver(R: int):
     @nb.njit(cache=True)
     def solve(V, Wext, ext_tail, ext_head, ext_ptr, Wint, int_tail, int_head, int_ptr,
               Wself, self_loc, self_ptr, comp_ptr, comp_states, trivial, warm, use_warm, signed, tol,
-              max_sweeps, stats, fstats, comp_chunk, ch_slot, comp_pos, ch_prow, ch_col, ch_arc):
+              max_sweeps, stats, fstats):
         C = trivial.shape[0]
         c = 0
         while c < C:
@@ -710,9 +589,7 @@ def linear_solver(R: int):
             else:
                 st = solve_scc(V, comp_states[comp_ptr[c]:comp_ptr[c + 1]], int_ptr[c], int_ptr[c + 1],
                                self_ptr[c], self_ptr[c + 1], Wint, int_head, int_tail, Wself, self_loc,
-                               warm, use_warm, signed, tol, max_sweeps, stats, fstats,
-                               ch_slot, ch_prow[comp_pos[c]:comp_pos[c + 1]], ch_col, ch_arc,
-                               comp_chunk[c], comp_chunk[c + 1])
+                               warm, use_warm, signed, tol, max_sweeps, stats, fstats)
                 if st != 0:
                     stats[3] = c
                     return st
@@ -720,8 +597,7 @@ def linear_solver(R: int):
                 c += 1
         return 0
 
-    solve.kernels = SimpleNamespace(plain_sweep=plain_sweep, plain_sweep1=plain_sweep1, chunk_sweep1=chunk_sweep1,
-                                    chunk_vals=chunk_vals, to_positions=to_positions, set_potentials=set_potentials, build_plain=build_plain, scaled_sweep=scaled_sweep,
+    solve.kernels = SimpleNamespace(plain_sweep=plain_sweep, plain_sweep1=plain_sweep1, set_potentials=set_potentials, build_plain=build_plain, scaled_sweep=scaled_sweep,
                                     plain_phase=plain_phase, solve_scc=solve_scc, push_range=push_range)
     return solve
 
