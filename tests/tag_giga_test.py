@@ -28,6 +28,10 @@ def test_pipeline_caches_its_stages_and_writes_report_model_and_plot(tmp_path):
     b = [r["bound"] for r in on_disk["iterations"]]
     assert b[1] >= b[0] - 1e-9 and b[2] >= b[1] - 1e-9
     assert [r["iteration"] for r in on_disk["corpus_em"]] == [0, 1]
+    for r in on_disk["corpus_em"]:
+        # the split by the training vocabulary brackets the total
+        lo, hi = sorted((r["accuracy_known"], r["accuracy_unknown"]))
+        assert lo - 1e-12 <= r["accuracy"] <= hi + 1e-12
     assert on_disk["peak_rss_mb"] > 0 and on_disk["device"].startswith("cpu")
     assert (tmp_path / "rep.png").stat().st_size > 1000
     h = HMM.load(tmp_path / "tagger.hmm")

@@ -304,7 +304,8 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
         S = corpus.num_sentences
 
         def on_corpus(r):
-            d = {"iteration": r.iteration, "accuracy": r.accuracy, "loglik": r.loglik,
+            d = {"iteration": r.iteration, "accuracy": r.accuracy, "accuracy_known": r.accuracy_known,
+                 "accuracy_unknown": r.accuracy_unknown, "loglik": r.loglik,
                  "heldout_loglik": r.heldout_loglik,
                  "loglik_per_sentence": (r.loglik / S) if r.loglik == r.loglik else None,
                  "seconds": r.seconds}

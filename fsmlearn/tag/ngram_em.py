@@ -612,6 +612,7 @@ class Stats:
     entropy: float        # E[-log q(t | w)]
     bound: float          # the objective r (per sentence of c)
     alpha2: np.ndarray    # [N, T+1]
+    G: np.ndarray | None = None   # [N, T+1] tag mass leaving each state (n_q = 1), reused by the next E-step
 
 
 def _one_thread(cs: CqStructure) -> ParIndex:
@@ -634,7 +635,7 @@ def expected_stats(cs: CqStructure, phi: np.ndarray, log_trans: np.ndarray, log_
     emit, ent = par.emit_entropy(cs, px, phi, log_emit.shape[1])
     trans = A2.T @ G
     bound = _dot_log(trans, log_trans) + _dot_log(emit, log_emit) + ent
-    return Stats(trans, emit, ent, bound, A2)
+    return Stats(trans, emit, ent, bound, A2, G)
 
 
 def _dot_log(counts, logp):
@@ -645,14 +646,18 @@ def _dot_log(counts, logp):
         return float((counts[nz] * logp[nz]).sum())
 
 
-def phi_gradient(cs: CqStructure, phi, log_trans, log_emit, alpha2=None, px=None):
-    """(A [E], B [K]): d r / d phi[j] = B[j] - A[arc of j] (log phi[j] + 1)."""
+def phi_gradient(cs: CqStructure, phi, log_trans, log_emit, alpha2=None, px=None, G=None):
+    """(A [E], B [K]): d r / d phi[j] = B[j] - A[arc of j] (log phi[j] + 1).
+
+    ``alpha2`` and ``G`` (the forward mass per tag and the tag mass leaving
+    each state, :class:`Stats`) may be passed when known for this phi."""
     px = px or _one_thread(cs)
     if alpha2 is None:
-        alpha2 = expected_stats(cs, phi, log_trans, log_emit, px).alpha2
+        alpha2 = par.alpha2(cs, px, phi)
     lt = np.maximum(log_trans, _NEG)
     le = np.maximum(log_emit, _NEG)
-    G = par.state_tag_mass(cs, px, phi)
+    if G is None:
+        G = par.state_tag_mass(cs, px, phi)
     U = _adjoint(G, lt, cs.down, cs.phi_dst, cs.phi_k)
     return par.block_scores(cs, px, alpha2 @ lt, U, np.ascontiguousarray(le.T))
 
@@ -666,9 +671,9 @@ def d_bound_d_phi(cs: CqStructure, phi, log_trans, log_emit) -> np.ndarray:
     return B - A[arc_of] * (lp + 1.0)
 
 
-def estep_parallel(cs: CqStructure, phi, log_trans, log_emit, alpha2=None, px=None) -> np.ndarray:
+def estep_parallel(cs: CqStructure, phi, log_trans, log_emit, alpha2=None, px=None, G=None) -> np.ndarray:
     """One parallel block update of every phi block (section 3.5)."""
-    A, B = phi_gradient(cs, phi, log_trans, log_emit, alpha2, px)
+    A, B = phi_gradient(cs, phi, log_trans, log_emit, alpha2, px, G)
     return par.softmax_blocks(cs, px or _one_thread(cs), A, B, phi, 1e-300)
 
 
@@ -1045,13 +1050,14 @@ class NGramEM:
         elif self.optimizer == "vem":
             for _ in range(self.estep_passes):
                 a2 = self.stats.alpha2 if self.stats is not None else None
-                self.phi = estep_parallel(self.cs, self.phi, self.log_trans, self.log_emit, a2, self.px)
+                G = self.stats.G if self.stats is not None else None
+                self.phi = estep_parallel(self.cs, self.phi, self.log_trans, self.log_emit, a2, self.px, G)
                 self.stats = None
             st = expected_stats(self.cs, self.phi, self.log_trans, self.log_emit, self.px)
             self.log_trans, self.log_emit = mstep(st.trans, st.emit, self.allowed)
             # the counts depend on phi alone: only the bound moves with theta
             b = _dot_log(st.trans, self.log_trans) + _dot_log(st.emit, self.log_emit) + st.entropy
-            self.stats = Stats(st.trans, st.emit, st.entropy, b, st.alpha2)
+            self.stats = Stats(st.trans, st.emit, st.entropy, b, st.alpha2, st.G)
             return b
         else:
             self._gradient_step()

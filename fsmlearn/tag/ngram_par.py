@@ -47,6 +47,23 @@ class ParIndex:
         np.cumsum(np.bincount(cs.ev_arc, minlength=E), out=self.arc_ev_ptr[1:])
         work = self.arc_ev_ptr + cs.blk_start          # events + block entries up to each arc
         self.arc_bounds = _balanced(work, P)
+        # expected uses of each arc's block (it depends on c alone): sum over its events of k alpha[src]
+        self.arc_mass = _arc_mass(cs.alpha, cs.ev_src, cs.ev_k, self.ev_of_arc, self.arc_ev_ptr)
+        # parts of the per-arc kernels that need no event: block entries up to each arc
+        self.blk_bounds = _balanced(cs.blk_start.astype(np.float64), P)
+
+
+@nb.njit(cache=True)
+def _arc_mass(alpha, es, ek, ev_of_arc, arc_ev_ptr):
+    E = arc_ev_ptr.shape[0] - 1
+    A = np.zeros(E)
+    for a in range(E):
+        acc = 0.0
+        for i in range(arc_ev_ptr[a], arc_ev_ptr[a + 1]):
+            e = ev_of_arc[i]
+            acc += ek[e] * alpha[es[e]]
+        A[a] = acc
+    return A
 
 
 @nb.njit(parallel=True, cache=True)
@@ -113,24 +130,25 @@ def state_tag_mass(cs, px: ParIndex, phi):
 
 
 @nb.njit(parallel=True, cache=True)
-def _emit_entropy(T, V1, alpha, es, ea, ek, blk_start, blk_tag, phi, arc_word, bounds):
+def _emit_entropy(T, V1, A, blk_start, blk_tag, phi, arc_word, bounds):
+    # every event of arc a uses a's block: its emissions and entropy weigh phi by A[a] = sum_e k_e alpha[src_e]
     P = bounds.shape[0] - 1
     part = np.zeros((P, V1, T))
     ents = np.zeros(P)
     for p in nb.prange(P):
         ent = 0.0
-        for e in range(bounds[p], bounds[p + 1]):
-            al = alpha[es[e]]
-            a = ea[e]
-            k = ek[e]
+        for a in range(bounds[p], bounds[p + 1]):
+            m = A[a]
+            if m == 0.0:
+                continue
             w = arc_word[a]
+            h = 0.0
             for j in range(blk_start[a], blk_start[a + 1]):
-                q = k * phi[j]
-                if q == 0.0:
-                    continue
-                part[p, w, blk_tag[j]] += al * q
-                if phi[j] > 0.0:
-                    ent -= al * q * math.log(phi[j])
+                q = phi[j]
+                if q > 0.0:
+                    part[p, w, blk_tag[j]] += m * q
+                    h -= q * math.log(q)
+            ent += m * h
         ents[p] = ent
     emit = part[0].copy()
     for p in range(1, P):
@@ -139,8 +157,7 @@ def _emit_entropy(T, V1, alpha, es, ea, ek, blk_start, blk_tag, phi, arc_word, b
 
 
 def emit_entropy(cs, px: ParIndex, phi, V1):
-    return _emit_entropy(cs.T, V1, cs.alpha, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi,
-                         cs.arc_word, px.ev_bounds)
+    return _emit_entropy(cs.T, V1, px.arc_mass, cs.blk_start, cs.blk_tag, phi, cs.arc_word, px.blk_bounds)
 
 
 @nb.njit(parallel=True, cache=True)
@@ -190,9 +207,11 @@ def _softmax_blocks(A, B, blk_start, phi_old, min_mass, arc_bounds):
                 continue
             z = 0.0
             for j in range(lo, hi):
-                z += math.exp(B[j] / A[a] - mx)
+                x = math.exp(B[j] / A[a] - mx)
+                out[j] = x
+                z += x
             for j in range(lo, hi):
-                out[j] = math.exp(B[j] / A[a] - mx) / z
+                out[j] /= z
     return out
 
 
