@@ -247,6 +247,16 @@ def test_values_below_the_float64_range_inside_a_cycle(reverse):
         assert np.allclose(e_cyc[:, 1], e_acyc[:, 1], rtol=1e-9, atol=1e-9)
 
 
+def test_plain_to_scaled_keeps_subnormal_values():
+    from fsmlearn.algo.shortest import _plain_to_scaled
+    X = np.array([[5e-324], [3e-310], [1.5], [0.0]])
+    V = np.empty((4, 2))
+    _plain_to_scaled(X, V)
+    assert np.all(np.isfinite(V[:3])) and V[3, 0] == 0.0
+    back = [math.ldexp(V[i, 0], int(V[i, 1])) for i in range(3)]
+    assert back == [5e-324, 3e-310, 1.5]
+
+
 def test_divergence_raises():
     # a self-loop of weight 1.2 on a reached state
     m = Machine.from_arcs(2, 0, {1: 0.0}, [0, 0], [0, 1], [1, 2], weight=[-math.log(1.2), 0.0])

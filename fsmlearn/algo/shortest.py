@@ -409,9 +409,8 @@ def _plain_to_scaled(X, V):
             V[i, KE] = -1.0e9
         else:
             _, e = math.frexp(m)
-            f = math.ldexp(1.0, -e)
             for j in range(KE):
-                V[i, j] = X[i, j] * f
+                V[i, j] = math.ldexp(X[i, j], -e)   # (2**-e overflows for a subnormal m)
             V[i, KE] = e
 
 

@@ -138,10 +138,9 @@ def linear_solver(R: int):
                 m = max(m, abs(accr[j]))
             if m >= _HI or (m < _LO and m > 0.0):
                 _, ex = math.frexp(m)
-                f = math.ldexp(1.0, -ex)
-                am *= f
+                am = math.ldexp(am, -ex)   # (a factor 2**-ex would overflow for a subnormal m)
                 for j in range(1, KE):
-                    accr[j] *= f
+                    accr[j] = math.ldexp(accr[j], -ex)
                 ak += ex
             sp = S[t, 0]
             Vl[t, 0] = am * sp

@@ -53,16 +53,9 @@ def scaled_ops(R: int) -> LinearOps:
             m = max(m, abs(V[t, j]))
         if m >= _HI or (m < _LO and m > 0.0):
             _, e = math.frexp(m)
-            if e < -1000:
-                # a subnormal row: 2**-e alone would overflow to inf, so scale in two steps
-                f0 = math.ldexp(1.0, 1000)
-                for j in range(KE):
-                    V[t, j] *= f0
-                V[t, KE] -= 1000
-                e += 1000
-            f = math.ldexp(1.0, -e)
+            # ldexp of each value, not a factor 2**-e: that overflows to inf for a subnormal row
             for j in range(KE):
-                V[t, j] *= f
+                V[t, j] = math.ldexp(V[t, j], -e)
             V[t, KE] += e
         elif m == 0.0:
             V[t, KE] = EXP_UNSET
