@@ -257,6 +257,23 @@ def test_plain_to_scaled_keeps_subnormal_values():
     assert back == [5e-324, 3e-310, 1.5]
 
 
+@pytest.mark.parametrize("off", [1000.0, -1000.0, 2500.0, -2500.0])
+def test_a_wildly_wrong_warm_start_still_converges(off):
+    # one state's warm value off by e^1000 or more: its arcs' factors under the warm potentials
+    # would overflow float64; they are capped and the potentials rebuilt, not reported as divergence
+    m = _skip_chain(300, back=True)
+    ref = openfst_distances(m.to_pynini())
+    init = ref.copy()
+    init[150] += off
+    assert rel_err(forward(m, init=init), ref) < 1e-9
+    v = np.arange(m.num_arcs, dtype=float) % 3
+    e_ref = shortest_distance(m, "expectation", arc_values=v)
+    e_init = e_ref.copy()
+    e_init[150, 0] += off
+    got = shortest_distance(m, "expectation", arc_values=v, init=e_init)
+    assert rel_err(got[:, 0], ref) < 1e-9 and np.allclose(got[:, 1], e_ref[:, 1], rtol=1e-9, atol=1e-9)
+
+
 def test_divergence_raises():
     # a self-loop of weight 1.2 on a reached state
     m = Machine.from_arcs(2, 0, {1: 0.0}, [0, 0], [0, 1], [1, 2], weight=[-math.log(1.2), 0.0])

@@ -27,7 +27,9 @@ by relaxation (Eisner 2002, section 5):
    as phi systems do), a sweep in scaled arithmetic verifies the fixed point
    exactly and restarts step 2 with fresh potentials if it fails.
 
-Values leaving the plain range trigger new potentials.  Divergence (a settled
+Values leaving the plain range trigger new potentials, and so does an arc
+whose factor under the potentials would overflow (capped at 2**1000: a warm
+start far from the solution).  Divergence (a settled
 rate above 1, non-finite values, a reached self-loop of weight >= 1, or
 potentials that grow without bound) returns status 1; the sweep limit
 returns status 2.
@@ -62,6 +64,7 @@ _RANGE_LO = 2.0**-600
 _HI = 2.0**64
 _LO = 2.0**-64
 _MAX_REPOT = 60
+_CAP = 1000.0     # largest power of two an arc's plain factor may take (see build_plain)
 _MAX_ROUNDS = 8
 _SETTLE = 1e-3
 
@@ -300,7 +303,15 @@ def linear_solver(R: int):
 
     @nb.njit(cache=True)
     def build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp):
+        """Plain rows and arcs under the potentials; True when an arc's factor was capped.
+
+        An arc whose value relative to its head's potential exceeds 2**_CAP
+        (potentials far from consistent, e.g. a warm start off by e^1000) is
+        capped there instead of overflowing to inf; the caller must then not
+        accept the plain fixed point without new potentials.
+        """
         n = Vl.shape[0]
+        capped = False
         for i in range(n):
             to_plain(y, i, Vl, i, pot[i])
             to_plain(b, i, B, i, pot[i])
@@ -322,16 +333,24 @@ def linear_solver(R: int):
                 if -1000.0 < x < 1000.0:
                     f = P2X[int(x) + 1000]
                 else:
-                    f = math.ldexp(1.0, int(min(max(x, -2200.0), 2200.0)))
+                    if x > _CAP:
+                        x = _CAP
+                        capped = True
+                    f = math.ldexp(1.0, int(max(x, -2200.0)))
                 Wp[w, 0] = Wint[e, 0] * f * S[h, 0]
                 e += one
                 w += one
-            return
+            return capped
         for e in range(a0, a1):
             h = ih[e]
             t = it[e]
-            to_plain(Wp, e - a0, Wint, e, pot[h] - pot[t])
+            d = pot[h] - pot[t]
+            if Wint[e, KE] - d > _CAP:
+                d = Wint[e, KE] - _CAP
+                capped = True
+            to_plain(Wp, e - a0, Wint, e, d)
             times_plain(Wp, e - a0, S, h, Wp, e - a0)
+        return capped
 
     @nb.njit(cache=True)
     def rel_change_scaled(Vl, Vo):
@@ -507,10 +526,13 @@ def linear_solver(R: int):
                     stats[4] = 4
                     stats[5] = states[i]
                     return 1
-            build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp)
+            capped = build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp)
             st = plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats)
             for i in range(n):
                 from_plain(Vl, i, y, i, pot[i])
+            if capped and st == 0:
+                # a capped arc solved another system: its iterate only seeds new potentials
+                st = 3
             if st == 1:
                 if stats[4] == 1:
                     stats[5] = states[stats[5]]
