@@ -163,8 +163,6 @@ def emit_entropy(cs, px: ParIndex, phi, V1):
 @nb.njit(parallel=True, cache=True)
 def _block_scores(alpha, M, U, logE, es, ed, ek, blk_start, blk_tag, arc_word, ev_of_arc, arc_ev_ptr,
                   arc_bounds):
-    E = blk_start.shape[0] - 1
-    A = np.zeros(E)
     B = np.zeros(blk_tag.shape[0])
     P = arc_bounds.shape[0] - 1
     for p in nb.prange(P):
@@ -176,16 +174,16 @@ def _block_scores(alpha, M, U, logE, es, ed, ek, blk_start, blk_tag, arc_word, e
                 k = ek[e]
                 al = alpha[s]
                 d = ed[e]
-                A[a] += k * al
                 for j in range(blk_start[a], blk_start[a + 1]):
                     t = blk_tag[j]
                     B[j] += k * (M[s, t] + al * (logE[w, t] + U[d, t]))
-    return A, B
+    return B
 
 
 def block_scores(cs, px: ParIndex, M, U, logE_wt):
-    return _block_scores(cs.alpha, M, U, logE_wt, cs.ev_src, cs.ev_dst, cs.ev_k, cs.blk_start, cs.blk_tag,
-                         cs.arc_word, px.ev_of_arc, px.arc_ev_ptr, px.arc_bounds)
+    """(A, B): each arc's expected uses (constant, from the index) and its block scores."""
+    return px.arc_mass, _block_scores(cs.alpha, M, U, logE_wt, cs.ev_src, cs.ev_dst, cs.ev_k, cs.blk_start,
+                                      cs.blk_tag, cs.arc_word, px.ev_of_arc, px.arc_ev_ptr, px.arc_bounds)
 
 
 @nb.njit(parallel=True, cache=True)
