@@ -274,6 +274,23 @@ def test_a_wildly_wrong_warm_start_still_converges(off):
     assert rel_err(got[:, 0], ref) < 1e-9 and np.allclose(got[:, 1], e_ref[:, 1], rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_warm_start_off_further_along_a_chain_still_converges(reverse):
+    # warm values off by e^800 more at each of 100 consecutive states: every arc between
+    # them is capped, and plain values along the chain would compound past float64
+    m = _skip_chain(300, back=True)
+    ref = openfst_distances(m.to_pynini(), reverse=reverse)
+    init = ref.copy()
+    init[100:200] += np.arange(100) * 800.0
+    assert rel_err(shortest_distance(m, "log", reverse=reverse, init=init), ref) < 1e-9
+    v = np.arange(m.num_arcs, dtype=float) % 3
+    e_ref = shortest_distance(m, "expectation", reverse=reverse, arc_values=v)
+    e_init = e_ref.copy()
+    e_init[100:200, 0] = init[100:200]
+    got = shortest_distance(m, "expectation", reverse=reverse, arc_values=v, init=e_init)
+    assert rel_err(got[:, 0], ref) < 1e-9 and np.allclose(got[:, 1], e_ref[:, 1], rtol=1e-9, atol=1e-9)
+
+
 def test_divergence_raises():
     # a self-loop of weight 1.2 on a reached state
     m = Machine.from_arcs(2, 0, {1: 0.0}, [0, 0], [0, 1], [1, 2], weight=[-math.log(1.2), 0.0])

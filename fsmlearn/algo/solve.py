@@ -27,9 +27,11 @@ by relaxation (Eisner 2002, section 5):
    as phi systems do), a sweep in scaled arithmetic verifies the fixed point
    exactly and restarts step 2 with fresh potentials if it fails.
 
-Values leaving the plain range trigger new potentials, and so does an arc
-whose factor under the potentials would overflow (capped at 2**1000: a warm
-start far from the solution).  Divergence (a settled
+Values leaving the plain range trigger new potentials.  An arc whose factor
+under the potentials would overflow (more than 2**1000: a warm start far from
+the solution) is capped, and instead of plain sweeps the component takes one
+sweep in scaled arithmetic, which puts every row next to its inputs, and new
+potentials.  Divergence (a settled
 rate above 1, non-finite values, a reached self-loop of weight >= 1, or
 potentials that grow without bound) returns status 1; the sweep limit
 returns status 2.
@@ -307,8 +309,8 @@ def linear_solver(R: int):
 
         An arc whose value relative to its head's potential exceeds 2**_CAP
         (potentials far from consistent, e.g. a warm start off by e^1000) is
-        capped there instead of overflowing to inf; the caller must then not
-        accept the plain fixed point without new potentials.
+        capped there instead of overflowing to inf; the caller then takes one
+        sweep in scaled arithmetic and new potentials instead of plain sweeps.
         """
         n = Vl.shape[0]
         capped = False
@@ -526,13 +528,18 @@ def linear_solver(R: int):
                     stats[4] = 4
                     stats[5] = states[i]
                     return 1
-            capped = build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp)
-            st = plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats)
-            for i in range(n):
-                from_plain(Vl, i, y, i, pot[i])
-            if capped and st == 0:
-                # a capped arc solved another system: its iterate only seeds new potentials
+            if build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp):
+                # Potentials far from consistent (a warm start far off): capped arcs
+                # describe another system, and a chain of them could overflow plain
+                # values.  One exact sweep in scaled arithmetic puts every row next to
+                # its inputs; then new potentials.
+                scaled_sweep(Vl, B, S, Wint, ih, it, a0, a1, accr)
+                stats[0] += 1
                 st = 3
+            else:
+                st = plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats)
+                for i in range(n):
+                    from_plain(Vl, i, y, i, pot[i])
             if st == 1:
                 if stats[4] == 1:
                     stats[5] = states[stats[5]]
