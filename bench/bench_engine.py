@@ -128,26 +128,36 @@ def sweep_bytes(m: Machine, reverse: bool) -> tuple[float, float]:
     return float(streamed), float(streamed + E * 64)
 
 
-def time_one_sweep(m: Machine, reverse: bool, runs=9) -> float:
-    """Median time of one plain Gauss-Seidel sweep over the largest component (the kernel the solver runs)."""
+def _largest_component(m: Machine, reverse: bool):
+    """(a0, a1, n, Wp, ih, it) of the largest component: its internal arc range, state
+    count, plain arc factors and uint32 views of the head and tail arrays."""
     s = schedule_for(m, reverse)
     c = int(np.argmax(np.diff(s.comp_ptr)))
     a0, a1 = int(s.int_ptr[c]), int(s.int_ptr[c + 1])
     n = int(s.comp_ptr[c + 1] - s.comp_ptr[c])
-    k = linear_solver(0).kernels
     Wp = np.exp(-m.weight[s.int_arc[a0:a1]])
+    return a0, a1, n, Wp, s.int_head.view(np.uint32), s.int_tail.view(np.uint32)
+
+
+def _median_time(f, runs: int) -> float:
+    f()
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def time_one_sweep(m: Machine, reverse: bool, runs=9) -> float:
+    """Median time of one plain Gauss-Seidel sweep over the largest component (the kernel the solver runs)."""
+    a0, a1, n, Wp, ih, it = _largest_component(m, reverse)
+    k = linear_solver(0).kernels
     y = np.full(n, 1e-6)
     yold = np.empty_like(y)
     b = np.full(n, 1e-7)
     st = np.empty(5)
-    ih, it = s.int_head.view(np.uint32), s.int_tail.view(np.uint32)
-    k.plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, st)
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        k.plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, st)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return _median_time(lambda: k.plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, st), runs)
 
 
 @nb.njit(cache=True)
@@ -176,20 +186,9 @@ def _loads_only(y, W, ih, it):
 
 def time_loads_only(m: Machine, reverse: bool, runs=9) -> float:
     """Median time of the largest component's sweep loads alone (see _loads_only)."""
-    s = schedule_for(m, reverse)
-    c = int(np.argmax(np.diff(s.comp_ptr)))
-    a0, a1 = int(s.int_ptr[c]), int(s.int_ptr[c + 1])
-    n = int(s.comp_ptr[c + 1] - s.comp_ptr[c])
-    W = np.exp(-m.weight[s.int_arc[a0:a1]])
+    a0, a1, n, Wp, ih, it = _largest_component(m, reverse)
     y = np.full(n, 1e-6)
-    ih, it = s.int_head[a0:a1].view(np.uint32), s.int_tail[a0:a1].view(np.uint32)
-    _loads_only(y, W, ih, it)
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        _loads_only(y, W, ih, it)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return _median_time(lambda: _loads_only(y, Wp, ih[a0:a1], it[a0:a1]), runs)
 
 
 def main(argv=None) -> int:
