@@ -13,6 +13,7 @@ import pytest
 from lm_model_test import conll_sentences
 from fsmlearn.algo import total_weight
 from fsmlearn.data.arpa import read_arpa
+from fsmlearn.errors import FsmError
 from fsmlearn.lm.counts import apply_cutoffs, count_ngrams
 from fsmlearn.lm.estimate import estimate
 from fsmlearn.lm.model import check_normalised, compile_lm
@@ -139,9 +140,10 @@ def test_the_normalisation_check_catches_a_broken_model(text):
 
 
 def test_precut_counts_use_each_contexts_own_count():
-    """Counts cut before estimation (Web1T): a context's total is its raw count, the
-    cut extensions' mass goes to the backoff, every method stays normalised, and
-    Kneser-Ney falls back to raw counts (continuation counts are unrecoverable)."""
+    """Counts cut before estimation (Web1T): a context's total is its raw count; the
+    cut extensions' mass goes to the backoff weight (default) or into the
+    interpolation weight; every method stays normalised, and Kneser-Ney falls
+    back to raw counts (continuation counts are unrecoverable)."""
     sents = ["a b", "a b", "a b", "a c", "a c", "b a c", "c a b", "a"]
     full = count_ngrams(sents, 2)
     cut = apply_cutoffs(full, [1, 2])          # drops (b a), (c a), (<s> b), ...: counts of 1
@@ -160,21 +162,116 @@ def test_precut_counts_use_each_contexts_own_count():
         ids = [wid[w] for w in words]
         k = len(words) - 1
         row = np.flatnonzero((lm.ngrams[k] == ids).all(axis=1))[0]
-        return 10 ** lm.logprob[k][row]
+        return 10 ** lm.logprob[k][row], 10 ** lm.backoff[k][row]
 
-    ad = estimate(cut, "absolute", discount=0.5)
     h = "a"                               # (a b) 4, (a c) 3 kept; count(a) = 8: (a </s>) 1 cut
     ch = uni[h]
     kept = {w: n for (x, w), n in big.items() if x == h and n >= 2}
     assert sum(kept.values()) < ch
+    p_uni = {w: max(uni[w] - 0.5, 0) / N + 0.5 * Tu / N / V for w in uni}
+    # "interpolate": the cut mass raises every word's share of the unigram, kept ones too
+    ad = estimate(cut, "absolute", discount=0.5, cut_mass="interpolate")
+    gamma = (0.5 * len(kept) + ch - sum(kept.values())) / ch
     for w in kept:
-        p_uni = max(uni[w] - 0.5, 0) / N + 0.5 * Tu / N / V
-        gamma = (0.5 * len(kept) + ch - sum(kept.values())) / ch
-        assert lookup(ad, [h, w]) == pytest.approx((kept[w] - 0.5) / ch + gamma * p_uni, rel=1e-12)
+        assert lookup(ad, [h, w])[0] == pytest.approx((kept[w] - 0.5) / ch + gamma * p_uni[w], rel=1e-12)
+    assert lookup(ad, [h])[1] == pytest.approx(gamma, rel=1e-12)
+    # "backoff" (the default): kept words keep their interpolated probabilities, the
+    # rest of the context's mass goes to the words it does not list
+    for bd in (estimate(cut, "absolute", discount=0.5), estimate(cut, "absolute", discount=0.5, cut_mass="backoff")):
+        gamma_d = 0.5 * len(kept) / ch
+        want = {w: (kept[w] - 0.5) / ch + gamma_d * p_uni[w] for w in kept}
+        for w in kept:
+            assert lookup(bd, [h, w])[0] == pytest.approx(want[w], rel=1e-12)
+        alpha = (1 - sum(want.values())) / (1 - sum(p_uni[w] for w in kept))
+        assert lookup(bd, [h])[1] == pytest.approx(alpha, rel=1e-12)
     for method in ("kneser-ney", "witten-bell", "absolute"):
-        lm = estimate(cut, method)
-        assert contexts_sum_to_one(lm) < 1e-9
-        assert math.exp(-total_weight(compile_lm(lm).machine)) == pytest.approx(1.0, abs=1e-6)
+        for mode in ("interpolate", "backoff"):
+            lm = estimate(cut, method, cut_mass=mode)
+            assert contexts_sum_to_one(lm) < 1e-9
+            assert math.exp(-total_weight(compile_lm(lm).machine)) == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(FsmError, match="cut_mass"):
+        estimate(cut, "absolute", cut_mass="drop")
     # uncut counts: unchanged (the own count equals the sum of the extensions)
     a, b = estimate(full, "absolute"), estimate(apply_cutoffs(full, 1), "absolute")
     assert all(np.array_equal(x, y) for x, y in zip(a.logprob, b.logprob))
+
+
+def _expected_word_counts(lm):
+    """Expected number of each word per sentence under a backoff model of any
+    order, by brute force: the Markov chain over every history of up to N-1
+    words (ARPA backoff semantics looked up n-gram by n-gram), solved directly."""
+    wid = lm.word_ids
+    bos, eos = wid["<s>"], wid["</s>"]
+    table = {}
+    for k in range(lm.order):
+        for g, lp, bo in zip(lm.ngrams[k].tolist(), lm.logprob[k], lm.backoff[k]):
+            table[tuple(g)] = (10.0 ** lp, 10.0 ** bo)
+
+    def prob(h, w):
+        if h + (w,) in table:
+            return table[h + (w,)][0]
+        return (table[h][1] if h in table else 1.0) * prob(h[1:], w)
+
+    words = [i for i in range(len(lm.vocab)) if i != bos]
+    states = {(bos,): 0}
+    order = [(bos,)]
+    rows = []
+    i = 0
+    while i < len(order):
+        h = order[i]
+        for w in words:
+            p = prob(h, w)
+            if w != eos and p > 0:
+                nh = (h + (w,))[-(lm.order - 1):]
+                if nh not in states:
+                    states[nh] = len(order)
+                    order.append(nh)
+                rows.append((i, states[nh], w, p))
+        i += 1
+    P = np.zeros((len(order), len(order)))
+    for a, b, w, p in rows:
+        P[a, b] += p
+    e0 = np.zeros(len(order))
+    e0[0] = 1.0
+    visits = np.linalg.solve(np.eye(len(order)) - P.T, e0)
+    out = np.zeros(len(lm.vocab))
+    for a, b, w, p in rows:
+        out[w] += visits[a] * p
+    out[eos] = sum(visits[a] * prob(h, eos) for h, a in states.items())
+    return out
+
+
+def test_cut_mass_to_the_backoff_keeps_the_corpus_word_counts():
+    """Trigrams cut before estimation (every bigram kept): putting the cut
+    extensions' mass into the interpolation weight hands it to the words each
+    context already lists, so frequent words are expected more often than the
+    corpus has them; leaving it to the backoff weight keeps every word's expected
+    count much closer to its count (checked by brute force over the chain)."""
+    rng = np.random.default_rng(7)
+    vocab = ["the", "a", "dog", "cat", "runs", "sees", "and", "_"]
+    sents = []
+    for _ in range(3000):
+        s = []
+        for _ in range(rng.integers(1, 4)):
+            s += [vocab[rng.integers(0, 2)], vocab[rng.integers(2, 4)], vocab[rng.integers(4, 6)]]
+            if rng.random() < 0.3:
+                s.append("and")
+        if rng.random() < 0.05:
+            s += ["_"] * int(rng.integers(1, 12))
+        sents.append(" ".join(s))
+    full = count_ngrams(sents, 3)
+    cut = apply_cutoffs(full, [1, 1, 25])
+    assert cut.counts[2].size < full.counts[2].size        # some trigrams were cut
+    S = len(sents)
+    obs = np.zeros(len(full.vocab) + 1)
+    for w, n in Counter(w for s in sents for w in s.split() + ["</s>"]).items():
+        obs[full.word_ids[w]] = n / S
+    err = {}
+    for mode in ("interpolate", "backoff"):
+        lm = estimate(cut, "absolute", discount=0.25, cut_mass=mode)
+        assert contexts_sum_to_one(lm) < 1e-9
+        e = _expected_word_counts(lm)
+        assert e[lm.word_ids["</s>"]] == pytest.approx(1.0, abs=1e-9)   # one end per sentence
+        err[mode] = np.abs(e[:obs.size] - obs[:e.size]).sum() / obs.sum()
+    assert err["backoff"] < 0.5 * err["interpolate"]
+    assert err["backoff"] < 0.005

@@ -116,7 +116,8 @@ def _estimate(args) -> int:
             raise FsmError("--kn-discounts takes three numbers (D1 D2 D3+) per order")
         kn = [tuple(vals[i:i + 3]) for i in range(0, len(vals), 3)]
     lm = estimate(c, args.method, discounts=kn, discount=args.discount, smoothing=args.smoothing,
-                  cutoffs=_cutoffs(args.cutoffs), keep_bigrams=args.keep_bigrams, progress=say)
+                  cutoffs=_cutoffs(args.cutoffs), keep_bigrams=args.keep_bigrams, cut_mass=args.cut_mass,
+                  progress=say)
     write_arpa(lm, args.output, progress=say)
     say(f"wrote {args.output}: " + ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(lm.counts)))
     return 0
@@ -267,6 +268,9 @@ def add_parser(sub) -> None:
     p.add_argument("--smoothing", type=float, default=0.0, help="absolute discounting's unigram additive smoothing")
     p.add_argument("--cutoffs")
     p.add_argument("--keep-bigrams", action="store_true")
+    p.add_argument("--cut-mass", choices=["backoff", "interpolate"], default="backoff",
+                   help="counts cut before estimation (Web1T): where a context's cut extensions' mass "
+                        "goes (default: the backoff weight, as for --cutoffs)")
     common(p)
     p.set_defaults(func=_estimate)
 

@@ -203,7 +203,7 @@ def _giga200(args) -> int:
     cfg = Giga200Config(cache=args.cache, report=args.report, model=args.model, ngrams=args.ngrams or None,
                         tokens=args.tokens, seed=args.seed, order=args.order, cutoff=args.cutoff,
                         iterations=args.iterations, corpus_em=not args.no_corpus_em,
-                        method=args.method, discount=args.discount,
+                        method=args.method, discount=args.discount, cut_mass=args.cut_mass,
                         corpus_em_iterations=args.corpus_em_iterations)
     rep = run_giga200(cfg, progress=say)
     it = rep["iterations"][-1]
@@ -271,6 +271,8 @@ def add_parser(sub) -> None:
     p.add_argument("--method", choices=["absolute", "witten-bell", "kneser-ney"], default="absolute",
                    help="LM estimator (default absolute discounting: least mass moved to unseen events)")
     p.add_argument("--discount", type=float, default=0.25, help="absolute discounting's D (default 0.25)")
+    p.add_argument("--cut-mass", choices=["backoff", "interpolate"], default="backoff",
+                   help="where each context's cut extensions' mass goes (default: its backoff weight)")
     p.add_argument("--no-corpus-em", action="store_true", help="skip EM on the sampled corpus")
     common(p)
     p.set_defaults(func=_giga200)

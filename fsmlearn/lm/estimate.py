@@ -35,9 +35,18 @@ alpha(h) = (1 - sum_kept p(w | h)) / (1 - sum_kept p(w | h')).  Statistics
 
 Counts may arrive cut already (Web1T; ``counts.cutoffs`` > 1 at some order
 >= 2).  Then a context's total is its own raw count, not the sum of its kept
-extensions (the cut extensions' mass goes to the backoff, so frequent
-contexts do not pretend their few kept continuations are all there is), and
-since continuation counts cannot be recovered from cut counts,
+extensions, so frequent contexts do not pretend their few kept continuations
+are all there is.  By default (``cut_mass="backoff"``) the cut extensions'
+mass goes to the backoff weight alone, as for n-grams ``cutoffs`` prunes:
+the kept extensions keep their interpolated probabilities (with the discount
+mass of the kept ones) and alpha(h) is the normalising ratio above.  Putting
+it into the interpolation weight instead (``cut_mass="interpolate"``) hands
+it to every word of the lower order, the ones the context already lists
+included: on 5-grams at cutoff 20 of a 200M-token corpus that made the
+model expect "the" 1.35 times and "/" 21 times as often as the corpus has
+them (L1 distance between the model's and the corpus's word distributions
+0.33, against 0.14 with the default).  And since continuation counts cannot
+be recovered from cut counts,
 ``kneser-ney`` uses raw counts at every order (modified absolute discounting
 with Kneser-Ney's three discounts per order, the fallback where the cut
 count-of-counts leave them out of range).
@@ -88,7 +97,8 @@ def _continuation(lo, hi, out, lo_next, hi_next, suffix):
 
 @nb.njit(cache=True)
 def _group_probs(lo, hi, prefix, suffix, a, method, D1, D2, D3, p_lower_uniform, p_final, gamma_ctx,
-                 is_bos_word, last_word, V_uniform, smooth, unigram_total_raw, raw, use_ctx):
+                 is_bos_word, last_word, V_uniform, smooth, unigram_total_raw, raw, use_ctx,
+                 short, backoff_missing):
     """Interpolated probabilities of the k-grams lo..hi (grouped by prefix).
 
     With ``use_ctx`` (the counts ``a`` of this order are raw counts) a context's
@@ -120,6 +130,9 @@ def _group_probs(lo, hi, prefix, suffix, a, method, D1, D2, D3, p_lower_uniform,
         if use_ctx and h >= 0 and raw[h] > tot:
             missing = raw[h] - tot
             tot = raw[h]
+            if backoff_missing:      # the cut extensions' mass: left to the backoff weight
+                short[h] = True
+                missing = 0.0
         if method == 0:      # modified Kneser-Ney
             gam = (D1 * n1 + D2 * n2 + D3 * n3 + missing) / tot if tot > 0 else 1.0
         elif method == 1:    # Witten-Bell
@@ -156,7 +169,7 @@ def _group_probs(lo, hi, prefix, suffix, a, method, D1, D2, D3, p_lower_uniform,
 
 
 @nb.njit(cache=True)
-def _renormalise(lo, hi, prefix, suffix, p, keep, alpha, gamma_ctx, pruned_ctx):
+def _renormalise(lo, hi, prefix, suffix, p, keep, alpha, gamma_ctx, pruned_ctx, short):
     """Backoff weights of contexts whose extensions were pruned: exact normalisation."""
     i = lo
     while i < hi:
@@ -174,7 +187,7 @@ def _renormalise(lo, hi, prefix, suffix, p, keep, alpha, gamma_ctx, pruned_ctx):
                 any_pruned = True
             j += 1
         if h >= 0:
-            if any_pruned:
+            if any_pruned or short[h]:
                 num = 1.0 - sp
                 den = 1.0 - sl
                 alpha[h] = num / den if den > 0.0 else 0.0
@@ -186,7 +199,8 @@ def _renormalise(lo, hi, prefix, suffix, p, keep, alpha, gamma_ctx, pruned_ctx):
 
 def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
              discount_fallback=_FALLBACK, discount: float = 0.25, smoothing: float = 0.0,
-             cutoffs=None, keep_bigrams: bool = False, progress=None) -> BackoffLM:
+             cutoffs=None, keep_bigrams: bool = False, cut_mass: str = "backoff",
+             progress=None) -> BackoffLM:
     """Estimate a backoff model from counts.
 
     Args:
@@ -201,6 +215,13 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
         cutoffs: minimum raw count per order (int for orders >= 2, or list);
             unigrams are never cut.
         keep_bigrams: keep every 2-gram whatever the cutoff.
+        cut_mass: counts cut before estimation: where a context's cut
+            extensions' mass goes: ``"backoff"`` (the default: into the
+            backoff weight only, as for n-grams ``cutoffs`` prunes: the kept
+            extensions keep their own interpolated probabilities and the mass
+            goes to the words the context does not list) or ``"interpolate"``
+            (into the interpolation weight, so every word's lower-order share
+            grows, the kept ones' too).
         progress: optional callable(str).
 
     Returns:
@@ -216,6 +237,8 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
         raise FsmError(f"absolute discounting needs 0 < discount < 1, got {discount}")
     if smoothing < 0:
         raise FsmError(f"smoothing must be >= 0, got {smoothing}")
+    if cut_mass not in ("interpolate", "backoff"):
+        raise FsmError(f"cut_mass must be 'interpolate' or 'backoff', got {cut_mass!r}")
     vocab = list(counts.vocab)
     wid = {w: i for i, w in enumerate(vocab)}
     for w in (BOS, EOS):
@@ -278,6 +301,7 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
     method_id = METHODS.index(method)
     p = np.zeros(total)
     gamma_ctx = np.ones(total + 1)   # last slot: the empty context
+    short = np.zeros(total, np.bool_)  # contexts whose cut extensions' mass goes to the backoff
     V_uniform = V - 1                 # every word but <s>
     uni_raw_total = float(raw[:int(off[1])][~is_bos_word[last_word[:int(off[1])]]].sum())
     for k in range(1, N + 1):
@@ -286,7 +310,7 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
         raw_order = method != "kneser-ney" or precut or k == N
         _group_probs(lo, hi, idx.prefix, idx.suffix, a, method_id, D1, D2, D3, 0.0, p, gamma_ctx,
                      is_bos_word, last_word, float(V_uniform), float(smoothing), uni_raw_total, raw,
-                     raw_order)
+                     raw_order, short, cut_mass == "backoff")
         say(f"estimated {hi - lo:,} {k}-grams")
     # cutoffs
     keep = np.ones(total, np.bool_)
@@ -309,10 +333,10 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
             keep[s[s >= 0]] = True
     alpha = gamma_ctx[:total].copy()
     pruned_ctx = np.zeros(total, np.bool_)
-    if not keep.all():
+    if not keep.all() or short.any():
         for k in range(2, N + 1):
             lo, hi = int(off[k - 1]), int(off[k])
-            _renormalise(lo, hi, idx.prefix, idx.suffix, p, keep, alpha, gamma_ctx, pruned_ctx)
+            _renormalise(lo, hi, idx.prefix, idx.suffix, p, keep, alpha, gamma_ctx, pruned_ctx, short)
     # contexts: n-grams that some kept n-gram extends
     is_ctx = np.zeros(total, np.bool_)
     kept_all = np.flatnonzero(keep)

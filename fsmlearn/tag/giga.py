@@ -64,6 +64,7 @@ class Giga200Config:
     seed_text: str = "mixed-text"     # the dataset the seed LM is estimated on
     method: str = "absolute"          # the LM estimator of c (see the module docstring)
     discount: float = 0.25
+    cut_mass: str = "backoff"         # where the cut extensions' mass goes (lm.estimate)
     threads: int = 2
     extra: dict = field(default_factory=dict)
 
@@ -263,7 +264,7 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
     report["stages"]["read_counts_seconds"] = round(time.time() - t0, 1)
     t0 = time.time()
     say(f"estimating a backoff LM ({cfg.method}) from {sum(counts.sizes):,} n-grams {counts.sizes}")
-    lm = estimate(counts, cfg.method, discount=cfg.discount, progress=say)
+    lm = estimate(counts, cfg.method, discount=cfg.discount, cut_mass=cfg.cut_mass, progress=say)
     singleton_words = {counts.vocab[g[0]] for g, c in zip(counts.ngrams[0], counts.counts[0]) if c == 1}
     del counts
     report["ngrams_by_order"] = [int(x) for x in lm.counts]
