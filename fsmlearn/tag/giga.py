@@ -17,11 +17,12 @@ discounting, D = 0.25, by default: n-gram EM treats c as the corpus, and the
 less mass an estimator moves to unseen continuations the closer c stays to
 it; on WSJ-train, 5-grams at cutoff 3, n-gram EM reaches 84.02% with it,
 83.50% with Witten-Bell and 82.12% with Kneser-Ney, against corpus EM's
-84.68%; each context's cut extensions' mass goes to its backoff weight, see
-:func:`fsmlearn.lm.estimate.estimate`'s ``cut_mass``), compile it to a failure-arc acceptor, run n-gram EM
-(:mod:`fsmlearn.tag.ngram_em`) from the uniform start under the 17-tag
-dictionary, evaluate every iteration on WSJ-small, and, on the sampled
-corpus, run ordinary EM from the same start for comparison.  Writes the
+84.68%; each context's cut extensions' mass goes to its backoff weight,
+``cut_mass`` of :func:`fsmlearn.lm.estimate.estimate`), compile it to a
+failure-arc acceptor, run n-gram EM (:mod:`fsmlearn.tag.ngram_em`) from
+the uniform start under the 17-tag dictionary, evaluate every iteration on
+WSJ-small, and, on the sampled corpus, run ordinary EM from the same start
+for comparison.  Writes the
 tagger (``MODEL.hmm`` parameters and ``MODEL.fsm`` transducer), a JSON report
 (kept current after every iteration) and a PNG of accuracy and bound per
 iteration.
