@@ -169,8 +169,9 @@ def _group_probs(lo, hi, prefix, suffix, a, method, D1, D2, D3, p_lower_uniform,
 
 
 @nb.njit(cache=True)
-def _renormalise(lo, hi, prefix, suffix, p, keep, alpha, gamma_ctx, pruned_ctx, short):
-    """Backoff weights of contexts whose extensions were pruned: exact normalisation."""
+def _renormalise(lo, hi, prefix, suffix, p, keep, alpha, gamma_ctx, short):
+    """Backoff weights of contexts whose extensions were pruned (or cut before
+    estimation, ``short``): exact normalisation."""
     i = lo
     while i < hi:
         h = prefix[i]
@@ -191,7 +192,6 @@ def _renormalise(lo, hi, prefix, suffix, p, keep, alpha, gamma_ctx, pruned_ctx, 
                 num = 1.0 - sp
                 den = 1.0 - sl
                 alpha[h] = num / den if den > 0.0 else 0.0
-                pruned_ctx[h] = True
             else:
                 alpha[h] = gamma_ctx[h]
         i = j
@@ -332,11 +332,10 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
             s = idx.suffix[kept]
             keep[s[s >= 0]] = True
     alpha = gamma_ctx[:total].copy()
-    pruned_ctx = np.zeros(total, np.bool_)
     if not keep.all() or short.any():
         for k in range(2, N + 1):
             lo, hi = int(off[k - 1]), int(off[k])
-            _renormalise(lo, hi, idx.prefix, idx.suffix, p, keep, alpha, gamma_ctx, pruned_ctx, short)
+            _renormalise(lo, hi, idx.prefix, idx.suffix, p, keep, alpha, gamma_ctx, short)
     # contexts: n-grams that some kept n-gram extends
     is_ctx = np.zeros(total, np.bool_)
     kept_all = np.flatnonzero(keep)
