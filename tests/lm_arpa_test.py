@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from fsmlearn.data.arpa import check_arpa, read_arpa, write_arpa
+from fsmlearn.lm.arpa import check_arpa, read_arpa, write_arpa
 from fsmlearn.errors import ArpaFormatError
 
 GOOD = """some comment before the header

@@ -12,7 +12,7 @@ import pytest
 
 from lm_model_test import conll_sentences
 from fsmlearn.algo import total_weight
-from fsmlearn.data.arpa import read_arpa
+from fsmlearn.lm.arpa import read_arpa
 from fsmlearn.errors import FsmError
 from fsmlearn.lm.counts import apply_cutoffs, count_ngrams
 from fsmlearn.lm.estimate import estimate

@@ -7,7 +7,7 @@ import gzip
 import numpy as np
 import pytest
 
-from fsmlearn.data.web1t import read_web1t, write_web1t
+from fsmlearn.lm.web1t import read_web1t, write_web1t
 from fsmlearn.errors import CorpusFormatError
 from fsmlearn.lm.counts import count_ngrams
 

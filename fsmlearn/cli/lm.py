@@ -46,7 +46,7 @@ def _cutoffs(text):
 
 def iter_text(paths, lower: bool = False):
     """Sentences (one per line, tokens separated by spaces) from text files (.gz/.bz2/.xz ok)."""
-    from ..data.arpa import open_text
+    from ..lm.arpa import open_text
     for p in paths:
         if p == "-":
             stream = sys.stdin
@@ -75,7 +75,7 @@ def _sentences(args):
 
 
 def _count(args) -> int:
-    from ..data.web1t import write_web1t
+    from ..lm.web1t import write_web1t
     from ..lm.counts import count_ngrams
     say = Progress(args.quiet)
     c = count_ngrams(_sentences(args), args.order, progress=say)
@@ -86,7 +86,7 @@ def _count(args) -> int:
 
 
 def _web1t(args) -> int:
-    from ..data.web1t import read_web1t, write_web1t
+    from ..lm.web1t import read_web1t, write_web1t
     say = Progress(args.quiet)
     c = read_web1t(args.counts, max_order=args.order, progress=say)
     print(f"{args.counts}: order {c.order}, {len(c.vocab):,} words, " +
@@ -100,12 +100,12 @@ def _web1t(args) -> int:
 
 
 def _estimate(args) -> int:
-    from ..data.arpa import write_arpa
+    from ..lm.arpa import write_arpa
     from ..lm.counts import count_ngrams
     from ..lm.estimate import estimate
     say = Progress(args.quiet)
     if args.counts:
-        from ..data.web1t import read_web1t
+        from ..lm.web1t import read_web1t
         c = read_web1t(args.counts, max_order=args.order, progress=say)
     else:
         c = count_ngrams(_sentences(args), args.order, progress=say)
@@ -127,13 +127,13 @@ def _load_model(path, say):
     from ..lm.model import CompiledLM, compile_lm
     p = str(path)
     if p.endswith((".arpa", ".arpa.gz", ".arpa.bz2", ".arpa.xz", ".lm", ".lm.gz")):
-        from ..data.arpa import read_arpa
+        from ..lm.arpa import read_arpa
         return compile_lm(read_arpa(p, progress=say), progress=say)
     return CompiledLM.load(p)
 
 
 def _compile(args) -> int:
-    from ..data.arpa import read_arpa
+    from ..lm.arpa import read_arpa
     from ..lm.model import compile_lm
     say = Progress(args.quiet)
     lm = read_arpa(args.model, progress=say)
@@ -216,7 +216,7 @@ def _sample(args) -> int:
 
 
 def _check(args) -> int:
-    from ..data.arpa import check_arpa
+    from ..lm.arpa import check_arpa
     from ..errors import ArpaFormatError
     try:
         lm = check_arpa(args.file)

@@ -40,8 +40,8 @@ import numba as nb
 import numpy as np
 
 from ..errors import ArpaFormatError
-from ..lm.model import BackoffLM
-from ..lm.vocab import vocab_find
+from .model import BackoffLM
+from .vocab import vocab_find
 from ..fsm.atomic import atomic_path
 
 _BLOCK = 64 << 20
@@ -506,7 +506,7 @@ def check_arpa(path) -> BackoffLM:
     """
     lm = read_arpa(path)
     from ..errors import MachineError
-    from ..lm.model import compile_lm
+    from .model import compile_lm
     try:
         compile_lm(lm)
     except MachineError as e:
@@ -610,7 +610,7 @@ def write_arpa(lm: BackoffLM, path, progress=None) -> None:
     where the model has them.  Lines are assembled in numba from a byte table
     of the vocabulary.  The file appears only when complete.
     """
-    from ..lm.vocab import ByteVocab
+    from .vocab import ByteVocab
     path = Path(path)
     say = progress or (lambda msg: None)
     bv = ByteVocab(lm.vocab)

@@ -31,8 +31,8 @@ import numba as nb
 import numpy as np
 
 from ..errors import CorpusFormatError
-from ..lm.counts import NGramCounts
-from ..lm.model import BOS, EOS, UNK
+from .counts import NGramCounts
+from .model import BOS, EOS, UNK
 
 _TO_OURS = {"<S>": BOS, "</S>": EOS, "<UNK>": UNK}
 _TO_WEB1T = {BOS: "<S>", EOS: "</S>", UNK: "<UNK>"}

@@ -165,7 +165,7 @@ def _stand_in(cfg: Giga200Config, cache: Path, say):
 
 
 def _count_dir(cfg: Giga200Config, cache: Path, corpus, say) -> Path:
-    from ..data.web1t import write_web1t
+    from ..lm.web1t import write_web1t
     from ..lm.counts import count_corpus
     st = _Stage(cache / "web1t", {"corpus": json.loads((cache / "corpus.params.json").read_text()),
                                   "order": cfg.order, "cutoff": cfg.cutoff, "keep_bigrams": True})
@@ -220,7 +220,7 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
     """Run the whole pipeline (see the module docstring); returns the report."""
     from ..data.corpora import iter_sentences
     from ..data.tagsets import tag_dictionary, tagset_tags
-    from ..data.web1t import read_web1t
+    from ..lm.web1t import read_web1t
     from ..lm.estimate import estimate
     from ..lm.model import compile_lm
     from .approx import setup_from_lm, train_ngram_em
