@@ -1,1 +1,4 @@
-"""Layer 5: readers and writers of corpora, ARPA files and Google Web1T counts."""
+"""Layer 1 (beside fsm/): corpora, tokenising, tag sets and the named splits; knows no model.
+
+It imports nothing from fsmlearn but :mod:`fsmlearn.errors`.
+"""

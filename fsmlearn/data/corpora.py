@@ -187,8 +187,8 @@ def data_dir(path=None) -> Path:
     env = os.environ.get("FSMLEARN_DATA")
     if env:
         return Path(env)
-    import fsmlearn
-    return Path(fsmlearn.__file__).resolve().parents[1].parent / "shared" / "data"
+    # this file is <repo>/fsmlearn/data/<module>.py; the data sits beside the repository
+    return Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def corpus_path(corpus: str, data_dir=None) -> Path:
