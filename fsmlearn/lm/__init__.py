@@ -1,7 +1,8 @@
 """Layer 4 (models): backoff LMs and their file formats.
 
 Backoff n-gram language models compiled into failure-arc (phi) acceptors
-(:mod:`.model`), counting (:mod:`.counts`), estimation (:mod:`.estimate`),
+(:mod:`.model`), their n-gram index and byte vocabulary (:mod:`.index`,
+:mod:`.vocab`), counting (:mod:`.counts`), estimation (:mod:`.estimate`),
 sampling (:mod:`.sample`), KenLM's tools (:mod:`.tools`), and the file formats
 ARPA (:mod:`.arpa`) and Google Web1T counts (:mod:`.web1t`).  It imports from
 ``errors``, ``fsm/`` and ``algo/`` only.

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import bz2
 import gzip
-import io
 import lzma
 import math
 import re
@@ -39,10 +38,10 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
-from ..errors import ArpaFormatError
-from .model import BackoffLM
-from .vocab import vocab_find
+from ..errors import ArpaFormatError, MachineError
 from ..fsm.atomic import atomic_path
+from .model import BackoffLM, compile_lm
+from .vocab import ByteVocab, vocab_find
 
 _BLOCK = 64 << 20
 _HEADER_RE = re.compile(rb"^ngram\s+(\d+)\s*=\s*(\d+)\s*$")
@@ -61,7 +60,15 @@ _REASONS = {
 
 
 def open_text(path, mode: str = "rb"):
-    """Open a plain, .gz, .bz2 or .xz file (binary modes)."""
+    """Open a plain, .gz, .bz2 or .xz file, chosen by the name's extension.
+
+    Args:
+        path: the file (str or Path).
+        mode: a binary mode (``"rb"``, ``"wb"``, ...); gzip writes at level 3.
+
+    Returns:
+        A binary file object.
+    """
     p = str(path)
     writing = any(c in mode for c in "wax")
     if p.endswith(".gz"):
@@ -346,6 +353,9 @@ def read_arpa(path, progress=None) -> BackoffLM:
         path: the file.
         progress: optional callable(str) receiving progress messages.
 
+    Returns:
+        The model; word ids are the positions of the words among the 1-grams.
+
     Raises:
         ArpaFormatError: with file, line and offending text.
     """
@@ -502,11 +512,17 @@ def check_arpa(path) -> BackoffLM:
     """Validate an ARPA file fully: format, counts, and that every n-gram's
     context is listed and no n-gram is listed twice.
 
-    Returns the model.  Raises ArpaFormatError with file and line.
+    Args:
+        path: the file (plain, .gz, .bz2, .xz).
+
+    Returns:
+        The model, a :class:`BackoffLM`.
+
+    Raises:
+        ArpaFormatError: with file and line (the line of the offending n-gram
+            where it can be found).
     """
     lm = read_arpa(path)
-    from ..errors import MachineError
-    from .model import compile_lm
     try:
         compile_lm(lm)
     except MachineError as e:
@@ -609,8 +625,12 @@ def write_arpa(lm: BackoffLM, path, progress=None) -> None:
     the same floats; zeros are written as ``0``; backoff weights are written
     where the model has them.  Lines are assembled in numba from a byte table
     of the vocabulary.  The file appears only when complete.
+
+    Args:
+        lm: the model.
+        path: the output file; ``.gz``, ``.bz2`` or ``.xz`` compress it.
+        progress: optional callable(str) receiving progress messages.
     """
-    from .vocab import ByteVocab
     path = Path(path)
     say = progress or (lambda msg: None)
     bv = ByteVocab(lm.vocab)
