@@ -7,7 +7,8 @@ callers who do not know fsmlearn can still catch them.
 
 Public names: FsmError, MachineError, SymbolTableError, FileFormatError,
 NpzFormatError, OpenFstFormatError, SemiringError, DivergenceError,
-NotConvergedError, ArpaFormatError, CorpusFormatError, ModelError,
+NotConvergedError, ArpaFormatError, CorpusFormatError, CorpusNotFoundError,
+DatasetError, TagError, ArgumentError, ModelError,
 ModelFormatError, ToolNotFoundError, ToolFailedError, ToolUsageError.
 """
 
@@ -68,6 +69,32 @@ class ArpaFormatError(FileFormatError):
 
 class CorpusFormatError(FileFormatError):
     """A corpus file is malformed (carries file and line)."""
+
+
+class CorpusNotFoundError(FsmError, FileNotFoundError):
+    """A corpus file, or a member of a corpus archive, is not where it was looked for.
+
+    Attributes:
+        path: the file looked for (a string; for a member, ``<archive>/<member>``).
+    """
+
+    def __init__(self, message: str, path):
+        self.path = str(path)
+        super().__init__(message)
+
+
+class DatasetError(FsmError, ValueError):
+    """An unknown corpus, dataset, split or tag-set name, or a corpus that does not
+    make the dataset asked for (the message names the value and the choices)."""
+
+
+class TagError(FsmError, KeyError):
+    """A tag has no image in the tag set it is mapped into (the message quotes it)."""
+
+
+class ArgumentError(FsmError, ValueError):
+    """A function was called with a bad or conflicting argument (the value is in the
+    message)."""
 
 
 class ModelError(FsmError, ValueError):
