@@ -209,7 +209,7 @@ def text_stats(path: Path) -> dict:
 
 
 def write_mixed_text(out: Path) -> dict:
-    from fsmlearn.data.corpora import iter_sentences
+    from fsmlearn.data import iter_sentences
     tmp = out.with_suffix(".part")
     n = t = 0
     with open(tmp, "w", encoding="utf-8") as f:

@@ -1,4 +1,4 @@
-"""Layer 5: tag sets, the 17-tag mapping and its pynini transducer, the tag dictionary."""
+"""Layer 1 (data/): tag sets, the 17-tag mapping and its pynini transducer, the tag dictionary."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fsmlearn.data import corpora as C
+from fsmlearn import data as C
 from fsmlearn.data import tagsets as T
+from fsmlearn.errors import ArgumentError, DatasetError, FsmError, TagError
 
 GRAMMAR = Path(__file__).resolve().parents[1] / "grammars" / "tagset17.py"
 
@@ -52,7 +53,7 @@ def test_tag_sets():
     assert len(T.PENN_TAGS) == len(set(T.PENN_TAGS)) == 45
     assert len(T.TAG17_TAGS) == len(set(T.TAG17_TAGS)) == 17
     assert T.tagset_tags("penn45") == T.PENN_TAGS and T.tagset_tags("tag17") == T.TAG17_TAGS
-    with pytest.raises(ValueError, match="unknown tag set 'ptb'"):
+    with pytest.raises(DatasetError, match="unknown tag set 'ptb'"):
         T.tagset_tags("ptb")
 
 
@@ -73,6 +74,9 @@ def test_to_tag17_and_map_tags():
         T.to_tag17("-NONE-")
     with pytest.raises(KeyError, match=r"'ZZ\|NN'"):
         T.to_tag17("ZZ|NN")
+    with pytest.raises(TagError) as excinfo:
+        T.to_tag17("XYZ")
+    assert isinstance(excinfo.value, FsmError) and "'XYZ'" in str(excinfo.value)
     sent = [("The", "DT"), ("cat", "NN"), ("'s", "POS"), ("toys", "NNS"), (".", ".")]
     assert T.map_tags(sent) == [("The", "DET"), ("cat", "N"), ("'s", "POS"), ("toys", "N"),
                                 (".", "ENDPUNC")]
@@ -143,8 +147,8 @@ def test_tag_dictionary_rule_on_synthetic_sentences():
     assert d["ran"] == T.PENN_OPEN_CLASS
     d1 = T.tag_dictionary("tag17", min_count=1, sentences=sents)
     assert dict(d1) == {"a": {"DET", "N"}, "dog": {"N", "V"}, "ran": {"V"}}
-    for bad in (0, -1, 2.5, True):
-        with pytest.raises(ValueError, match="min_count"):
+    for bad in (0, -1, 2.5, True, "5", float("nan")):
+        with pytest.raises(ArgumentError, match="min_count"):
             T.tag_dictionary(min_count=bad, sentences=sents)
     with pytest.raises(ValueError, match="unknown tag set"):
         T.tag_dictionary("brown", sentences=sents)

@@ -41,7 +41,7 @@ Choices for tags outside that list (each is in :data:`TAG17_OF`):
 - ``(`` and ``)``, the older spelling of ``-LRB-`` / ``-RRB-`` used by the
   Treebank sample's tagged files, CoNLL-2000 and MASC -> ``LPUNC`` /
   ``RPUNC``, like the tags they spell.  (The corpus readers in
-  :mod:`fsmlearn.data.corpora` already rewrite them to ``-LRB-`` / ``-RRB-``.)
+  :mod:`fsmlearn.data.readers` already rewrite them to ``-LRB-`` / ``-RRB-``.)
 - UD English XPOS tags that are not Penn tags: ``HYPH`` (hyphen) and ``NFP``
   (superfluous punctuation) -> ``INPUNC``; ``ADD`` (e-mail, URL) -> ``N``;
   ``AFX`` (a separated prefix such as "pre") -> ``ADJ`` (it modifies the
@@ -51,7 +51,8 @@ Choices for tags outside that list (each is in :data:`TAG17_OF`):
   uncertainty", e.g. ``VBG|NN``): :func:`to_tag17` maps the first
   alternative; the readers also keep only the first one.
 - ``-NONE-`` (empty elements, traces) has no image: traces are not words, and
-  the readers drop them.  Every other tag is an error (``KeyError``).
+  the readers drop them.  Every other tag is an error
+  (:class:`~fsmlearn.errors.TagError`, a ``KeyError``).
 
 Open-class tags (the tags a word the tag dictionary does not cover may take):
 
@@ -71,6 +72,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+
+from ..errors import ArgumentError, DatasetError, TagError
+from .datasets import iter_wsj_tagged
 
 __all__ = ["PENN_TAGS", "TAG17_TAGS", "TAG17_OF", "PENN_OPEN_CLASS", "TAG17_OPEN_CLASS",
            "TAGSETS", "tagset_tags", "open_class_tags", "to_tag17", "map_tags",
@@ -132,7 +136,7 @@ TAGSETS: tuple[str, ...] = ("penn45", "tag17")
 
 def _check_tagset(tagset: str) -> str:
     if tagset not in TAGSETS:
-        raise ValueError(f"unknown tag set {tagset!r}; expected one of {', '.join(TAGSETS)}")
+        raise DatasetError(f"unknown tag set {tagset!r}; expected one of {', '.join(TAGSETS)}")
     return tagset
 
 
@@ -146,7 +150,7 @@ def tagset_tags(tagset: str = "penn45") -> tuple[str, ...]:
         The 45 Penn tags or the 17 reduced tags, as a tuple of str.
 
     Raises:
-        ValueError: unknown tag set.
+        DatasetError: unknown tag set (a ``ValueError``).
     """
     return PENN_TAGS if _check_tagset(tagset) == "penn45" else TAG17_TAGS
 
@@ -161,7 +165,7 @@ def open_class_tags(tagset: str = "penn45") -> frozenset[str]:
         A frozenset of tag strings.
 
     Raises:
-        ValueError: unknown tag set.
+        DatasetError: unknown tag set (a ``ValueError``).
     """
     return PENN_OPEN_CLASS if _check_tagset(tagset) == "penn45" else TAG17_OPEN_CLASS
 
@@ -178,7 +182,7 @@ def to_tag17(tag: str) -> str:
         One of :data:`TAG17_TAGS`.
 
     Raises:
-        KeyError: the tag (e.g. ``-NONE-``) has no reduced tag; the message quotes it.
+        TagError: the tag (e.g. ``-NONE-``) has no reduced tag; the message quotes it.
     """
     try:
         return TAG17_OF[tag]
@@ -186,7 +190,7 @@ def to_tag17(tag: str) -> str:
         first = tag.split("|", 1)[0]
         if first != tag and first in TAG17_OF:
             return TAG17_OF[first]
-        raise KeyError(f"Penn tag {tag!r} has no tag in the 17-tag set") from None
+        raise TagError(f"Penn tag {tag!r} has no tag in the 17-tag set") from None
 
 
 def map_tags(sentence: Iterable[tuple[str, str]], tagset: str = "tag17") -> list[tuple[str, str]]:
@@ -201,8 +205,8 @@ def map_tags(sentence: Iterable[tuple[str, str]], tagset: str = "tag17") -> list
         A list of (word, tag) pairs.
 
     Raises:
-        ValueError: unknown tag set.
-        KeyError: a tag with no reduced tag.
+        DatasetError: unknown tag set (a ``ValueError``).
+        TagError: a tag with no reduced tag (a ``KeyError``).
     """
     if _check_tagset(tagset) == "penn45":
         return list(sentence)
@@ -254,22 +258,26 @@ def tag_dictionary(tagset: str = "penn45", min_count: int = 5, sentences=None,
             the dictionary from instead of the WSJ data (for tests and other
             corpora).
         data_dir: the shared data folder (see
-            :func:`fsmlearn.data.corpora.data_dir`); used when ``sentences`` is None.
+            :func:`fsmlearn.data.locate.data_dir`); used when ``sentences`` is None.
 
     Returns:
         A :class:`TagDictionary` mapping each covered word (str) to a frozenset of tags.
 
     Raises:
-        ValueError: unknown tag set, or ``min_count`` < 1.
-        KeyError: a tag with no reduced tag when ``tagset="tag17"``.
+        DatasetError: unknown tag set (a ``ValueError``).
+        ArgumentError: ``min_count`` is not an integer >= 1 (a ``ValueError``).
+        TagError: a tag with no reduced tag when ``tagset="tag17"`` (a ``KeyError``).
         CorpusFormatError: a corpus file is malformed.
     """
     _check_tagset(tagset)
-    if isinstance(min_count, bool) or int(min_count) != min_count or min_count < 1:
-        raise ValueError(f"min_count must be a positive integer, got {min_count!r}")
+    try:
+        ok = not isinstance(min_count, bool) and int(min_count) == min_count and min_count >= 1
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ArgumentError(f"min_count must be a positive integer, got {min_count!r}")
     if sentences is None:
-        from fsmlearn.data import corpora
-        sentences = corpora.iter_wsj_tagged(data_dir=data_dir)
+        sentences = iter_wsj_tagged(data_dir=data_dir)
     counts: Counter = Counter()
     seen: dict[str, set] = {}
     for sent in sentences:
