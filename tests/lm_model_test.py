@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import zipfile
-from pathlib import Path
 
 import kenlm
 import numpy as np
@@ -12,6 +10,7 @@ import pytest
 
 from fsmlearn import PHI
 from fsmlearn.algo import backward, forward_backward, sample_paths, total_weight
+from fsmlearn.data import iter_conll2000
 from fsmlearn.lm.arpa import read_arpa, write_arpa
 from fsmlearn.lm.counts import count_ngrams
 from fsmlearn.lm.estimate import estimate
@@ -19,22 +18,10 @@ from fsmlearn.lm.model import LN10, compile_lm
 from fsmlearn.lm.tools import run_lmplz
 from fsmlearn.testing import chi2_sf
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpora"
 
-
-def conll_sentences(member="conll2000/train.txt"):
-    import os
-    root = Path(os.environ.get("FSMLEARN_DATA", DATA.parent)) / "corpora"
-    z = zipfile.ZipFile(root / "conll2000.zip")
-    out, cur = [], []
-    for line in z.read(member).decode().splitlines():
-        if not line.strip():
-            if cur:
-                out.append(" ".join(cur))
-                cur = []
-        else:
-            cur.append(line.split()[0])
-    return out
+def conll_sentences(member="train.txt"):
+    """CoNLL-2000's sentences as written (words not unescaped), one space-separated str each."""
+    return [" ".join(w for w, _ in s) for s in iter_conll2000([member], normalize=False)]
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pytest
 
+from fsmlearn.errors import ArgumentError
 from fsmlearn.lm.counts import count_ngrams
 from fsmlearn.lm.estimate import estimate
 from fsmlearn.lm.model import compile_lm
@@ -33,3 +35,12 @@ def test_sample_corpus_is_sample_text_as_ids():
     ptr, ids = sample_corpus(lm, tokens=5003, seed=11, batch=100)
     # whole sentences: the last one crosses the budget
     assert 5003 <= ids.size < 5003 + np.diff(ptr).max()
+
+
+def test_sampling_needs_exactly_one_budget():
+    lm = _lm()
+    for kw in ({}, {"tokens": 10, "sentences": 10}):
+        with pytest.raises(ArgumentError, match="exactly one of tokens= and sentences="):
+            sample_corpus(lm, **kw)
+        with pytest.raises(ValueError):      # still a ValueError
+            sample_text(lm, io.BytesIO(), **kw)

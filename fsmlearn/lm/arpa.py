@@ -41,7 +41,7 @@ import numpy as np
 from ..errors import ArpaFormatError, MachineError
 from ..fsm.atomic import atomic_path
 from .model import BackoffLM, compile_lm
-from .vocab import ByteVocab, vocab_find
+from .vocab import DIGIT_0, NEWLINE, SPACE, TAB, ByteVocab, is_space, vocab_find
 
 _BLOCK = 64 << 20
 _HEADER_RE = re.compile(rb"^ngram\s+(\d+)\s*=\s*(\d+)\s*$")
@@ -81,47 +81,67 @@ def open_text(path, mode: str = "rb"):
     return open(p, mode)
 
 
+# byte values the parser tests (module-level ints: numba compiles them as constants)
+_DIGIT_9 = ord("9")
+_MINUS = ord("-")
+_PLUS = ord("+")
+_DOT = ord(".")
+_BACKSLASH = ord("\\")
+_EXP_CHARS = (ord("e"), ord("E"))
+_INF_NAN_CHARS = (ord("i"), ord("I"), ord("n"), ord("N"))
+
+
 # ----------------------------------------------------------------- numba parts
-@nb.njit(cache=True)
-def _is_space(c):
-    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
-
-
 _POW10 = np.array([10.0 ** i for i in range(23)])
 
 
 @nb.njit(cache=True)
 def _parse_number(buf, s, e, pow10):
-    """(value, ok, exact): Clinger's fast path; exact=False asks for a slow parse."""
+    """Parse the decimal number buf[s:e] by Clinger's fast path.
+
+    An integer mantissa of at most 18 significant digits below 2**53, times a
+    power of ten in 10**-22 .. 10**22, is exact in float64, so one
+    multiplication or division by the exact power gives the correctly rounded
+    value.  Anything else (more digits, a larger exponent, ``inf``/``nan``)
+    is left to a slow, correctly rounded parse by the caller.
+
+    Args:
+        buf: uint8 [n], the text; s, e: the field's bounds (no whitespace inside).
+        pow10: float64 [23], ``10.0 ** i`` (:data:`_POW10`).
+
+    Returns:
+        (value float64, ok bool, exact bool): ``ok`` False: not a number;
+        ``exact`` False: a number the fast path cannot give (value 0.0).
+    """
     i = s
     neg = False
-    if i < e and (buf[i] == 45 or buf[i] == 43):
-        neg = buf[i] == 45
+    if i < e and (buf[i] == _MINUS or buf[i] == _PLUS):
+        neg = buf[i] == _MINUS
         i += 1
     if i >= e:
         return 0.0, False, True
     # inf / nan spelled out: leave to the slow path
     c = buf[i]
-    if c == 105 or c == 73 or c == 110 or c == 78:
+    if c in _INF_NAN_CHARS:
         return 0.0, True, False
     mant = np.int64(0)
     digits = 0
     exp10 = 0
     seen = False
-    while i < e and 48 <= buf[i] <= 57:
+    while i < e and DIGIT_0 <= buf[i] <= _DIGIT_9:
         if digits < 18:
-            mant = mant * 10 + (buf[i] - 48)
+            mant = mant * 10 + (buf[i] - DIGIT_0)
             if mant > 0:
                 digits += 1
         else:
             exp10 += 1
         seen = True
         i += 1
-    if i < e and buf[i] == 46:
+    if i < e and buf[i] == _DOT:
         i += 1
-        while i < e and 48 <= buf[i] <= 57:
+        while i < e and DIGIT_0 <= buf[i] <= _DIGIT_9:
             if digits < 18:
-                mant = mant * 10 + (buf[i] - 48)
+                mant = mant * 10 + (buf[i] - DIGIT_0)
                 if mant > 0:
                     digits += 1
                 exp10 -= 1
@@ -129,17 +149,17 @@ def _parse_number(buf, s, e, pow10):
             i += 1
     if not seen:
         return 0.0, False, True
-    if i < e and (buf[i] == 101 or buf[i] == 69):
+    if i < e and buf[i] in _EXP_CHARS:
         i += 1
         eneg = False
-        if i < e and (buf[i] == 45 or buf[i] == 43):
-            eneg = buf[i] == 45
+        if i < e and (buf[i] == _MINUS or buf[i] == _PLUS):
+            eneg = buf[i] == _MINUS
             i += 1
-        if i >= e or not (48 <= buf[i] <= 57):
+        if i >= e or not (DIGIT_0 <= buf[i] <= _DIGIT_9):
             return 0.0, False, True
         ev = 0
-        while i < e and 48 <= buf[i] <= 57:
-            ev = ev * 10 + (buf[i] - 48)
+        while i < e and DIGIT_0 <= buf[i] <= _DIGIT_9:
+            ev = ev * 10 + (buf[i] - DIGIT_0)
             if ev > 100000:
                 ev = 100000
             i += 1
@@ -160,25 +180,47 @@ def _parse_block(buf, pos, end, k, count, filled, table, wbuf, woff, mask, pow10
                  ids, lp, bo, hasbo, slow, n_slow, unigram, spans):
     """Parse the lines of a k-gram section from buf[pos:end] (complete lines).
 
-    Returns (status, position, rows filled, slow parses, lines consumed).
-    status _STOP: a blank line or a line starting with a backslash at position.
-    For unigrams (``unigram``), word spans are recorded in ``spans`` and words
-    are added to the hash table by the caller between blocks.
+    Each line is ``logprob w1 .. wk [backoff]`` (fields split at whitespace);
+    rows are written from row ``filled`` on.  Numbers the fast path cannot
+    parse exactly are listed in ``slow`` for the caller to parse in bulk.
+
+    Args:
+        buf: uint8 [n], the buffered text; pos, end: the span to parse.
+        k: the order; count: rows the header declares; filled: rows done so far.
+        table, wbuf, woff, mask: the unigram vocabulary's byte hash
+            (:mod:`fsmlearn.lm.vocab`; table int64 [cap], wbuf uint8,
+            woff int64 [V + 1]).
+        pow10: float64 [23], see :func:`_parse_number`.
+        ids: int32 [count, k], out: word ids (not written for unigrams).
+        lp, bo: float64 [count], out: log10 probability and backoff.
+        hasbo: bool [count], out: whether the line gave a backoff.
+        slow: int64 [S, 4], out: (row, 0 = logprob / 1 = backoff, field
+            start, field end) of each number left to the slow parse.
+        n_slow: rows of ``slow`` already used.
+        unigram: bool, k == 1: record word spans instead of looking words up.
+        spans: int64 [count, 2], out for unigrams: each word's (start, end)
+            in ``buf``; the caller adds the words to the hash between blocks.
+
+    Returns:
+        (status, position, rows filled, slow parses, lines consumed).
+        status ``_STOP``: a blank line or a line starting with a backslash at
+        position; ``_OK``: the span is parsed (or ``slow`` is nearly full);
+        else an error code of :data:`_REASONS` for the line at position.
     """
     lines = 0
     while pos < end:
         # line bounds
         le = pos
-        while le < end and buf[le] != 10:
+        while le < end and buf[le] != NEWLINE:
             le += 1
         # trim trailing spaces / CR
         te = le
-        while te > pos and _is_space(buf[te - 1]):
+        while te > pos and is_space(buf[te - 1]):
             te -= 1
         ts = pos
-        while ts < te and _is_space(buf[ts]):
+        while ts < te and is_space(buf[ts]):
             ts += 1
-        if ts == te or buf[ts] == 92:
+        if ts == te or buf[ts] == _BACKSLASH:
             return _STOP, pos, filled, n_slow, lines
         if filled >= count:
             return _E_TOO_MANY, pos, filled, n_slow, lines
@@ -190,12 +232,12 @@ def _parse_block(buf, pos, end, k, count, filled, table, wbuf, woff, mask, pow10
         last_s = 0
         last_e = 0
         while i < te:
-            while i < te and _is_space(buf[i]):
+            while i < te and is_space(buf[i]):
                 i += 1
             if i >= te:
                 break
             s = i
-            while i < te and not _is_space(buf[i]):
+            while i < te and not is_space(buf[i]):
                 i += 1
             if f == 0:
                 fs0 = s
@@ -313,10 +355,10 @@ class _Lines:
         """End of the last complete line buffered (the buffer's end at EOF)."""
         if self.eof:
             return self.buf.size
-        nl = np.flatnonzero(self.buf[max(self.pos, self.buf.size - (1 << 20)):] == 10)
+        nl = np.flatnonzero(self.buf[max(self.pos, self.buf.size - (1 << 20)):] == NEWLINE)
         if nl.size:
             return max(self.pos, self.buf.size - (1 << 20)) + int(nl[-1]) + 1
-        nl = np.flatnonzero(self.buf[self.pos:] == 10)
+        nl = np.flatnonzero(self.buf[self.pos:] == NEWLINE)
         return self.pos + int(nl[-1]) + 1 if nl.size else self.pos
 
     def readline(self) -> bytes | None:
@@ -550,7 +592,20 @@ def _render_lines(rows, lp_txt, bo_txt, hb, zero_lp, zero_bo, wbuf, woff, lo, hi
     """ARPA lines of n-grams lo..hi: 'logprob TAB words [TAB backoff] NL' as bytes.
 
     Numbers arrive as NUL-padded text (numpy's shortest round-trip form);
-    zeros are written as '0', as KenLM does.
+    zeros are written as '0', as KenLM does.  A first pass sizes the output,
+    a second fills it.
+
+    Args:
+        rows: int32 [M, k], the n-grams' word ids.
+        lp_txt, bo_txt: uint8 [M, W], log10 probability and backoff as
+            NUL-padded ASCII.
+        hb: bool [M], whether to write the backoff.
+        zero_lp, zero_bo: bool [M], the number is zero (written ``0``).
+        wbuf, woff: the words' bytes (uint8) and offsets (int64 [V + 1]).
+        lo, hi: the rows to render.
+
+    Returns:
+        uint8 [bytes], the lines.
     """
     k = rows.shape[1]
     W = lp_txt.shape[1]
@@ -580,7 +635,7 @@ def _render_lines(rows, lp_txt, bo_txt, hb, zero_lp, zero_bo, wbuf, woff, lo, hi
     p = 0
     for i in range(lo, hi):
         if zero_lp[i]:
-            out[p] = 48
+            out[p] = DIGIT_0
             p += 1
         else:
             for j in range(W):
@@ -589,21 +644,21 @@ def _render_lines(rows, lp_txt, bo_txt, hb, zero_lp, zero_bo, wbuf, woff, lo, hi
                     break
                 out[p] = ch
                 p += 1
-        out[p] = 9
+        out[p] = TAB
         p += 1
         for c in range(k):
             if c:
-                out[p] = 32
+                out[p] = SPACE
                 p += 1
             w = rows[i, c]
             for q in range(woff[w], woff[w + 1]):
                 out[p] = wbuf[q]
                 p += 1
         if hb[i]:
-            out[p] = 9
+            out[p] = TAB
             p += 1
             if zero_bo[i]:
-                out[p] = 48
+                out[p] = DIGIT_0
                 p += 1
             else:
                 for j in range(W):
@@ -612,7 +667,7 @@ def _render_lines(rows, lp_txt, bo_txt, hb, zero_lp, zero_bo, wbuf, woff, lo, hi
                         break
                     out[p] = ch
                     p += 1
-        out[p] = 10
+        out[p] = NEWLINE
         p += 1
     return out[:p]
 

@@ -65,10 +65,6 @@ class NGramCounts:
         return f"NGramCounts(order={self.order}, vocab={len(self.vocab)}, ngrams={self.sizes})"
 
 
-def _bits_for(V: int) -> int:
-    return max(1, int(V - 1).bit_length())
-
-
 def key_bits(order: int, cap: int = 24) -> int:
     """Bits per word such that an n-gram of ``order`` words packs into two 64-bit
     keys: 64 // bits words in the low key, the rest (at most 64 bits) in the high one."""
@@ -327,7 +323,22 @@ def _mix(h, l):
 @nb.njit(cache=True)
 def _count_partition(ids, ptr, bos, eos, k, bits, part, nparts, th, tl, tc, mask):
     """Add every k-gram of the padded sentences whose hash falls in ``part`` to the
-    open-addressing table (th, tl, tc); returns the number of distinct keys."""
+    open-addressing table (th, tl, tc); returns the number of distinct keys.
+
+    Each sentence is padded with ``<s>`` and ``</s>``; a k-gram's word ids are
+    packed ``bits`` bits each into two 64-bit keys (the last ``64 // bits``
+    words in ``lo``, the rest in ``hi``), and its :func:`_mix` hash picks both
+    the partition (``x % nparts``) and the first slot probed.
+
+    Args:
+        ids: int32 [T], the corpus's word ids; ptr: int64 [S + 1], sentence
+            ``s`` is ``ids[ptr[s]:ptr[s + 1]]``.
+        bos, eos: the ids of ``<s>`` and ``</s>``; k: the order; bits: bits per word.
+        part, nparts: this partition and the number of partitions.
+        th, tl: uint64 [cap], the keys' high and low words; tc: int64 [cap],
+            counts (0 = free slot); updated in place.
+        mask: uint64, ``cap - 1`` (cap a power of two).
+    """
     words_lo = 64 // bits
     used = 0
     P = np.uint64(nparts)

@@ -64,7 +64,7 @@ import numpy as np
 from ..errors import FsmError
 from .counts import NGramCounts
 from .index import NGramIndex
-from .model import BOS, EOS, UNK, BackoffLM
+from .model import BOS, EOS, IMPOSSIBLE, UNK, BackoffLM
 
 METHODS = ("kneser-ney", "witten-bell", "absolute")
 _FALLBACK = (0.5, 1.0, 1.5)
@@ -96,14 +96,43 @@ def _continuation(lo, hi, out, lo_next, hi_next, suffix):
 
 
 @nb.njit(cache=True)
-def _group_probs(lo, hi, prefix, suffix, a, method, D1, D2, D3, p_lower_uniform, p_final, gamma_ctx,
+def _group_probs(lo, hi, prefix, suffix, a, method, D1, D2, D3, p_final, gamma_ctx,
                  is_bos_word, last_word, V_uniform, smooth, unigram_total_raw, raw, use_ctx,
                  short, backoff_missing):
     """Interpolated probabilities of the k-grams lo..hi (grouped by prefix).
 
+    For each context ``h`` (a run of equal ``prefix``) and each extension
+    ``h w``: ``p(w | h) = u(w | h) + gamma(h) p(w | suffix)``, where ``u`` is
+    the discounted count share and ``gamma(h)`` the interpolation weight of
+    the method (modified Kneser-Ney, Witten-Bell or absolute discounting);
+    unigrams interpolate with the uniform distribution over the ``V_uniform``
+    words (or, for absolute discounting with ``smooth > 0``, the additively
+    smoothed unigram counts).  Orders must be done in increasing order, since
+    ``p_final`` of the suffixes is read.
+
     With ``use_ctx`` (the counts ``a`` of this order are raw counts) a context's
     total is at least its own raw count: extensions cut before the counts
-    reached us (Web1T) then leave their mass to the lower order."""
+    reached us (Web1T) then leave their mass to the lower order (or, with
+    ``backoff_missing``, to the backoff weight: ``short[h]`` is set).
+
+    Args:
+        lo, hi: global n-gram ids of one order (:class:`~fsmlearn.lm.index.NGramIndex`).
+        prefix, suffix: int64 [G], global id of each n-gram's prefix and
+            suffix (-1 for unigrams).
+        a: float64 [G], the counts the discounts apply to (adjusted counts for
+            Kneser-Ney's lower orders, raw counts otherwise).
+        method: 0 Kneser-Ney, 1 Witten-Bell, 2 absolute (index in :data:`METHODS`).
+        D1, D2, D3: the discounts for counts 1, 2 and 3+ (absolute: D1 alone).
+        p_final: float64 [G], out: the interpolated probabilities.
+        gamma_ctx: float64 [G + 1], out: each context's interpolation weight
+            (the last entry: the empty context's).
+        is_bos_word: bool [V], the word is ``<s>`` (never predicted, p 0).
+        last_word: int64 [G], each n-gram's last word id.
+        V_uniform, smooth, unigram_total_raw: float, the uniform base's word
+            count, the additive smoothing and the unigram raw total.
+        raw: float64 [G], the raw counts.
+        use_ctx: bool, see above; short: bool [G], out; backoff_missing: bool.
+    """
     i = lo
     while i < hi:
         h = prefix[i]
@@ -308,7 +337,7 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
         lo, hi = int(off[k - 1]), int(off[k])
         D1, D2, D3 = Ds[k - 1]
         raw_order = method != "kneser-ney" or precut or k == N
-        _group_probs(lo, hi, idx.prefix, idx.suffix, a, method_id, D1, D2, D3, 0.0, p, gamma_ctx,
+        _group_probs(lo, hi, idx.prefix, idx.suffix, a, method_id, D1, D2, D3, p, gamma_ctx,
                      is_bos_word, last_word, float(V_uniform), float(smoothing), uni_raw_total, raw,
                      raw_order, short, cut_mass == "backoff")
         say(f"estimated {hi - lo:,} {k}-grams")
@@ -350,7 +379,7 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
             lp = np.log10(p[sel])
             lp[last_word[sel] == bos] = 0.0   # never predicted; KenLM writes 0
             bad = ~np.isfinite(lp)
-            lp[bad] = -99.0
+            lp[bad] = IMPOSSIBLE
             out_lp.append(lp)
             if k < N:
                 bo = np.where(is_ctx[sel], np.log10(np.maximum(alpha[sel], 1e-300)), 0.0)

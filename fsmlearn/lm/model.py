@@ -106,18 +106,42 @@ def _state_of(g, is_ctx, suffix, state_id):
 @nb.njit(cache=True)
 def _build_arcs(order_of, prefix, last_word, suffix, is_ctx, state_id, logprob, backoff, bos, eos,
                 N, n_states):
+    """The acceptor's arcs and final weights, unsorted (the construction of the module docstring).
+
+    Every n-gram ``h w`` but those ending in ``<s>`` or ``</s>`` and the
+    :data:`IMPOSSIBLE` ones gives an arc from the state of ``h`` labelled
+    ``w + 1``; ``h </s>`` gives the final weight of ``h``'s state; every
+    history gives a phi arc to the state of its longest proper suffix that is
+    a history.  Weights are ``-ln`` of the ARPA's log10 values.
+
+    Args:
+        order_of: int8 [G], each n-gram's order (G n-grams over all orders,
+            global ids of :class:`~fsmlearn.lm.index.NGramIndex`).
+        prefix, suffix: int64 [G], global id of the n-gram without its last
+            (prefix) or first (suffix) word, -1 for unigrams.
+        last_word: int64 [G], each n-gram's last word id.
+        is_ctx: bool [G], the n-gram is a history (has a state).
+        state_id: int64 [G], the state of each history (-1 for the others).
+        logprob, backoff: float64 [G], log10 probability and backoff weight.
+        bos, eos: word ids of ``<s>`` and ``</s>``; N: the model's order.
+        n_states: int, states (histories plus the empty history, state 0).
+
+    Returns:
+        (src int64 [E], dst int64 [E], label int32 [E], weight float64 [E],
+        final float64 [n_states], ``inf`` where the state is not final).
+    """
     G = order_of.shape[0]
     n_arc = 0
     for g in range(G):
         w = last_word[g]
-        if w != bos and w != eos and logprob[g] > -99.0:
+        if w != bos and w != eos and logprob[g] > IMPOSSIBLE:
             n_arc += 1
     src = np.empty(n_arc + n_states, np.int64)
     dst = np.empty(n_arc + n_states, np.int64)
     lab = np.empty(n_arc + n_states, np.int32)
     wt = np.empty(n_arc + n_states, np.float64)
     final = np.full(n_states, np.inf)
-    ln10 = math.log(10.0)
+    ln10 = LN10
     a = 0
     for g in range(G):
         w = last_word[g]
@@ -126,7 +150,7 @@ def _build_arcs(order_of, prefix, last_word, suffix, is_ctx, state_id, logprob, 
         if w == eos:
             final[s] = -logprob[g] * ln10
             continue
-        if w == bos or logprob[g] <= -99.0:
+        if w == bos or logprob[g] <= IMPOSSIBLE:
             continue
         if order_of[g] < N and is_ctx[g]:
             d = state_id[g]
@@ -142,7 +166,7 @@ def _build_arcs(order_of, prefix, last_word, suffix, is_ctx, state_id, logprob, 
         if is_ctx[g]:
             src[a] = state_id[g]
             dst[a] = _state_of(suffix[g], is_ctx, suffix, state_id)
-            lab[a] = -2
+            lab[a] = PHI
             wt[a] = -backoff[g] * ln10
             a += 1
     return src[:a], dst[:a], lab[:a], wt[:a], final
@@ -153,7 +177,17 @@ def _sort_arcs(src, dst, lab, wt, src_start):
     """The arcs' (dst as int32, label, weight) sorted by (source, label), stably:
     a counting sort by source, then each state's arcs sorted by label
     (insertion sort for short runs, a merge sort for long ones); the same
-    order as ``np.lexsort((lab, src))``."""
+    order as ``np.lexsort((lab, src))``.
+
+    Args:
+        src, dst: int64 [E], the arcs' source and destination states.
+        lab: int32 [E], labels; wt: float64 [E], weights.
+        src_start: int64 [n_states + 1], CSR offsets of each state's arcs
+            (the cumulative counts of ``src``).
+
+    Returns:
+        (dst int32 [E], label int32 [E], weight float64 [E]) in CSR order.
+    """
     n = src_start.shape[0] - 1
     E = src.shape[0]
     pos = src_start[:-1].copy()
@@ -344,7 +378,7 @@ def compile_lm(lm: BackoffLM, progress=None) -> CompiledLM:
     say(f"built {src.size} arcs over {n_states} states")
     if n_states >= 2**31:
         raise MachineError(f"{n_states} states: more than a machine's int32 state ids can hold")
-    # arcs sorted by (state, label): phi (label -2) first in each state
+    # arcs sorted by (state, label): phi (label PHI = -2) first in each state
     counts = np.bincount(src, minlength=n_states)
     src_start = np.zeros(n_states + 1, np.int64)
     np.cumsum(counts, out=src_start[1:])

@@ -18,17 +18,12 @@ import numba as nb
 import numpy as np
 
 from ..algo.paths import sample_paths
+from ..errors import ArgumentError
 from ..fsm.machine import EPSILON, PHI
 from .model import CompiledLM
+from .vocab import NEWLINE, SPACE, word_bytes
 
 DEFAULT_BATCH = 200_000
-
-
-def _word_bytes(vocab):
-    enc = [w.encode("utf-8") for w in vocab]
-    off = np.zeros(len(enc) + 1, np.int64)
-    np.cumsum([len(b) for b in enc], out=off[1:])
-    return np.frombuffer(b"".join(enc), np.uint8).copy(), off
 
 
 @nb.njit(cache=True)
@@ -51,7 +46,7 @@ def _render(ptr, arcs, ilabel, wbuf, woff):
             if x == PHI or x == EPSILON:
                 continue
             if not first:
-                out[p] = 32
+                out[p] = SPACE
                 p += 1
             first = False
             s = woff[x - 1]
@@ -59,7 +54,7 @@ def _render(ptr, arcs, ilabel, wbuf, woff):
             for q in range(s, e):
                 out[p] = wbuf[q]
                 p += 1
-        out[p] = 10
+        out[p] = NEWLINE
         p += 1
     return out[:p], ntok
 
@@ -88,7 +83,8 @@ def _sample_batches(lm: CompiledLM, tokens, sentences, seed, batch, threads, pro
 
     The last batch is cut to whole sentences within a token budget."""
     if (tokens is None) == (sentences is None):
-        raise ValueError("give exactly one of tokens= and sentences=")
+        raise ArgumentError(f"give exactly one of tokens= and sentences=, got tokens={tokens!r}, "
+                            f"sentences={sentences!r}")
     m = lm.machine
     n_sent = 0
     n_tok = 0
@@ -149,8 +145,11 @@ def sample_text(lm: CompiledLM, out, *, tokens: int | None = None, sentences: in
 
     Returns:
         (sentences, tokens) written.
+
+    Raises:
+        ArgumentError: not exactly one of ``tokens`` and ``sentences`` given (a ``ValueError``).
     """
-    wbuf, woff = _word_bytes(lm.vocab)
+    wbuf, woff = word_bytes(lm.vocab)
     n_sent = n_tok = 0
     for ptr, arcs, per in _sample_batches(lm, tokens, sentences, seed, batch, threads, progress):
         data, ntok = _render(ptr, arcs, lm.machine.ilabel, wbuf, woff)
@@ -166,6 +165,9 @@ def sample_corpus(lm: CompiledLM, *, tokens: int | None = None, sentences: int |
 
     Returns:
         (ptr int64 [S+1], ids int32 [N]): ids index ``lm.vocab``.
+
+    Raises:
+        ArgumentError: not exactly one of ``tokens`` and ``sentences`` given (a ``ValueError``).
     """
     ids_parts, len_parts = [], []
     lab_of = lm.machine.ilabel

@@ -3,9 +3,13 @@ an FNV-1a open-addressing hash from bytes to word id.
 
 Used by the ARPA reader (words of n-gram lines) and by sentence encoding for
 scoring (whitespace-separated tokens of UTF-8 text), so that neither creates
-a Python object per token.
+a Python object per token.  The byte values of the ASCII characters that
+structure text files (:data:`TAB`, :data:`SPACE`, :data:`NEWLINE`,
+:data:`DIGIT_0`) are module-level ints here, which numba kernels read as
+compile-time constants.
 
-Public names: ByteVocab, fnv1a, vocab_find, encode_lines.
+Public names: ByteVocab, word_bytes, fnv1a, vocab_find, encode_lines, is_space,
+TAB, SPACE, NEWLINE, DIGIT_0.
 """
 
 from __future__ import annotations
@@ -13,9 +17,35 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+TAB = ord("\t")
+NEWLINE = ord("\n")
+SPACE = ord(" ")
+DIGIT_0 = ord("0")
+_CR = ord("\r")
+_VT = ord("\v")
+_FF = ord("\f")
+
+
+def word_bytes(words) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 bytes of a word list in one buffer.
+
+    Args:
+        words: a sequence of str (word id = position).
+
+    Returns:
+        (wbuf uint8 [total bytes], woff int64 [V + 1]): word ``w`` is
+        ``wbuf[woff[w]:woff[w + 1]]``.
+    """
+    enc = [w.encode("utf-8") for w in words]
+    woff = np.zeros(len(enc) + 1, np.int64)
+    np.cumsum([len(b) for b in enc], out=woff[1:])
+    wbuf = np.frombuffer(b"".join(enc), np.uint8).copy() if enc else np.zeros(0, np.uint8)
+    return wbuf, woff
+
 
 @nb.njit(cache=True)
 def fnv1a(buf, s, e):
+    """The 64-bit FNV-1a hash (uint64) of the bytes buf[s:e] (buf uint8)."""
     h = np.uint64(1469598103934665603)
     for i in range(s, e):
         h ^= np.uint64(buf[i])
@@ -46,23 +76,37 @@ def vocab_find(buf, s, e, table, wbuf, woff, mask):
 
 @nb.njit(cache=True)
 def _build_table(wbuf, woff, table, mask):
+    """Insert every word of (wbuf, woff) into the empty hash table (int64, -1 = free)."""
     for w in range(woff.shape[0] - 1):
         _, slot = vocab_find(wbuf, woff[w], woff[w + 1], table, wbuf, woff, mask)
         table[slot] = w
 
 
 @nb.njit(cache=True)
-def _is_space(c):
-    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12 or c == 10
+def is_space(c):
+    """Whether byte ``c`` is ASCII whitespace (space, tab, LF, CR, VT, FF), as
+    ``bytes.split()`` splits."""
+    return c == SPACE or c == TAB or c == _CR or c == _VT or c == _FF or c == NEWLINE
 
 
 @nb.njit(cache=True)
 def encode_lines(buf, table, wbuf, woff, mask, unk):
     """Word ids of whitespace-separated tokens, one sentence per line.
 
-    Returns (ptr int64 [S+1], ids int32, oov int64 [S]); unknown tokens get
-    ``unk`` and are counted per sentence.  A final line without a newline
-    counts; an empty input has no sentences.
+    Two passes over the text: the first counts lines and tokens, the second
+    looks every token up in the hash.  A final line without a newline counts;
+    an empty input has no sentences.
+
+    Args:
+        buf: uint8 [n], UTF-8 text, sentences separated by ``\\n``.
+        table: int64 [cap], the hash of a :class:`ByteVocab` (-1 = free slot).
+        wbuf: uint8, the words' bytes; woff: int64 [V + 1], their offsets.
+        mask: int, ``cap - 1``.
+        unk: int, the id given to tokens not in the vocabulary.
+
+    Returns:
+        (ptr int64 [S + 1], ids int32 [T], oov int64 [S]): sentence ``s`` is
+        ``ids[ptr[s]:ptr[s + 1]]``; ``oov[s]`` counts its unknown tokens.
     """
     n = buf.shape[0]
     # count lines and tokens
@@ -71,16 +115,16 @@ def encode_lines(buf, table, wbuf, woff, mask, unk):
     i = 0
     while i < n:
         j = i
-        while j < n and buf[j] != 10:
+        while j < n and buf[j] != NEWLINE:
             j += 1
         S += 1
         k = i
         while k < j:
-            while k < j and _is_space(buf[k]):
+            while k < j and is_space(buf[k]):
                 k += 1
             if k < j:
                 T += 1
-                while k < j and not _is_space(buf[k]):
+                while k < j and not is_space(buf[k]):
                     k += 1
         i = j + 1
     ptr = np.zeros(S + 1, np.int64)
@@ -91,15 +135,15 @@ def encode_lines(buf, table, wbuf, woff, mask, unk):
     i = 0
     while i < n:
         j = i
-        while j < n and buf[j] != 10:
+        while j < n and buf[j] != NEWLINE:
             j += 1
         k = i
         while k < j:
-            while k < j and _is_space(buf[k]):
+            while k < j and is_space(buf[k]):
                 k += 1
             if k < j:
                 a = k
-                while k < j and not _is_space(buf[k]):
+                while k < j and not is_space(buf[k]):
                     k += 1
                 w, _ = vocab_find(buf, a, k, table, wbuf, woff, mask)
                 if w < 0:
@@ -117,12 +161,10 @@ class ByteVocab:
     """The byte-level hash of a word list (word id = position)."""
 
     def __init__(self, words):
-        enc = [w.encode("utf-8") for w in words]
-        self.woff = np.zeros(len(enc) + 1, np.int64)
-        np.cumsum([len(b) for b in enc], out=self.woff[1:])
-        self.wbuf = np.frombuffer(b"".join(enc), np.uint8).copy() if enc else np.zeros(0, np.uint8)
+        self.wbuf, self.woff = word_bytes(words)
+        n = self.woff.size - 1
         cap = 16
-        while cap < 2 * max(1, len(enc)):
+        while cap < 2 * max(1, n):
             cap *= 2
         self.table = np.full(cap, -1, np.int64)
         self.mask = cap - 1

@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import CorpusFormatError
 from .counts import NGramCounts
 from .model import BOS, EOS, UNK
+from .vocab import DIGIT_0, NEWLINE, SPACE, TAB
 
 _TO_OURS = {"<S>": BOS, "</S>": EOS, "<UNK>": UNK}
 _TO_WEB1T = {BOS: "<S>", EOS: "</S>", UNK: "<UNK>"}
@@ -153,12 +154,12 @@ def _render_lines(rows, cnt, wbuf, woff):
             for q in range(woff[w], woff[w + 1]):
                 out[p] = wbuf[q]
                 p += 1
-            out[p] = 32 if j < k - 1 else 9
+            out[p] = SPACE if j < k - 1 else TAB
             p += 1
         c = cnt[i]
         nd = 0
         while True:
-            digits[nd] = 48 + c % 10
+            digits[nd] = DIGIT_0 + c % 10
             nd += 1
             c //= 10
             if c == 0:
@@ -166,7 +167,7 @@ def _render_lines(rows, cnt, wbuf, woff):
         for q in range(nd - 1, -1, -1):
             out[p] = digits[q]
             p += 1
-        out[p] = 10
+        out[p] = NEWLINE
         p += 1
     return out[:p]
 
@@ -237,7 +238,7 @@ def write_web1t(counts: NGramCounts, root, cutoffs=None, keep_bigrams: bool = Fa
                 with opener(d / name) as f:
                     f.write(data.tobytes())
                 if part.size:
-                    first = data[:int(np.argmax(data == 9))].tobytes().decode("utf-8")
+                    first = data[:int(np.argmax(data == TAB))].tobytes().decode("utf-8")
                     idx_lines.append(f"{name}\t{first}\n")
                 if not order.size:
                     break
