@@ -8,10 +8,9 @@ import kenlm
 import numpy as np
 import pytest
 
-from fsmlearn import PHI
-from fsmlearn.algo import backward, forward_backward, sample_paths, total_weight
+from fsmlearn.algo import forward_backward, sample_paths, total_weight
 from fsmlearn.data import iter_conll2000
-from fsmlearn.lm.arpa import read_arpa, write_arpa
+from fsmlearn.lm.arpa import read_arpa
 from fsmlearn.lm.counts import count_ngrams
 from fsmlearn.lm.estimate import estimate
 from fsmlearn.lm.model import LN10, compile_lm

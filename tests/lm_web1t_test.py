@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 
-import numpy as np
 import pytest
 
 from fsmlearn.lm.web1t import read_web1t, write_web1t

@@ -56,8 +56,6 @@ Public names: estimate, kneser_ney_discounts, METHODS.
 
 from __future__ import annotations
 
-import math
-
 import numba as nb
 import numpy as np
 

@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import FsmError, ToolFailedError, ToolNotFoundError, ToolUsageError
+from ..errors import ToolFailedError, ToolNotFoundError, ToolUsageError
 
 __all__ = ["find_tool", "run_lmplz", "run_build_binary", "ToolFailedError", "ToolUsageError"]
 
