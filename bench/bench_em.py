@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fsmlearn.data.corpora import iter_sentences  # noqa: E402
+from fsmlearn.data import iter_sentences  # noqa: E402
 from fsmlearn.data.tagsets import tag_dictionary, tagset_tags  # noqa: E402
 from fsmlearn.tag.em import (Corpus, _training_mask, dictionary_mask, encode_corpus, expected_counts,  # noqa: E402
                              uniform_hmm)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fsmlearn.data.corpora import iter_sentences
+from fsmlearn.data import iter_sentences
 from fsmlearn.data.tagsets import tag_dictionary, tagset_tags
 from fsmlearn.lm.counts import count_ngrams
 from fsmlearn.lm.estimate import estimate

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fsmlearn.data.corpora import iter_sentences
+from fsmlearn.data import iter_sentences
 from fsmlearn.data.tagsets import tag_dictionary
 from fsmlearn.lm.counts import count_ngrams
 from fsmlearn.lm.estimate import estimate

@@ -178,7 +178,7 @@ def test_merialdo_setup_pieces():
 
 @pytest.fixture(scope="module")
 def wsj():
-    from fsmlearn.data.corpora import load_dataset
+    from fsmlearn.data import load_dataset
     return load_dataset("wsj-train"), load_dataset("wsj-small")
 
 

@@ -285,7 +285,7 @@ def test_constructor_validates():
 
 @pytest.fixture(scope="module")
 def wsj():
-    from fsmlearn.data.corpora import load_dataset
+    from fsmlearn.data import load_dataset
     return load_dataset("wsj-train"), load_dataset("wsj-small")
 
 

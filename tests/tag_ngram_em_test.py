@@ -396,7 +396,7 @@ def test_threaded_kernels_give_the_single_threaded_sums(threads):
     """The multi-threaded kernels (one part per thread, arc-major block scores)
     compute the same counts, bound, gradient and block update as the serial ones,
     on an LM of real text with failure arcs, whatever the number of parts."""
-    from fsmlearn.data.corpora import iter_sentences
+    from fsmlearn.data import iter_sentences
     from fsmlearn.data.tagsets import tag_dictionary
     from fsmlearn.lm.counts import count_ngrams
     from fsmlearn.lm.estimate import estimate
