@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fsmlearn.data import iter_sentences  # noqa: E402
 from fsmlearn.data.tagsets import tag_dictionary, tagset_tags  # noqa: E402
-from fsmlearn.tag.em import (Corpus, _training_mask, dictionary_mask, encode_corpus, expected_counts,  # noqa: E402
+from fsmlearn.tag.em import (Corpus, training_mask, dictionary_mask, encode_corpus, expected_counts,  # noqa: E402
                              uniform_hmm)
 from fsmlearn.tag.hmm import HMM  # noqa: E402
 from common import triad_bandwidth  # noqa: E402
@@ -175,7 +175,7 @@ def main(argv=None) -> int:
     tags = tagset_tags("tag17")
     td = tag_dictionary("tag17")
     allowed = dictionary_mask(corpus.vocab, tags, td)
-    mask = _training_mask(allowed, len(corpus.vocab))
+    mask = training_mask(allowed, len(corpus.vocab))
     hmm = uniform_hmm(tags, corpus.vocab, allowed, tagdict=td)
     print(f"Mixed-text: {N:,} tokens, {corpus.num_sentences:,} sentences, {len(corpus.vocab):,} words; "
           f"17 tags, bigram; mean allowed tags per token "

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import MachineError, NpzFormatError, OpenFstFormatError, SymbolTableError
 from .openfst_io import decode_vector_fst, encode_vector_fst
+from .strings import pack_strings, unpack_strings
 from .symbols import SymbolTable
 from .atomic import atomic_write
 
@@ -429,7 +430,7 @@ class Machine:
                 meta[side + "_name"] = table.name
                 meta[side + "_available"] = table.available_key
                 arrays[side + "_keys"] = table.keys
-                blob, offs = _pack_strings(table.symbols)
+                blob, offs = pack_strings(table.symbols)
                 arrays[side + "_blob"] = blob
                 arrays[side + "_offsets"] = offs
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
@@ -482,7 +483,7 @@ class Machine:
                 blob = need(side + "_blob", np.uint8)
                 offs = need(side + "_offsets", np.int64)
                 try:
-                    syms = _unpack_strings(blob, offs)
+                    syms = unpack_strings(blob, offs, error=NpzFormatError)
                     tables[side] = SymbolTable(syms, keys, name=meta.get(side + "_name", ""),
                                                available_key=meta.get(side + "_available"))
                 except (ValueError, UnicodeDecodeError, SymbolTableError) as e:
@@ -539,17 +540,3 @@ def _describe_arc(a, s, dst, ilabel, olabel, isyms, osyms, acceptor) -> str:
         return str(x)
     labels = lab(ilabel[a], isyms) if acceptor else f"{lab(ilabel[a], isyms)}:{lab(olabel[a], osyms)}"
     return f"arc {a} (state {s} -> {dst[a]}, label {labels})"
-
-
-def _pack_strings(strings) -> tuple[np.ndarray, np.ndarray]:
-    enc = [s.encode("utf-8") for s in strings]
-    offs = np.zeros(len(enc) + 1, np.int64)
-    np.cumsum([len(b) for b in enc], out=offs[1:])
-    return np.frombuffer(b"".join(enc), dtype=np.uint8).copy(), offs
-
-
-def _unpack_strings(blob: np.ndarray, offs: np.ndarray) -> list[str]:
-    if offs.size == 0 or offs[0] != 0 or offs[-1] != blob.size or np.any(np.diff(offs) < 0):
-        raise ValueError("string offsets do not cover the blob")
-    b = blob.tobytes()
-    return [b[offs[i]:offs[i + 1]].decode("utf-8") for i in range(offs.size - 1)]

@@ -54,8 +54,8 @@ import numpy as np
 from ..algo import forward_backward, total_weight
 from ..errors import FsmError, ModelFormatError
 from ..fsm.atomic import atomic_write
-from .hmm import HMM, _batches, _pack_strings, _unpack_strings, accuracy, build_lattice, \
-    encode_sentences, _extra_rows
+from ..fsm.strings import pack_strings, unpack_strings
+from .hmm import HMM, accuracy, build_lattice, encode_sentences, sentence_batches, unknown_rows
 
 __all__ = ["Corpus", "encode_corpus", "dictionary_mask", "uniform_hmm", "expected_counts",
            "log_likelihood", "evaluation_model", "em", "EMRecord"]
@@ -102,7 +102,7 @@ class Corpus:
         ``vocab_offsets.npy`` plus ``corpus.json`` into ``folder`` (each file atomically)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        blob, offs = _pack_strings(self.vocab)
+        blob, offs = pack_strings(self.vocab)
         for name, a in (("ptr", self.ptr), ("ids", self.ids), ("vocab", blob), ("vocab_offsets", offs)):
             atomic_write(folder / f"{name}.npy", lambda f, a=a: np.save(f, np.asarray(a)))
         meta = {"format": _CORPUS_FORMAT, "version": 1, "sentences": self.num_sentences,
@@ -131,10 +131,8 @@ class Corpus:
                 raise ModelFormatError(f"cannot read ({e})", folder / f"{name}.npy") from None
         ptr = np.asarray(arr("ptr"))
         ids = arr("ids", "r" if mmap else None)
-        try:
-            vocab = tuple(_unpack_strings(arr("vocab"), arr("vocab_offsets")))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ModelFormatError(f"corrupt vocabulary ({e})", folder / "vocab.npy") from None
+        vocab = tuple(unpack_strings(arr("vocab"), arr("vocab_offsets"), error=ModelFormatError,
+                                     path=folder / "vocab.npy"))
         if ptr.dtype != np.int64 or ptr.ndim != 1 or ids.dtype != np.int32 or ids.ndim != 1 \
                 or ptr.size < 1 or ptr[0] != 0 or ptr[-1] != ids.shape[0]:
             raise ModelFormatError("ptr.npy and ids.npy do not form a corpus (dtypes int64/int32, "
@@ -240,7 +238,7 @@ def uniform_hmm(tags: Sequence[str], vocab: Sequence[str], allowed, order: int =
     if allowed.shape != (V + 1, T):
         raise FsmError(f"allowed has shape {allowed.shape}; expected {(V + 1, T)}")
     trans = np.ones((T + 1,) * order)
-    mask = _training_mask(allowed, V)
+    mask = training_mask(allowed, V)
     return HMM.from_counts(tags, vocab, trans, mask.T.astype(np.float64), allowed=mask, tagdict=tagdict)
 
 
@@ -301,7 +299,7 @@ def expected_counts(hmm: HMM, corpus: Corpus, allowed=None, chunk_tokens: int = 
     t_start = last = time.time()
     done = 0
     N = corpus.num_tokens
-    for s0, s1 in _batches(ptr, chunk_tokens):
+    for s0, s1 in sentence_batches(ptr, chunk_tokens):
         t0, t1 = int(ptr[s0]), int(ptr[s1])
         c0 = time.perf_counter()
         ids = np.ascontiguousarray(corpus.ids[t0:t1], dtype=np.int32)
@@ -344,7 +342,7 @@ def log_likelihood(hmm: HMM, ptr, ids, oov_words=None, chunk_tokens: int = 200_0
     csr = hmm.emission_csr()
     oov_pos = np.cumsum(np.asarray(ids) == hmm.V) if oov_words is not None else None
     total = 0.0
-    for s0, s1 in _batches(ptr, chunk_tokens):
+    for s0, s1 in sentence_batches(ptr, chunk_tokens):
         t0, t1 = int(ptr[s0]), int(ptr[s1])
         sub = np.ascontiguousarray(ids[t0:t1], dtype=np.int32)
         words = None
@@ -352,7 +350,7 @@ def log_likelihood(hmm: HMM, ptr, ids, oov_words=None, chunk_tokens: int = 200_0
             k0 = int(oov_pos[t0 - 1]) if t0 else 0
             words = oov_words[k0:int(oov_pos[t1 - 1])]
         try:
-            lat = build_lattice(hmm, ptr[s0:s1 + 1] - t0, sub, csr, extra=_extra_rows(hmm, sub, words),
+            lat = build_lattice(hmm, ptr[s0:s1 + 1] - t0, sub, csr, extra=unknown_rows(hmm, sub, words),
                                 semiring="real")
         except FsmError:
             return -math.inf
@@ -489,7 +487,7 @@ def em(hmm0: HMM, corpus: Corpus, allowed, iterations: int, *, eval=None, heldou
     for k in range(1, iterations + 1):
         t0 = time.time()
         tc, ec, ll = expected_counts(hmm, corpus, allowed, chunk_tokens, progress=progress)
-        hmm = HMM.from_counts(hmm.tags, hmm.vocab, tc, ec, allowed=_training_mask(allowed, hmm.V),
+        hmm = HMM.from_counts(hmm.tags, hmm.vocab, tc, ec, allowed=training_mask(allowed, hmm.V),
                               tagdict=hmm.tagdict)
         dt = time.time() - t0
         prev = records[-1]
@@ -507,7 +505,7 @@ def em(hmm0: HMM, corpus: Corpus, allowed, iterations: int, *, eval=None, heldou
     return ev, records
 
 
-def _training_mask(allowed: np.ndarray, V: int) -> np.ndarray:
+def training_mask(allowed: np.ndarray, V: int) -> np.ndarray:
     """The allowed mask without the unknown word's row (no training token has it),
     except for tags that may emit no training word (they keep only that row)."""
     m = allowed.copy()

@@ -53,6 +53,7 @@ import numpy as np
 from ..algo import best_path
 from ..errors import FsmError, ModelError, ModelFormatError
 from ..fsm.machine import Machine
+from ..fsm.strings import pack_strings, unpack_strings
 from ..fsm.symbols import SymbolTable
 from .unknown import SuffixModel
 from ..fsm.atomic import atomic_write
@@ -322,14 +323,14 @@ class HMM:
         if self.order == 3:
             arrays["log_trans3"] = self.log_trans3
         for name, strings in (("tags", self.tags), ("vocab", self.vocab)):
-            arrays[name + "_blob"], arrays[name + "_offsets"] = _pack_strings(strings)
+            arrays[name + "_blob"], arrays[name + "_offsets"] = pack_strings(strings)
         if self.tagdict is not None:
-            arrays["oov_blob"], arrays["oov_offsets"] = _pack_strings(self.tagdict.words)
+            arrays["oov_blob"], arrays["oov_offsets"] = pack_strings(self.tagdict.words)
             arrays["oov_mask"] = self.tagdict.mask
             arrays["oov_open"] = self.tagdict.open_mask
         if self.unknown is not None:
             u = self.unknown.to_arrays()
-            arrays["unk_suffix_blob"], arrays["unk_suffix_offsets"] = _pack_strings(u.pop("unk_suffix"))
+            arrays["unk_suffix_blob"], arrays["unk_suffix_offsets"] = pack_strings(u.pop("unk_suffix"))
             arrays.update(u)
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         atomic_write(path, lambda f: np.savez(f, **arrays))
@@ -375,8 +376,8 @@ class HMM:
             return a
 
         try:
-            tags = _unpack_strings(need("tags_blob", "u", 1), need("tags_offsets", "i", 1))
-            vocab = _unpack_strings(need("vocab_blob", "u", 1), need("vocab_offsets", "i", 1))
+            tags = unpack_strings(need("tags_blob", "u", 1), need("tags_offsets", "i", 1), error=ModelFormatError, path=path)
+            vocab = unpack_strings(need("vocab_blob", "u", 1), need("vocab_offsets", "i", 1), error=ModelFormatError, path=path)
             order = meta.get("order")
             T, V = len(tags), len(vocab)
             if meta.get("num_tags") != T or meta.get("vocab_size") != V:
@@ -386,13 +387,12 @@ class HMM:
             if meta.get("unknown"):
                 u = {k: arrays[k] for k in ("unk_class", "unk_ptr", "unk_tag", "unk_count", "unk_scalars",
                                              "unk_p_rare") if k in arrays}
-                u["unk_suffix"] = _unpack_strings(need("unk_suffix_blob", "u", 1),
-                                                  need("unk_suffix_offsets", "i", 1))
+                u["unk_suffix"] = unpack_strings(need("unk_suffix_blob", "u", 1), need("unk_suffix_offsets", "i", 1), error=ModelFormatError, path=path)
                 _check_unknown_arrays(u, T, path)
                 unknown = SuffixModel.from_arrays(T, u)
             tagdict = None
             if meta.get("tagdict") is not None:
-                words = _unpack_strings(need("oov_blob", "u", 1), need("oov_offsets", "i", 1))
+                words = unpack_strings(need("oov_blob", "u", 1), need("oov_offsets", "i", 1), error=ModelFormatError, path=path)
                 mask = need("oov_mask", "b", 2)
                 open_mask = need("oov_open", "b", 1)
                 if mask.shape != (len(words), T) or open_mask.shape != (T,):
@@ -402,6 +402,8 @@ class HMM:
             return cls(tags, vocab, need("log_trans", "f", 2), need("log_emit", "f", 2), order=order,
                        log_trans3=need("log_trans3", "f", 3) if order == 3 else None, unknown=unknown,
                        tagdict=tagdict)
+        except ModelFormatError:
+            raise
         except ModelError as e:
             raise ModelFormatError(str(e), path) from None
         except (ValueError, UnicodeDecodeError, TypeError) as e:
@@ -677,21 +679,6 @@ def _check_unknown_arrays(u: dict, T: int, path) -> None:
 def _tag_dictionary(tagset: str, min_count: int):
     from ..data.tagsets import tag_dictionary
     return tag_dictionary(tagset, min_count)
-
-
-def _pack_strings(strings) -> tuple[np.ndarray, np.ndarray]:
-    enc = [s.encode("utf-8") for s in strings]
-    offs = np.zeros(len(enc) + 1, np.int64)
-    np.cumsum([len(b) for b in enc], out=offs[1:])
-    return np.frombuffer(b"".join(enc), dtype=np.uint8).copy(), offs
-
-
-def _unpack_strings(blob: np.ndarray, offs: np.ndarray) -> list[str]:
-    if offs.size == 0 or offs[0] != 0 or offs[-1] != blob.size or np.any(np.diff(offs) < 0):
-        raise ValueError("string offsets do not cover their blob")
-    b = blob.tobytes()
-    o = offs.tolist()
-    return [b[o[i]:o[i + 1]].decode("utf-8") for i in range(len(o) - 1)]
 
 
 # --------------------------------------------------------------------------- lattice kernels
@@ -990,7 +977,7 @@ def encode_sentences(hmm: HMM, sentences: Iterable[Sequence[str]]):
     return ptr, np.asarray(ids, dtype=np.int32), oov
 
 
-def _extra_rows(hmm: HMM, ids: np.ndarray, oov_words):
+def unknown_rows(hmm: HMM, ids: np.ndarray, oov_words):
     """Word-specific emission rows of the unknown tokens (one row per distinct word)."""
     tok = np.flatnonzero(ids == hmm.V)
     if tok.size == 0 or (oov_words is None and hmm.tagdict is None and hmm.unknown is None):
@@ -1028,7 +1015,7 @@ def lattice(hmm: HMM, ptr, ids, *, oov_words=None, allowed=None, semiring: str =
         FsmError: bad offsets or ids, or a token with no possible tag.
     """
     ptr, ids = _check_ptr_ids(ptr, ids, hmm.V)
-    return build_lattice(hmm, ptr, ids, hmm.emission_csr(allowed), extra=_extra_rows(hmm, ids, oov_words),
+    return build_lattice(hmm, ptr, ids, hmm.emission_csr(allowed), extra=unknown_rows(hmm, ids, oov_words),
                          semiring=semiring, symbols=symbols)
 
 
@@ -1054,7 +1041,7 @@ def viterbi(hmm: HMM, ptr, ids, *, oov_words=None, batch_tokens: int = 100_000) 
     out = np.empty(ids.shape[0], np.int32)
     oov_pos = np.cumsum(ids == hmm.V) if oov_words is not None else None
     csr = hmm.emission_csr()
-    for s0, s1 in _batches(ptr, batch_tokens):
+    for s0, s1 in sentence_batches(ptr, batch_tokens):
         t0, t1 = int(ptr[s0]), int(ptr[s1])
         if t1 == t0:
             continue
@@ -1064,12 +1051,12 @@ def viterbi(hmm: HMM, ptr, ids, *, oov_words=None, batch_tokens: int = 100_000) 
             k0 = int(oov_pos[t0 - 1]) if t0 else 0
             words = oov_words[k0:int(oov_pos[t1 - 1])]
         lat = build_lattice(hmm, ptr[s0:s1 + 1] - ptr[s0], sub_ids, csr,
-                            extra=_extra_rows(hmm, sub_ids, words))
+                            extra=unknown_rows(hmm, sub_ids, words))
         out[t0:t1] = lat.path_tags(best_path(lat.machine))
     return out
 
 
-def _batches(ptr: np.ndarray, tokens: int):
+def sentence_batches(ptr: np.ndarray, tokens: int):
     """(first, last+1) sentence ranges of about ``tokens`` tokens each."""
     S = ptr.shape[0] - 1
     tokens = max(int(tokens), 1)
