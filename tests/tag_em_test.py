@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from fsmlearn.data.tagsets import TAG17_OPEN_CLASS, tag_dictionary, tagset_tags
 from fsmlearn.tag.em import (Corpus, dictionary_mask, em, encode_corpus, evaluation_model, expected_counts,
                              log_likelihood, uniform_hmm)
-from fsmlearn.tag.hmm import HMM, encode_sentences
+from fsmlearn.tag.hmm import HMM
+from fsmlearn.tag.lattice import encode_sentences
 
 
 def random_model(rng, T, V, order, allowed):

@@ -1,1 +1,39 @@
-"""Layer 4: HMM taggers as transducers."""
+"""Layer 4 (models): HMM taggers as weighted transducers, trained on a tagged
+corpus, by EM on raw text, or by n-gram EM on an approximate corpus (a backoff
+LM of :mod:`fsmlearn.lm`).
+
+Modules:
+
+* :mod:`~fsmlearn.tag.hmm`: the model and its parameters (:class:`HMM`).
+* :mod:`~fsmlearn.tag.smoothing`: transition estimates (add-a, deleted interpolation).
+* :mod:`~fsmlearn.tag.oov_tags`: the tag dictionary's unknown words (:class:`OovTags`).
+* :mod:`~fsmlearn.tag.unknown`: the suffix model of unknown words (:class:`SuffixModel`).
+* :mod:`~fsmlearn.tag.hmm_io`: saving and loading taggers.
+* :mod:`~fsmlearn.tag.lattice`: the tagging lattices of many sentences and their kernels.
+* :mod:`~fsmlearn.tag.decode`: tagging (:func:`viterbi`, :func:`tag_sentences`).
+* :mod:`~fsmlearn.tag.evaluate`: accuracy against gold tags.
+* :mod:`~fsmlearn.tag.train`: supervised training from tagged sentences.
+* :mod:`~fsmlearn.tag.em`: EM on a corpus (Merialdo's set-up).
+* :mod:`~fsmlearn.tag.ngram_structure`, :mod:`~fsmlearn.tag.ngram_kernels`,
+  :mod:`~fsmlearn.tag.ngram_objective`, :mod:`~fsmlearn.tag.ngram_cond`,
+  :mod:`~fsmlearn.tag.ngram_materialise`, :mod:`~fsmlearn.tag.ngram_em`:
+  n-gram EM (Smith and Eisner); :mod:`~fsmlearn.tag.approx` sets it up from an LM.
+"""
+
+from .decode import tag_sentences, viterbi
+from .em import Corpus, EMRecord, dictionary_mask, em, encode_corpus, evaluation_model, expected_counts, \
+    log_likelihood, uniform_hmm
+from .evaluate import accuracy
+from .hmm import EPS, HMM, UNK
+from .hmm_io import load_hmm, save_hmm
+from .lattice import Lattice, build_lattice, encode_sentences, lattice, sentence_lattice
+from .oov_tags import OovTags
+from .train import TaggedCounts, count_tagged, train_supervised
+from .unknown import SuffixModel
+
+__all__ = ["HMM", "UNK", "EPS", "OovTags", "SuffixModel", "save_hmm", "load_hmm",
+           "Lattice", "build_lattice", "lattice", "sentence_lattice", "encode_sentences",
+           "viterbi", "tag_sentences", "accuracy",
+           "TaggedCounts", "count_tagged", "train_supervised",
+           "Corpus", "EMRecord", "encode_corpus", "dictionary_mask", "uniform_hmm", "expected_counts",
+           "log_likelihood", "evaluation_model", "em"]

@@ -23,7 +23,9 @@ import numpy as np
 from ..data.tagsets import tag_dictionary, tagset_tags
 from ..lm.model import BOS, EOS, UNK, CompiledLM
 from .em import dictionary_mask, log_likelihood, uniform_hmm
-from .hmm import HMM, accuracy, encode_sentences
+from .evaluate import accuracy
+from .hmm import HMM
+from .lattice import encode_sentences
 from .ngram_em import CqStructure, NGramEM
 
 _UNK_FLOOR = 1e-6

@@ -12,7 +12,7 @@ emitted by the tags the dictionary lists for it), trained on untagged text.
   the dictionary allows it.
 * **E-step** (:func:`expected_counts`): the corpus is cut into chunks of
   about ``chunk_tokens`` tokens (whole sentences); each chunk's sentences
-  become one concatenated lattice (:func:`fsmlearn.tag.hmm.build_lattice`, in
+  become one concatenated lattice (:func:`fsmlearn.tag.lattice.build_lattice`, in
   the real weight convention so that the engine does no exp/log per arc)
   and the engine's :func:`~fsmlearn.algo.forward_backward` gives its arc
   posteriors, which ``np.bincount`` turns into transition counts (by each
@@ -35,7 +35,8 @@ emitted by the tags the dictionary lists for it), trained on untagged text.
   returns.
 
 Public names: Corpus, encode_corpus, dictionary_mask, uniform_hmm,
-expected_counts, log_likelihood, evaluation_model, em, EMRecord.
+expected_counts, log_likelihood, evaluation_model, em, EMRecord,
+training_mask.
 """
 
 from __future__ import annotations
@@ -55,10 +56,12 @@ from ..algo import forward_backward, total_weight
 from ..errors import FsmError, ModelFormatError
 from ..fsm.atomic import atomic_write
 from ..fsm.strings import pack_strings, unpack_strings
-from .hmm import HMM, accuracy, build_lattice, encode_sentences, sentence_batches, unknown_rows
+from .evaluate import accuracy
+from .hmm import HMM
+from .lattice import build_lattice, encode_sentences, sentence_batches, unknown_rows
 
 __all__ = ["Corpus", "encode_corpus", "dictionary_mask", "uniform_hmm", "expected_counts",
-           "log_likelihood", "evaluation_model", "em", "EMRecord"]
+           "log_likelihood", "evaluation_model", "em", "EMRecord", "training_mask"]
 
 _CORPUS_FORMAT = "fsmlearn-corpus"
 _UNK_FLOOR = 1e-6
@@ -332,7 +335,7 @@ def log_likelihood(hmm: HMM, ptr, ids, oov_words=None, chunk_tokens: int = 200_0
 
     Args:
         hmm: the model.
-        ptr, ids, oov_words: as for :func:`fsmlearn.tag.hmm.lattice`.
+        ptr, ids, oov_words: as for :func:`fsmlearn.tag.lattice.lattice`.
         chunk_tokens: tokens per lattice.
 
     Returns:
@@ -506,8 +509,16 @@ def em(hmm0: HMM, corpus: Corpus, allowed, iterations: int, *, eval=None, heldou
 
 
 def training_mask(allowed: np.ndarray, V: int) -> np.ndarray:
-    """The allowed mask without the unknown word's row (no training token has it),
-    except for tags that may emit no training word (they keep only that row)."""
+    """The allowed mask of the M-step: without the unknown word's row (no training
+    token has it), except for tags that may emit no training word (they keep only that row).
+
+    Args:
+        allowed: bool [V+1, T] the allowed (word id, tag) pairs.
+        V: the vocabulary size (row V is the unknown word).
+
+    Returns:
+        bool [V+1, T], a copy.
+    """
     m = allowed.copy()
     m[V] = False
     empty = ~m.any(axis=0)

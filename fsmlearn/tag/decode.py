@@ -1,0 +1,62 @@
+"""Tagging: the best tag sequence of each sentence under an HMM.
+
+A concatenated tagging lattice's best path (:func:`fsmlearn.algo.best_path`,
+the tropical semiring) is the concatenation of the sentences' best paths, so
+:func:`viterbi` decodes batches of sentences one lattice at a time.
+
+Public names: viterbi, tag_sentences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from ..algo import best_path
+from .hmm import HMM
+from .lattice import build_lattice, check_sentences, encode_sentences, sentence_batches, unknown_rows
+
+__all__ = ["viterbi", "tag_sentences"]
+
+
+def viterbi(hmm: HMM, ptr, ids, *, oov_words=None, batch_tokens: int = 100_000) -> np.ndarray:
+    """The best tag sequence of every sentence, by ``best_path`` on lattices.
+
+    Args:
+        hmm, ptr, ids, oov_words: as for :func:`fsmlearn.tag.lattice.lattice`.
+        batch_tokens: tokens per lattice (sentences are never split).
+
+    Returns:
+        int32 [N] tag ids.
+    """
+    ptr, ids = check_sentences(ptr, ids, hmm.V)
+    out = np.empty(ids.shape[0], np.int32)
+    oov_pos = np.cumsum(ids == hmm.V) if oov_words is not None else None
+    csr = hmm.emission_csr()
+    for s0, s1 in sentence_batches(ptr, batch_tokens):
+        t0, t1 = int(ptr[s0]), int(ptr[s1])
+        if t1 == t0:
+            continue
+        sub_ids = ids[t0:t1]
+        words = None
+        if oov_words is not None:
+            k0 = int(oov_pos[t0 - 1]) if t0 else 0
+            words = oov_words[k0:int(oov_pos[t1 - 1])]
+        lat = build_lattice(hmm, ptr[s0:s1 + 1] - ptr[s0], sub_ids, csr,
+                            extra=unknown_rows(hmm, sub_ids, words))
+        out[t0:t1] = lat.path_tags(best_path(lat.machine))
+    return out
+
+
+def tag_sentences(hmm: HMM, sentences: Iterable[Sequence[str]]) -> list[list[str]]:
+    """Tag sentences (lists of words) with the Viterbi tag sequence.
+
+    Returns:
+        One list of tag names per sentence.
+    """
+    sentences = [list(s) for s in sentences]
+    ptr, ids, oov = encode_sentences(hmm, sentences)
+    tags = viterbi(hmm, ptr, ids, oov_words=oov)
+    names = hmm.tags
+    return [[names[t] for t in tags[ptr[i]:ptr[i + 1]]] for i in range(len(sentences))]

@@ -1,0 +1,406 @@
+"""Tagging lattices: many sentences' compositions with an HMM as one machine.
+
+:func:`lattice` builds the composition of sentence acceptors with
+:meth:`fsmlearn.tag.hmm.HMM.tagger_transducer` directly, for *many*
+sentences at once, as one acyclic machine: the concatenation of the sentence
+lattices, where each sentence's last states lead by ``</s>`` arcs (label
+epsilon, weight ``-ln p(</s> | h)``) to one boundary state that starts the
+next sentence (Mohri, Pereira and Riley 2002, section 4, for the lattice as a
+composition).  Its total weight is the sum of the sentences' ``-ln p(words)``
+and its arc posteriors are the per-sentence posteriors.  States are numbered
+in topological order (every arc goes up), so the engine solves it in one flat
+pass.  A numba kernel writes the CSR arrays from integer arrays (sentence
+offsets, word ids, the allowed tags of each word).
+
+Public names: Lattice, build_lattice, lattice, sentence_lattice,
+encode_sentences, check_sentences, unknown_rows, sentence_batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numba as nb
+import numpy as np
+
+from ..errors import ArgumentError, ModelError
+from ..fsm.machine import Machine
+from .hmm import HMM, UNK
+
+__all__ = ["Lattice", "build_lattice", "lattice", "sentence_lattice", "encode_sentences", "check_sentences",
+           "unknown_rows", "sentence_batches"]
+
+
+class Lattice:
+    """The concatenated tagging lattice of a batch of sentences.
+
+    Attributes:
+        machine: the acyclic :class:`~fsmlearn.fsm.Machine` (input labels word
+            id + 1, output labels tag + 1, epsilon on the ``</s>`` arcs);
+            state 0 is the start and the last state the only final one.
+        arc_trans: int32 [E] flat index of each arc's transition into the
+            model's transition array (``hmm.trans.ravel()``).
+        state_tok: int64 [Q] token (0..N-1 within the batch) of each state, -1
+            for the sentence boundaries.
+        state_tag: int32 [Q] tag of each state (the last tag of its history),
+            -1 for the boundaries.
+        ptr: int64 [S+1] sentence offsets; ids: int32 [N] word ids.
+        num_tags: T.
+    """
+
+    __slots__ = ("machine", "arc_trans", "state_tok", "state_tag", "ptr", "ids", "num_tags")
+
+    def __init__(self, machine, arc_trans, state_tok, state_tag, ptr, ids, num_tags):
+        self.machine = machine
+        self.arc_trans = arc_trans
+        self.state_tok = state_tok
+        self.state_tag = state_tag
+        self.ptr = ptr
+        self.ids = ids
+        self.num_tags = num_tags
+
+    def state_posteriors(self, arc_posteriors: np.ndarray) -> np.ndarray:
+        """float64 [Q]: posterior of each state (the sum over its incoming arcs)."""
+        return np.bincount(self.machine.dst, arc_posteriors, minlength=self.machine.num_states)
+
+    def position_posteriors(self, arc_posteriors: np.ndarray) -> np.ndarray:
+        """float64 [N, T]: posterior probability that token n has tag t."""
+        sp = self.state_posteriors(arc_posteriors)
+        m = self.state_tok >= 0
+        N = self.ids.shape[0]
+        out = np.bincount(self.state_tok[m] * self.num_tags + self.state_tag[m], sp[m],
+                          minlength=N * self.num_tags)
+        return out.reshape(N, self.num_tags)
+
+    def path_tags(self, path) -> np.ndarray:
+        """int32 [N]: the tag of each token on a path (from :func:`best_path`)."""
+        st = path.states
+        st = st[self.state_tok[st] >= 0]
+        out = np.empty(self.ids.shape[0], np.int32)
+        out[self.state_tok[st]] = self.state_tag[st]
+        return out
+
+
+def check_sentences(ptr, ids, V: int):
+    """Validated (ptr int64 [S+1], ids int32 [N]) of a batch of encoded sentences.
+
+    Raises:
+        ArgumentError: offsets that do not rise from 0 to N, or word ids outside 0..V.
+    """
+    ptr = np.ascontiguousarray(ptr, dtype=np.int64)
+    ids = np.asarray(ids)
+    if ids.dtype != np.int32:
+        ids = ids.astype(np.int32)
+    ids = np.ascontiguousarray(ids)
+    if ptr.ndim != 1 or ptr.size < 1 or ptr[0] != 0 or ptr[-1] != ids.shape[0] or np.any(np.diff(ptr) < 0):
+        raise ArgumentError(f"sentence offsets must rise from 0 to the number of tokens ({ids.shape[0]})")
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) > V):
+        raise ArgumentError(f"word ids must lie in 0..{V} (V is the unknown word), got {int(ids.min())}.."
+                       f"{int(ids.max())}")
+    return ptr, ids
+
+
+def build_lattice(hmm: HMM, ptr, ids, csr, *, extra=None, semiring: str = "log",
+                  symbols: bool = False) -> Lattice:
+    """The concatenated lattice from prepared emission rows (the fast path of EM).
+
+    Args:
+        hmm: the model.
+        ptr: int64 [S+1] sentence offsets; ids: int32 [N] word ids (V unknown).
+        csr: (row_ptr, row_tag, row_logp) of the word ids, from
+            :meth:`HMM.emission_csr`.
+        extra: optional (tok int64 [M], scores float64 [M, T]): tokens whose
+            emission row is given explicitly (unknown words).
+        semiring: ``"log"`` (weights -ln p) or ``"real"`` (weights p; no
+            exp/log per arc in the engine).
+        symbols: attach :meth:`HMM.word_symbols` / :meth:`HMM.tag_symbols`.
+
+    Returns:
+        A :class:`Lattice`.
+
+    Raises:
+        ArgumentError: a semiring other than log or real, or too many states.
+        ModelError: a token with no possible tag (the message names it).
+    """
+    real = semiring == "real"
+    if semiring not in ("log", "real"):
+        raise ArgumentError(f"lattice semiring must be 'log' or 'real', got {semiring!r}")
+    row_ptr, row_tag, row_lp = csr
+    tok_row = ids.astype(np.int64)
+    if extra is not None and len(extra[0]):
+        tok, scores = extra
+        fin = np.isfinite(scores)
+        r, t = np.nonzero(fin)
+        nV = row_ptr.shape[0] - 1
+        xptr = np.zeros(len(tok) + 1, np.int64)
+        np.cumsum(fin.sum(axis=1), out=xptr[1:])
+        row_ptr = np.concatenate([row_ptr, row_ptr[-1] + xptr[1:]])
+        row_tag = np.concatenate([row_tag, t.astype(np.int32)])
+        row_lp = np.concatenate([row_lp, scores[r, t]])
+        tok_row[np.asarray(tok, dtype=np.int64)] = nV + np.arange(len(tok))
+    key = ("trans_w", real)
+    tw = hmm._cached(key, lambda: (np.exp(hmm.trans) if real else -hmm.trans).ravel().copy())
+    row_w = np.exp(row_lp) if real else -row_lp
+    n_states, n_arcs = _sizes(ptr, tok_row, row_ptr, hmm.order)
+    if n_arcs < 0:
+        i = int(n_states)
+        wid = int(ids[i])
+        word = hmm.vocab[wid] if wid < hmm.V else UNK
+        raise ModelError(f"token {i} ({word!r}) has no possible tag under the model")
+    if n_states >= 2**31 - 1:
+        raise ArgumentError(f"the lattice has {n_states} states, too many for one machine; use smaller batches")
+    src_start = np.empty(n_states + 1, np.int64)
+    dst = np.empty(n_arcs, np.int32)
+    il = np.empty(n_arcs, np.int32)
+    ol = np.empty(n_arcs, np.int32)
+    w = np.empty(n_arcs, np.float64)
+    arc_trans = np.empty(n_arcs, np.int32)
+    state_tok = np.empty(n_states, np.int64)
+    state_tag = np.empty(n_states, np.int32)
+    _fill(ptr, ids, tok_row, row_ptr, row_tag, row_w, tw, hmm.T, hmm.order, real,
+          src_start, dst, il, ol, w, arc_trans, state_tok, state_tag)
+    final = np.full(n_states, 0.0 if real else np.inf)
+    final[n_states - 1] = 1.0 if real else 0.0
+    for x in (src_start, dst, il, ol, w, final):
+        x.setflags(write=False)
+    m = Machine(start=0, final=final, src_start=src_start, dst=dst, ilabel=il, olabel=ol, weight=w,
+                isyms=hmm.word_symbols() if symbols else None, osyms=hmm.tag_symbols() if symbols else None,
+                semiring=semiring, check_symbols=False)
+    return Lattice(m, arc_trans, state_tok, state_tag, ptr, ids, hmm.T)
+
+
+def encode_sentences(hmm: HMM, sentences: Iterable[Sequence[str]]):
+    """Word ids of sentences (lists of words) under the model's vocabulary.
+
+    Returns:
+        (ptr int64 [S+1], ids int32 [N], oov_words list[str]): ``oov_words``
+        holds the words of the tokens with id V, in token order.
+    """
+    idx = hmm.word_index
+    V = hmm.V
+    lens = []
+    ids = []
+    oov = []
+    for s in sentences:
+        lens.append(len(s))
+        for w in s:
+            i = idx.get(w, V)
+            ids.append(i)
+            if i == V:
+                oov.append(w)
+    ptr = np.zeros(len(lens) + 1, np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    return ptr, np.asarray(ids, dtype=np.int32), oov
+
+
+def unknown_rows(hmm: HMM, ids: np.ndarray, oov_words):
+    """Word-specific emission rows of the unknown tokens, for :func:`build_lattice`'s ``extra``.
+
+    Args:
+        hmm: the model.
+        ids: int32 [N] word ids (V: unknown).
+        oov_words: the words of the tokens with id V, in order, or None.
+
+    Returns:
+        None (no unknown token, or no words given), or (tok int64 [M], scores
+        float64 [M, T]): the unknown tokens and their rows
+        (:meth:`~fsmlearn.tag.hmm.HMM.unknown_scores`, computed once per distinct word).
+
+    Raises:
+        ArgumentError: not one word per token with id V.
+    """
+    tok = np.flatnonzero(ids == hmm.V)
+    if tok.size == 0 or (oov_words is None and hmm.tagdict is None and hmm.unknown is None):
+        return None
+    if oov_words is None:
+        return None
+    if len(oov_words) != tok.size:
+        raise ArgumentError(f"{len(oov_words)} unknown words given for {tok.size} tokens with the unknown id")
+    distinct = {}
+    inv = np.fromiter((distinct.setdefault(w, len(distinct)) for w in oov_words), np.int64, count=tok.size)
+    scores = hmm.unknown_scores(list(distinct))
+    return tok, scores[inv]
+
+
+def lattice(hmm: HMM, ptr, ids, *, oov_words=None, allowed=None, semiring: str = "log",
+            symbols: bool = False) -> Lattice:
+    """The tagging lattice of a batch of sentences: their concatenated
+    compositions with :meth:`HMM.tagger_transducer` (see the module docstring).
+
+    Args:
+        hmm: the model.
+        ptr: int64 [S+1] sentence offsets into ``ids`` (empty sentences are skipped).
+        ids: int32 [N] word ids, V for unknown words.
+        oov_words: optional list of the words of the tokens with id V, in
+            order; with it unknown words get word-specific emissions
+            (:meth:`HMM.unknown_scores`).  Without it they use column V.
+        allowed: optional bool [V+1, T] mask of allowed (word id, tag) pairs.
+        semiring: weight convention of the machine, ``"log"`` or ``"real"``.
+        symbols: attach the word and tag symbol tables.
+
+    Returns:
+        A :class:`Lattice`.
+
+    Raises:
+        ArgumentError: bad offsets or ids, or not one unknown word per token with id V.
+        ModelError: a token with no possible tag.
+    """
+    ptr, ids = check_sentences(ptr, ids, hmm.V)
+    return build_lattice(hmm, ptr, ids, hmm.emission_csr(allowed), extra=unknown_rows(hmm, ids, oov_words),
+                         semiring=semiring, symbols=symbols)
+
+
+def sentence_lattice(hmm: HMM, words: Sequence[str], **kwargs) -> Lattice:
+    """The lattice of one sentence (a list of words); see :func:`lattice`."""
+    ptr, ids, oov = encode_sentences(hmm, [list(words)])
+    return lattice(hmm, ptr, ids, oov_words=oov, **kwargs)
+
+
+def sentence_batches(ptr: np.ndarray, tokens: int):
+    """(first, last+1) sentence ranges of about ``tokens`` tokens each."""
+    S = ptr.shape[0] - 1
+    tokens = max(int(tokens), 1)
+    s0 = 0
+    while s0 < S:
+        s1 = int(np.searchsorted(ptr, ptr[s0] + tokens, side="right")) - 1
+        s1 = min(max(s1, s0 + 1), S)
+        yield s0, s1
+        s0 = s1
+
+
+# --------------------------------------------------------------------------- kernels
+
+@nb.njit(cache=True)
+def _sizes(ptr, tok_row, row_ptr, order):
+    """(states, arcs) of the concatenated lattice; -1 arcs if a token has no tag."""
+    n_states = 1
+    n_arcs = 0
+    for s in range(ptr.shape[0] - 1):
+        lo = ptr[s]
+        hi = ptr[s + 1]
+        if hi == lo:
+            continue
+        prev_states = 1      # states of the previous position (the boundary)
+        prev_k = 1           # tags of the previous position
+        for i in range(lo, hi):
+            r = tok_row[i]
+            k = row_ptr[r + 1] - row_ptr[r]
+            if k == 0:
+                return i, -1
+            n_arcs += prev_states * k
+            if order == 2:
+                cur = k
+            else:
+                cur = prev_k * k
+            n_states += cur
+            prev_states = cur
+            prev_k = k
+        n_arcs += prev_states
+        n_states += 1
+    return n_states, n_arcs
+
+
+@nb.njit(cache=True)
+def _fill(ptr, ids, tok_row, row_ptr, row_tag, row_w, trans, T, order, real,
+          src_start, dst, il, ol, w, arc_trans, state_tok, state_tag):
+    """Write the concatenated lattice (states in topological order, arcs by source).
+
+    trans is [T+1, T+1] (order 2) or [T+1, T+1, T+1] flattened (order 3),
+    holding probabilities (real) or costs; row_w likewise.
+    """
+    T1 = T + 1
+    a = 0
+    q = 0                                   # the current boundary state
+    state_tok[0] = -1
+    state_tag[0] = -1
+    for s in range(ptr.shape[0] - 1):
+        lo = ptr[s]
+        hi = ptr[s + 1]
+        if hi == lo:
+            continue
+        base_prev = q
+        n_prev = 1
+        k_prev = 1
+        r_prev = -1
+        r_prev2 = -1
+        base = q + 1
+        for i in range(lo, hi):
+            r = tok_row[i]
+            r0 = row_ptr[r]
+            k = row_ptr[r + 1] - r0
+            lab = ids[i] + 1
+            if order == 2:
+                for j in range(k):
+                    state_tok[base + j] = i
+                    state_tag[base + j] = row_tag[r0 + j]
+                for p in range(n_prev):
+                    sp = base_prev + p
+                    src_start[sp] = a
+                    tp = T if r_prev < 0 else row_tag[row_ptr[r_prev] + p]
+                    for j in range(k):
+                        c = row_tag[r0 + j]
+                        tw = trans[tp * T1 + c]
+                        dst[a] = base + j
+                        il[a] = lab
+                        ol[a] = c + 1
+                        w[a] = tw * row_w[r0 + j] if real else tw + row_w[r0 + j]
+                        arc_trans[a] = tp * T1 + c
+                        a += 1
+                n_cur = k
+            else:
+                # states of position i: (index of the previous tag) * k + (index of the tag)
+                for pi in range(k_prev):
+                    for j in range(k):
+                        state_tok[base + pi * k + j] = i
+                        state_tag[base + pi * k + j] = row_tag[r0 + j]
+                for p in range(n_prev):
+                    sp = base_prev + p
+                    src_start[sp] = a
+                    if r_prev < 0:
+                        tx = T
+                        ta = T
+                        pa = 0
+                    else:
+                        pa = p % k_prev                      # index of the previous tag
+                        ta = row_tag[row_ptr[r_prev] + pa]
+                        tx = T if r_prev2 < 0 else row_tag[row_ptr[r_prev2] + p // k_prev]
+                    h = (tx * T1 + ta) * T1
+                    for j in range(k):
+                        c = row_tag[r0 + j]
+                        tw = trans[h + c]
+                        dst[a] = base + pa * k + j
+                        il[a] = lab
+                        ol[a] = c + 1
+                        w[a] = tw * row_w[r0 + j] if real else tw + row_w[r0 + j]
+                        arc_trans[a] = h + c
+                        a += 1
+                n_cur = k_prev * k
+            base_prev = base
+            base += n_cur
+            n_prev = n_cur
+            k_prev = k
+            r_prev2 = r_prev
+            r_prev = r
+        nq = base                            # the next boundary
+        for p in range(n_prev):
+            sp = base_prev + p
+            src_start[sp] = a
+            if order == 2:
+                h = row_tag[row_ptr[r_prev] + p] * T1
+            else:
+                pa = p % k_prev
+                ta = row_tag[row_ptr[r_prev] + pa]
+                tx = T if r_prev2 < 0 else row_tag[row_ptr[r_prev2] + p // k_prev]
+                h = (tx * T1 + ta) * T1
+            dst[a] = nq
+            il[a] = 0
+            ol[a] = 0
+            w[a] = trans[h + T]
+            arc_trans[a] = h + T
+            a += 1
+        q = nq
+        state_tok[q] = -1
+        state_tag[q] = -1
+    src_start[q] = a
+    src_start[q + 1] = a
+    return a

@@ -1,0 +1,123 @@
+"""Tagging lattices (fsmlearn.tag.lattice) = compositions.
+
+The tagging lattice built by the numba kernel is checked against the
+engine's ``compose`` of the sentence acceptor with ``tagger_transducer()``
+and against pynini's composition of the same two machines (same language
+and weights: total weight, best path weight, posteriors per (position,
+tag)).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pynini
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fsmlearn import Machine
+from fsmlearn.algo import best_path, compose, forward_backward, total_weight
+from fsmlearn.errors import ArgumentError, ModelError
+from fsmlearn.tag import HMM, encode_sentences, lattice, sentence_lattice
+from fsmlearn.testing import openfst_distances
+from tag_common import brute_force, position_posteriors_of, random_hmm, random_sentence
+
+
+@pytest.mark.parametrize("order", [2, 3])
+@given(seed=st.integers(0, 2**31), L=st.integers(1, 5))
+def test_lattice_equals_engine_composition(order, seed, L):
+    rng = np.random.default_rng(seed)
+    hmm = random_hmm(rng, T=int(rng.integers(1, 4)), V=4, order=order)
+    words = random_sentence(rng, hmm, L)
+    lat = sentence_lattice(hmm, words, symbols=True)
+    comp = compose(hmm.sentence_acceptor(words), hmm.tagger_transducer())
+    # total weight
+    z_lat = float(total_weight(lat.machine))
+    assert z_lat == pytest.approx(float(total_weight(comp)), rel=1e-12, abs=1e-12)
+    lp, seqs = brute_force(hmm, words)
+    assert z_lat == pytest.approx(-np.logaddexp.reduce(lp), rel=1e-12, abs=1e-12)
+    # best path: same weight, same output string
+    p1, p2 = best_path(lat.machine), best_path(comp)
+    assert p1.weight == pytest.approx(p2.weight, rel=1e-12, abs=1e-12)
+    assert p1.weight == pytest.approx(-lp.max(), rel=1e-12, abs=1e-12)
+    # posteriors per (position, tag)
+    fb1, fb2 = forward_backward(lat.machine), forward_backward(comp)
+    P1 = lat.position_posteriors(fb1.posteriors)
+    P2 = position_posteriors_of(comp, fb2.posteriors, L, hmm.T)
+    np.testing.assert_allclose(P1, P2, atol=1e-12)
+    np.testing.assert_allclose(P1.sum(axis=1), 1.0, atol=1e-12)
+    # the same language: every lattice arc's labels are those of the composition
+    assert lat.machine.isyms == comp.isyms and lat.machine.osyms == comp.osyms
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_lattice_equals_pynini_composition(order):
+    rng = np.random.default_rng(7 + order)
+    for _ in range(6):
+        hmm = random_hmm(rng, T=3, V=5, order=order)
+        words = random_sentence(rng, hmm, int(rng.integers(1, 6)))
+        lat = sentence_lattice(hmm, words, symbols=True)
+        a = hmm.sentence_acceptor(words).to_pynini("log64")
+        b = hmm.tagger_transducer().to_pynini("log64")
+        pc = pynini.compose(a, pynini.arcsort(b, "ilabel"))
+        # total weight: OpenFst's shortest distance at full precision
+        z_pynini = float(openfst_distances(pc, reverse=True)[pc.start()])
+        assert float(total_weight(lat.machine)) == pytest.approx(z_pynini, abs=1e-9)
+        # best path: OpenFst's shortest path on the tropical copy (float32 weights)
+        trop = pynini.arcmap(pc, map_type="to_std")
+        sp = pynini.shortestpath(trop)
+        w_sp = float(pynini.shortestdistance(sp, reverse=True)[sp.start()])
+        assert best_path(lat.machine).weight == pytest.approx(w_sp, rel=1e-5)
+        # the output string of the best path agrees
+        tags_pynini = [hmm.tags[int(x) - 1] for x in
+                       sp.paths(output_token_type=b.output_symbols()).olabels()]
+        tags_lat = [hmm.tags[t] for t in lat.path_tags(best_path(lat.machine))]
+        assert tags_pynini == tags_lat
+        # posteriors per (position, tag) of pynini's composition, by the engine
+        m = Machine.from_pynini(pc)
+        P2 = position_posteriors_of(m, forward_backward(m).posteriors, len(words), hmm.T)
+        P1 = lat.position_posteriors(forward_backward(lat.machine).posteriors)
+        np.testing.assert_allclose(P1, P2, atol=1e-9)
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_concatenated_lattice_is_the_sentences_side_by_side(order):
+    rng = np.random.default_rng(3)
+    hmm = random_hmm(rng, T=3, V=5, order=order)
+    sents = [random_sentence(rng, hmm, int(rng.integers(0, 6))) for _ in range(7)]
+    ptr, ids, oov = encode_sentences(hmm, sents)
+    for sr in ("log", "real"):
+        lat = lattice(hmm, ptr, ids, oov_words=oov, semiring=sr)
+        m = lat.machine
+        assert np.all(m.dst > m.arc_src)                      # topologically numbered
+        fb = forward_backward(m)
+        z = 0.0
+        P = lat.position_posteriors(fb.posteriors)
+        for i, s in enumerate(sents):
+            if not s:
+                continue
+            single = sentence_lattice(hmm, s)
+            fs = forward_backward(single.machine)
+            z += fs.logz
+            np.testing.assert_allclose(P[ptr[i]:ptr[i + 1]],
+                                       single.position_posteriors(fs.posteriors), atol=1e-12)
+        assert fb.logz == pytest.approx(z, rel=1e-12)
+        # expected transition counts: the </s> arcs carry one count per non-empty sentence
+        tc = np.bincount(lat.arc_trans, fb.posteriors, minlength=hmm.trans.size).reshape(hmm.trans.shape)
+        assert tc[..., hmm.T].sum() == pytest.approx(sum(1 for s in sents if s), rel=1e-12)
+
+
+def test_lattice_input_errors():
+    rng = np.random.default_rng(0)
+    hmm = random_hmm(rng)
+    with pytest.raises(ArgumentError, match="offsets"):
+        lattice(hmm, [0, 3], np.array([0, 1], np.int32))
+    with pytest.raises(ArgumentError, match="word ids"):
+        lattice(hmm, [0, 1], np.array([hmm.V + 1], np.int32))
+    # a word no tag may emit
+    le = hmm.log_emit.copy()
+    le[:, 0] = -np.inf
+    le = le - np.logaddexp.reduce(le, axis=1, keepdims=True)
+    h2 = HMM(hmm.tags, hmm.vocab, hmm.log_trans, le)
+    with pytest.raises(ModelError, match="'w0'.*no possible tag"):
+        lattice(h2, [0, 2], np.array([1, 0], np.int32))
