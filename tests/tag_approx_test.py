@@ -11,7 +11,8 @@ from fsmlearn.lm.counts import count_ngrams
 from fsmlearn.lm.estimate import estimate
 from fsmlearn.lm.model import compile_lm
 from fsmlearn.tag.approx import setup_from_lm, train_ngram_em
-from fsmlearn.tag.ngram_em import bound_materialised, expected_stats
+from fsmlearn.tag.ngram_materialise import bound_materialised
+from fsmlearn.tag.ngram_objective import expected_stats
 
 
 @pytest.fixture(scope="module")

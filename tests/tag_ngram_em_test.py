@@ -13,10 +13,11 @@ import pytest
 from conftest import backoff_machine
 from fsmlearn.errors import MachineError
 from fsmlearn.fsm import PHI, Machine
-from fsmlearn.tag.ngram_em import (CondBlocks, CqStructure, NGramEM, bound_materialised, d_bound_d_phi,
-                                   d_bound_d_phi_cond, estep_parallel, estep_parallel_cond,
-                                   expected_stats, expected_stats_cond, joint_posterior_phi, mstep,
-                                   stats_materialised)
+from fsmlearn.tag.ngram_cond import CondBlocks, d_bound_d_phi_cond, estep_parallel_cond, expected_stats_cond
+from fsmlearn.tag.ngram_em import NGramEM
+from fsmlearn.tag.ngram_materialise import bound_materialised, joint_posterior_phi, stats_materialised
+from fsmlearn.tag.ngram_objective import d_bound_d_phi, estep_parallel, expected_stats, mstep
+from fsmlearn.tag.ngram_structure import CqStructure
 
 
 def random_theta(rng, T, V, allowed):
@@ -402,7 +403,7 @@ def test_threaded_kernels_give_the_single_threaded_sums(threads):
     from fsmlearn.lm.estimate import estimate
     from fsmlearn.lm.model import compile_lm
     from fsmlearn.tag.approx import setup_from_lm
-    from fsmlearn.tag.ngram_em import NGramEM, estep_parallel, expected_stats, phi_gradient
+    from fsmlearn.tag.ngram_objective import phi_gradient
     from fsmlearn.tag.ngram_par import ParIndex
     sents = [[w for w, _ in s] for s in iter_sentences("wsj-small")][:300]
     lm = compile_lm(estimate(count_ngrams(sents, 3), "absolute"))

@@ -26,7 +26,8 @@ from .em import dictionary_mask, log_likelihood, uniform_hmm
 from .evaluate import accuracy
 from .hmm import HMM
 from .lattice import encode_sentences
-from .ngram_em import CqStructure, NGramEM
+from .ngram_em import NGramEM
+from .ngram_structure import CqStructure
 
 _UNK_FLOOR = 1e-6
 
