@@ -25,12 +25,35 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from ..errors import ArgumentError
 from . import ngram_par as par
 from .ngram_objective import NEG_LOG, Stats, dot_log, one_thread_index
 from .ngram_structure import CqStructure
 
 __all__ = ["CondBlocks", "COND_MODES", "expected_stats_cond", "phi_gradient_cond", "d_bound_d_phi_cond",
            "estep_parallel_cond"]
+
+
+# A richer variational family: the blocks of a chosen set of arcs of c (by
+# default those leaving the backoff roots, the states every failure chain
+# ends in) are conditioned on the previous tag as well (n_q = 2 there), the
+# others keep n_q = 1.  q stays a conditional Markov model that is locally
+# normalised, so cq preserves c's marginal and (5) stays a lower bound.
+# The forward mass per (state, last tag) then depends on itself through
+# the conditioned arcs (a cyclic linear system, solved by relaxation), and
+# so does the adjoint U.  The unconditioned events are the n_q = 1 kernels'
+# (:mod:`fsmlearn.tag.ngram_par`, run with the conditioned events' weights
+# zeroed); the kernels below see the conditioned events ``cev`` only.
+#
+# phi2: float64 [K2, T+1]; row ``crow[a] + (j - blk_start[a])`` holds entry j
+# of conditioned arc a given the previous tag (column T: sentence start).
+
+@nb.njit(cache=True)
+def _cond_event_flags(ea, crow):
+    out = np.empty(ea.shape[0], np.bool_)
+    for e in range(ea.shape[0]):
+        out[e] = crow[ea[e]] >= 0
+    return out
 
 
 @nb.njit(cache=True)
@@ -48,51 +71,21 @@ def _change_and_scale(new, old):
     return diff, scale
 
 
-# ------------------------------------------- previous-tag blocks at chosen arcs (footnote 7)
-# A richer variational family: the blocks of a chosen set of arcs of c (by
-# default those leaving the backoff roots, the states every failure chain
-# ends in) are conditioned on the previous tag as well (n_q = 2 there), the
-# others keep n_q = 1.  q stays a conditional Markov model that is locally
-# normalised, so cq preserves c's marginal and (5) stays a lower bound.
-# The forward mass per (state, last tag) then depends on itself through
-# the conditioned arcs (a cyclic linear system, solved by relaxation), and
-# so does the adjoint U.
-#
-# phi2: float64 [K2, T+1]; row ``crow[a] + (j - blk_start[a])`` holds entry j
-# of conditioned arc a given the previous tag (column T: sentence start).
-
 @nb.njit(cache=True)
-def _cond_event_flags(ea, crow):
-    out = np.empty(ea.shape[0], np.bool_)
-    for e in range(ea.shape[0]):
-        out[e] = crow[ea[e]] >= 0
-    return out
+def _relax_alpha2(base, cev, es, ed, ea, ek, blk_start, blk_tag, phi2, crow, down, phi_dst, phi_k,
+                  A2_init, tol, max_sweeps):
+    """alpha2 = base + (conditioned events' mass from alpha2), passed up the phi forest; (A2, sweeps).
 
-
-@nb.njit(cache=True)
-def _alpha2_mixed(N, T, start, alpha, es, ed, ea, ek, econd, blk_start, blk_tag, phi, phi2, crow,
-                  down, phi_dst, phi_k, A2_init, tol, max_sweeps):
-    """Forward mass per (state, last tag) with conditioned blocks; (A2, sweeps)."""
-    T1 = T + 1
-    base = np.zeros((N, T1))
-    base[start, T] += 1.0
-    for e in range(es.shape[0]):
-        if econd[e]:
-            continue
-        b = alpha[es[e]] * ek[e]
-        if b == 0.0:
-            continue
-        d = ed[e]
-        a = ea[e]
-        for j in range(blk_start[a], blk_start[a + 1]):
-            base[d, blk_tag[j]] += b * phi[j]
+    base: float64 [N, T+1] the unconditioned events' mass and the start; the
+    rest as in :class:`CondBlocks` and :class:`~fsmlearn.tag.ngram_structure.CqStructure`.
+    """
+    N, T1 = base.shape
     A2 = A2_init.copy()
     sweeps = 0
     while True:
         new = base.copy()
-        for e in range(es.shape[0]):
-            if not econd[e]:
-                continue
+        for i in range(cev.shape[0]):
+            e = cev[i]
             s = es[e]
             k = ek[e]
             d = ed[e]
@@ -120,78 +113,40 @@ def _alpha2_mixed(N, T, start, alpha, es, ed, ea, ek, econd, blk_start, blk_tag,
 
 
 @nb.njit(cache=True)
-def _counts_mixed(T, V1, alpha, A2, es, ea, ek, econd, blk_start, blk_tag, phi, phi2, crow, arc_word,
-                  fs, fk):
+def _cond_counts(T, V1, A2, cev, es, ea, ek, blk_start, blk_tag, phi2, crow, arc_word):
+    """(trans [T+1, T+1], emit [T, V1], entropy) of the conditioned events."""
     trans = np.zeros((T + 1, T + 1))
     emit = np.zeros((T, V1))
     ent = 0.0
-    for e in range(es.shape[0]):
+    for i in range(cev.shape[0]):
+        e = cev[i]
         s = es[e]
         a = ea[e]
         k = ek[e]
         w = arc_word[a]
-        if not econd[e]:
-            al = alpha[s]
+        r0 = crow[a] - blk_start[a]
+        for tp in range(T + 1):
+            x = A2[s, tp] * k
+            if x == 0.0:
+                continue
             for j in range(blk_start[a], blk_start[a + 1]):
-                p = k * phi[j]
-                if p == 0.0:
+                q = phi2[r0 + j, tp]
+                if q == 0.0:
                     continue
                 t = blk_tag[j]
-                emit[t, w] += al * p
-                ent -= al * p * math.log(phi[j])
-                for tp in range(T + 1):
-                    trans[tp, t] += A2[s, tp] * p
-        else:
-            r0 = crow[a] - blk_start[a]
-            for tp in range(T + 1):
-                x = A2[s, tp] * k
-                if x == 0.0:
-                    continue
-                for j in range(blk_start[a], blk_start[a + 1]):
-                    q = phi2[r0 + j, tp]
-                    if q == 0.0:
-                        continue
-                    t = blk_tag[j]
-                    emit[t, w] += x * q
-                    trans[tp, t] += x * q
-                    ent -= x * q * math.log(q)
-    for f in range(fs.shape[0]):
-        q = fs[f]
-        k = fk[f]
-        for tp in range(T + 1):
-            trans[tp, T] += A2[q, tp] * k
+                emit[t, w] += x * q
+                trans[tp, t] += x * q
+                ent -= x * q * math.log(q)
     return trans, emit, ent
 
 
 @nb.njit(cache=True)
-def _adjoint_mixed(N, T, logT, logE, es, ed, ea, ek, econd, blk_start, blk_tag, phi, phi2, crow,
-                   arc_word, fs, fk, down, phi_dst, phi_k, U_init, tol, max_sweeps):
-    """U[h, t']: d r / d (tag mass t' arriving at h), with conditioned blocks; (U, sweeps)."""
-    T1 = T + 1
-    G = np.zeros((N, T1))
-    for e in range(es.shape[0]):
-        if econd[e]:
-            continue
-        s = es[e]
-        a = ea[e]
-        k = ek[e]
-        for j in range(blk_start[a], blk_start[a + 1]):
-            G[s, blk_tag[j]] += k * phi[j]
-    for f in range(fs.shape[0]):
-        G[fs[f], T] += fk[f]
-    base = np.zeros((N, T1))
-    for h in range(N):
-        for tp in range(T1):
-            acc = 0.0
-            for t in range(T1):
-                g = G[h, t]
-                if g != 0.0:
-                    acc += g * logT[tp, t]
-            base[h, tp] = acc
-    # the local (U-independent) part of the conditioned events
-    for e in range(es.shape[0]):
-        if not econd[e]:
-            continue
+def _add_cond_local(out, logT, logE, cev, es, ea, ek, blk_start, blk_tag, phi2, crow, arc_word):
+    """In place: out[s, t'] += the U-independent part of d r / d (tag mass t' at s) of the
+    conditioned events leaving s (their transitions, emissions and entropy)."""
+    T1 = out.shape[1]
+    for i in range(cev.shape[0]):
+        e = cev[i]
         s = es[e]
         a = ea[e]
         k = ek[e]
@@ -205,14 +160,21 @@ def _adjoint_mixed(N, T, logT, logE, es, ed, ea, ek, econd, blk_start, blk_tag, 
                     continue
                 t = blk_tag[j]
                 acc += q * (logT[tp, t] + logE[t, w] - math.log(q))
-            base[s, tp] += k * acc
+            out[s, tp] += k * acc
+
+
+@nb.njit(cache=True)
+def _relax_adjoint(base, cev, es, ed, ea, ek, blk_start, blk_tag, phi2, crow, down, phi_dst, phi_k,
+                   U_init, tol, max_sweeps):
+    """U = base + (conditioned events' U of their destinations), passed down the phi forest;
+    (U, sweeps).  base: float64 [N, T+1] the local terms."""
+    N, T1 = base.shape
     U = U_init.copy()
     sweeps = 0
     while True:
         new = base.copy()
-        for e in range(es.shape[0]):
-            if not econd[e]:
-                continue
+        for i in range(cev.shape[0]):
+            e = cev[i]
             s = es[e]
             a = ea[e]
             k = ek[e]
@@ -241,73 +203,29 @@ def _adjoint_mixed(N, T, logT, logE, es, ed, ea, ek, econd, blk_start, blk_tag, 
 
 
 @nb.njit(cache=True)
-def _block_scores_mixed(T, alpha, A2, U, logT, logE, es, ed, ea, ek, econd, blk_start, blk_tag,
-                        crow, arc_word, E, K2):
-    """A [E], B [K] of the n_q = 1 blocks and A2w [K2, T+1] (per row's arc), B2 [K2, T+1]."""
-    T1 = T + 1
-    A = np.zeros(E)
-    B = np.zeros(blk_tag.shape[0])
+def _cond_block_scores(A2, U, logT, logE, cev, es, ed, ea, ek, blk_start, blk_tag, crow, arc_word, K2):
+    """(Aw [K2, T+1], B2 [K2, T+1]): the conditioned blocks' expected uses (per row, the same
+    in every row of a block) and scores, as ``block_scores`` for each previous tag."""
+    T1 = A2.shape[1]
     Aw = np.zeros((K2, T1))
     B2 = np.zeros((K2, T1))
-    for e in range(es.shape[0]):
+    for i in range(cev.shape[0]):
+        e = cev[i]
         s = es[e]
         a = ea[e]
         k = ek[e]
         d = ed[e]
         w = arc_word[a]
-        if not econd[e]:
-            al = alpha[s]
-            A[a] += k * al
+        r0 = crow[a] - blk_start[a]
+        for tp in range(T1):
+            x = A2[s, tp] * k
+            if x == 0.0:
+                continue
             for j in range(blk_start[a], blk_start[a + 1]):
                 t = blk_tag[j]
-                m = 0.0
-                for tp in range(T1):
-                    x = A2[s, tp]
-                    if x != 0.0:
-                        m += x * logT[tp, t]
-                B[j] += k * (m + al * (logE[t, w] + U[d, t]))
-        else:
-            r0 = crow[a] - blk_start[a]
-            for tp in range(T1):
-                x = A2[s, tp] * k
-                if x == 0.0:
-                    continue
-                for j in range(blk_start[a], blk_start[a + 1]):
-                    t = blk_tag[j]
-                    Aw[r0 + j, tp] += x
-                    B2[r0 + j, tp] += x * (logT[tp, t] + logE[t, w] + U[d, t])
-    return A, B, Aw, B2
-
-
-@nb.njit(cache=True)
-def _softmax_blocks2(Aw, B2, blk_start, crow, phi2_old, min_mass):
-    """phi2[a, ., t'] = softmax over a's entries of B2 / Aw; light (arc, t') rows keep phi2_old."""
-    out = phi2_old.copy()
-    T1 = Aw.shape[1]
-    for a in range(crow.shape[0]):
-        if crow[a] < 0:
-            continue
-        lo = crow[a]
-        hi = lo + blk_start[a + 1] - blk_start[a]
-        if hi == lo:
-            continue
-        for tp in range(T1):
-            m = Aw[lo, tp]
-            if m <= min_mass:
-                continue
-            mx = -np.inf
-            for r in range(lo, hi):
-                v = B2[r, tp] / m
-                if v > mx:
-                    mx = v
-            if mx == -np.inf:
-                continue
-            z = 0.0
-            for r in range(lo, hi):
-                z += math.exp(B2[r, tp] / m - mx)
-            for r in range(lo, hi):
-                out[r, tp] = math.exp(B2[r, tp] / m - mx) / z
-    return out
+                Aw[r0 + j, tp] += x
+                B2[r0 + j, tp] += x * (logT[tp, t] + logE[t, w] + U[d, t])
+    return Aw, B2
 
 
 # ------------------------------------------------ conditioned blocks: Python API
@@ -322,21 +240,40 @@ class CondBlocks:
         crow: int64 [E] first row in phi2 of each conditioned arc's block, -1 elsewhere.
         econd: bool [X] whether each signed event uses a conditioned block.
         K2: number of rows of phi2.
+        cev: int64 [Xc] the signed events that use a conditioned block, in event order.
+        ek_plain: float64 [X] the events' weights with the conditioned events' set to 0: the
+            n_q = 1 kernels of :mod:`fsmlearn.tag.ngram_par` run on the other events with it.
+        arc_mass_plain: float64 [E] each arc's expected uses, 0 on the conditioned arcs.
+        blk2_start: int64 [(T+1) * n + 1] (n conditioned arcs) the blocks of phi2 transposed
+            and flattened (``phi2.T.ravel()``): block (t', i-th conditioned arc) is block
+            ``t' * n + i``; they cover 0..(T+1)*K2 in order.
     """
     crow: np.ndarray
     econd: np.ndarray
     K2: int
+    cev: np.ndarray
+    ek_plain: np.ndarray
+    arc_mass_plain: np.ndarray
+    blk2_start: np.ndarray
 
     @classmethod
     def build(cls, cs: CqStructure, which="roots") -> "CondBlocks":
-        """``which``: "roots" (arcs leaving backoff roots: states with no failure
-        arc that some failure arc reaches, e.g. an LM's unigram state), "all",
-        "none", or a bool [N] mask of source states."""
+        """The conditioned blocks of ``cs``.
+
+        Args:
+            cs: the structure.
+            which: "roots" (arcs leaving backoff roots: states with no failure
+                arc that some failure arc reaches, e.g. an LM's unigram state), "all",
+                "none", or a bool [N] mask of source states.
+
+        Raises:
+            ArgumentError: another name, or a mask of the wrong shape.
+        """
         c = cs.machine
         N = c.num_states
         if isinstance(which, str):
             if which not in COND_MODES:
-                raise ValueError(f"conditioned blocks must be one of {COND_MODES} or a state mask, got {which!r}")
+                raise ArgumentError(f"conditioned blocks must be one of {COND_MODES} or a state mask, got {which!r}")
             if which == "all":
                 mask = np.ones(N, bool)
             elif which == "none":
@@ -349,14 +286,21 @@ class CondBlocks:
         else:
             mask = np.asarray(which, bool)
             if mask.shape != (N,):
-                raise ValueError(f"state mask has shape {mask.shape}, expected ({N},)")
+                raise ArgumentError(f"state mask has shape {mask.shape}, expected ({N},)")
         n = np.diff(cs.blk_start)
         on = mask[c.arc_src] & (n > 0)
         crow = np.full(c.num_arcs, -1, np.int64)
         sizes = np.where(on, n, 0)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         crow[on] = starts[on]
-        return cls(crow, _cond_event_flags(cs.ev_arc, crow), int(sizes.sum()))
+        econd = _cond_event_flags(cs.ev_arc, crow)
+        K2 = int(sizes.sum())
+        ek_plain = np.where(econd, 0.0, cs.ev_k)
+        arc_mass_plain = np.where(crow >= 0, 0.0, one_thread_index(cs).arc_mass)
+        T1 = cs.T + 1
+        blk2 = (np.arange(T1, dtype=np.int64)[:, None] * K2 + crow[crow >= 0][None, :]).ravel()
+        return cls(crow, econd, K2, np.flatnonzero(econd).astype(np.int64), ek_plain, arc_mass_plain,
+                   np.append(blk2, np.int64(T1 * K2)))
 
     def uniform(self, cs: CqStructure) -> np.ndarray:
         """float64 [K2, T+1]: uniform tag distributions in every conditioned block."""
@@ -378,40 +322,58 @@ class CondBlocks:
 
 def expected_stats_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit, *,
                         warm=None, tol: float = 1e-13, max_sweeps: int = 1000) -> Stats:
-    """:func:`expected_stats` when the blocks ``cb`` are conditioned on the previous tag (phi2)."""
+    """:func:`~fsmlearn.tag.ngram_objective.expected_stats` when the blocks ``cb`` are
+    conditioned on the previous tag (phi2).
+
+    Args:
+        warm: optional float64 [N, T+1] alpha2 to start the relaxation from.
+        tol, max_sweeps: the relaxation's tolerance and sweep limit.
+    """
     c = cs.machine
     T = cs.T
+    px = one_thread_index(cs)
+    base = par.alpha2_local(cs, px, phi, cb.ek_plain)
     init = warm if warm is not None else np.zeros((c.num_states, T + 1))
-    A2, sw = _alpha2_mixed(c.num_states, T, c.start, cs.alpha, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k,
-                           cb.econd, cs.blk_start, cs.blk_tag, phi, phi2, cb.crow, cs.down, cs.phi_dst,
-                           cs.phi_k, init, tol, max_sweeps)
+    A2, sw = _relax_alpha2(base, cb.cev, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag,
+                           phi2, cb.crow, cs.down, cs.phi_dst, cs.phi_k, init, tol, max_sweeps)
     V1 = log_emit.shape[1]
-    trans, emit, ent = _counts_mixed(T, V1, cs.alpha, A2, cs.ev_src, cs.ev_arc, cs.ev_k, cb.econd,
-                                     cs.blk_start, cs.blk_tag, phi, phi2, cb.crow, cs.arc_word,
-                                     cs.fin_state, cs.fin_k)
+    G = par.state_tag_mass(cs, px, phi, cb.ek_plain)
+    emit, ent = par.emit_entropy(cs, px, phi, V1, cb.arc_mass_plain)
+    trans = A2.T @ G
+    t2, e2, ent2 = _cond_counts(T, V1, A2, cb.cev, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag,
+                                phi2, cb.crow, cs.arc_word)
+    trans += t2
+    emit += e2
+    ent += ent2
     bound = dot_log(trans, log_trans) + dot_log(emit, log_emit) + ent
-    st = Stats(trans, emit, ent, bound, A2)
-    st.sweeps = sw
-    return st
+    return Stats(trans, emit, ent, bound, A2, G, sweeps=sw)
 
 
 def phi_gradient_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit, alpha2=None, *,
-                      warm_u=None, tol: float = 1e-13, max_sweeps: int = 1000):
+                      G=None, warm_u=None, tol: float = 1e-13, max_sweeps: int = 1000):
     """(A [E], B [K], Aw [K2, T+1], B2 [K2, T+1], U): d r / d phi[j] = B[j] - A[arc] (log phi[j] + 1)
-    and d r / d phi2[i, t'] = B2[i, t'] - Aw[i, t'] (log phi2[i, t'] + 1)."""
+    and d r / d phi2[i, t'] = B2[i, t'] - Aw[i, t'] (log phi2[i, t'] + 1).
+
+    ``alpha2`` and ``G`` (:class:`~fsmlearn.tag.ngram_objective.Stats`) may be passed when
+    known for this phi; ``warm_u`` starts the adjoint's relaxation."""
     c = cs.machine
     T = cs.T
+    px = one_thread_index(cs)
     if alpha2 is None:
         alpha2 = expected_stats_cond(cs, cb, phi, phi2, log_trans, log_emit).alpha2
     lt = np.maximum(log_trans, NEG_LOG)
     le = np.maximum(log_emit, NEG_LOG)
+    if G is None:
+        G = par.state_tag_mass(cs, px, phi, cb.ek_plain)
+    base = par.out_scores(G, lt)
+    _add_cond_local(base, lt, le, cb.cev, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi2, cb.crow,
+                    cs.arc_word)
     init = warm_u if warm_u is not None else np.zeros((c.num_states, T + 1))
-    U, _ = _adjoint_mixed(c.num_states, T, lt, le, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k, cb.econd,
-                          cs.blk_start, cs.blk_tag, phi, phi2, cb.crow, cs.arc_word, cs.fin_state,
-                          cs.fin_k, cs.down, cs.phi_dst, cs.phi_k, init, tol, max_sweeps)
-    A, B, Aw, B2 = _block_scores_mixed(T, cs.alpha, alpha2, U, lt, le, cs.ev_src, cs.ev_dst, cs.ev_arc,
-                                       cs.ev_k, cb.econd, cs.blk_start, cs.blk_tag, cb.crow, cs.arc_word,
-                                       c.num_arcs, cb.K2)
+    U, _ = _relax_adjoint(base, cb.cev, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi2,
+                          cb.crow, cs.down, cs.phi_dst, cs.phi_k, init, tol, max_sweeps)
+    A, B = par.block_scores(cs, px, alpha2 @ lt, U, np.ascontiguousarray(le.T), cb.ek_plain, cb.arc_mass_plain)
+    Aw, B2 = _cond_block_scores(alpha2, U, lt, le, cb.cev, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k, cs.blk_start,
+                                cs.blk_tag, cb.crow, cs.arc_word, cb.K2)
     return A, B, Aw, B2, U
 
 
@@ -425,9 +387,21 @@ def d_bound_d_phi_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, lo
     return B - A[arc_of] * (lp + 1.0), B2 - Aw * (lp2 + 1.0)
 
 
+def softmax_blocks_cond(cs: CqStructure, cb: CondBlocks, Aw, B2, phi2_old, min_mass: float):
+    """float64 [K2, T+1]: phi2[a, ., t'] = softmax over a's entries of B2 / Aw (the n_q = 1
+    softmax kernel on phi2's blocks); light (arc, t') blocks keep phi2_old."""
+    if cb.K2 == 0:
+        return phi2_old.copy()
+    T1 = cs.T + 1
+    A_blk = np.ascontiguousarray(Aw[cb.crow[cb.crow >= 0]].T).ravel()
+    out = par.softmax_ranges(A_blk, np.ascontiguousarray(B2.T).ravel(), cb.blk2_start,
+                             np.ascontiguousarray(phi2_old.T).ravel(), min_mass)
+    return np.ascontiguousarray(out.reshape(T1, cb.K2).T)
+
+
 def estep_parallel_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit, alpha2=None,
-                        warm_u=None):
+                        warm_u=None, G=None):
     """One parallel block update of every phi and phi2 block: (phi, phi2, U)."""
-    A, B, Aw, B2, U = phi_gradient_cond(cs, cb, phi, phi2, log_trans, log_emit, alpha2, warm_u=warm_u)
+    A, B, Aw, B2, U = phi_gradient_cond(cs, cb, phi, phi2, log_trans, log_emit, alpha2, G=G, warm_u=warm_u)
     return (par.softmax_blocks(cs, one_thread_index(cs), A, B, phi, 1e-300),
-            _softmax_blocks2(Aw, B2, cs.blk_start, cb.crow, phi2, 1e-300), U)
+            softmax_blocks_cond(cs, cb, Aw, B2, phi2, 1e-300), U)

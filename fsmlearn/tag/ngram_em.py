@@ -65,7 +65,8 @@ class NGramEM:
         elif optimizer != "vem":
             raise ValueError("blocks conditioned on the previous tag need optimizer='vem'")
         self.phi2 = self.cond.uniform(cs) if self.cond is not None else None
-        self._U = None
+        self._U = None              # the adjoint of the last E-step (warm start of the next)
+        self._A2 = None             # alpha2 of the last statistics (warm start of the next)
         self.cs = cs
         self.allowed = np.asarray(allowed, bool)
         self.log_trans = np.asarray(log_trans, np.float64).copy()
@@ -85,7 +86,7 @@ class NGramEM:
     def _stats(self):
         if self.cond is None:
             return expected_stats(self.cs, self.phi, self.log_trans, self.log_emit, self.px)
-        warm = self.stats.alpha2 if self.stats is not None else getattr(self, "_A2", None)
+        warm = self.stats.alpha2 if self.stats is not None else self._A2
         st = expected_stats_cond(self.cs, self.cond, self.phi, self.phi2, self.log_trans, self.log_emit,
                                  warm=warm)
         self._A2 = st.alpha2
@@ -102,7 +103,7 @@ class NGramEM:
                 st = self.stats if self.stats is not None else self._stats()
                 self.phi, self.phi2, self._U = estep_parallel_cond(
                     self.cs, self.cond, self.phi, self.phi2, self.log_trans, self.log_emit, st.alpha2,
-                    warm_u=self._U)
+                    warm_u=self._U, G=st.G)
                 self.stats = None
             st = self._stats()
             self.log_trans, self.log_emit = mstep(st.trans, st.emit, self.allowed)

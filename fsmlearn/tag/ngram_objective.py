@@ -47,7 +47,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numba as nb
 import numpy as np
 
 from . import ngram_par as par
@@ -60,31 +59,6 @@ __all__ = ["Stats", "expected_stats", "phi_gradient", "d_bound_d_phi", "estep_pa
 NEG_LOG = -1e250   # stands in for log 0 in products with zero masses
 
 
-@nb.njit(cache=True)
-def _adjoint(G, logT, down, phi_dst, phi_k):
-    """U[h, t']: d r / d (tag mass t' arriving at h)."""
-    N = G.shape[0]
-    T1 = G.shape[1]
-    U = np.zeros((N, T1))
-    for h in range(N):
-        for tp in range(T1):
-            acc = 0.0
-            for t in range(T1):
-                g = G[h, t]
-                if g != 0.0:
-                    acc += g * logT[tp, t]
-            U[h, tp] = acc
-    # pass down the phi forest: shortest histories first
-    for i in range(N - 1, -1, -1):
-        q = down[i]
-        r = phi_dst[q]
-        if r >= 0:
-            k = phi_k[q]
-            for tp in range(T1):
-                U[q, tp] += k * U[r, tp]
-    return U
-
-
 @dataclass
 class Stats:
     """Expected counts and the bound for one (theta, phi)."""
@@ -93,7 +67,8 @@ class Stats:
     entropy: float        # E[-log q(t | w)]
     bound: float          # the objective r (per sentence of c)
     alpha2: np.ndarray    # [N, T+1]
-    G: np.ndarray | None = None   # [N, T+1] tag mass leaving each state (n_q = 1), reused by the next E-step
+    G: np.ndarray | None = None   # [N, T+1] tag mass of the n_q = 1 events leaving each state, reused
+    sweeps: int | None = None     # sweeps of alpha2's relaxation (conditioned blocks only)
 
 
 def one_thread_index(cs: CqStructure) -> ParIndex:
@@ -139,7 +114,7 @@ def phi_gradient(cs: CqStructure, phi, log_trans, log_emit, alpha2=None, px=None
     le = np.maximum(log_emit, NEG_LOG)
     if G is None:
         G = par.state_tag_mass(cs, px, phi)
-    U = _adjoint(G, lt, cs.down, cs.phi_dst, cs.phi_k)
+    U = par.adjoint(cs, G, lt)
     return par.block_scores(cs, px, alpha2 @ lt, U, np.ascontiguousarray(le.T))
 
 

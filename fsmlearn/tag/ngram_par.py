@@ -8,8 +8,8 @@ afterwards; the events are sorted by source state, so the mass leaving each
 state splits at state boundaries; the block scores and the softmax run over
 arcs, with each arc's events gathered by an arc-major index built once.
 
-Public names: ParIndex, alpha2, state_tag_mass, emit_entropy, block_scores,
-softmax_blocks.
+Public names: ParIndex, alpha2, alpha2_local, state_tag_mass, emit_entropy,
+out_scores, adjoint, block_scores, softmax_blocks, softmax_ranges.
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ def _alpha2_scatter(N, T, alpha, es, ed, ea, ek, blk_start, blk_tag, phi, bounds
 
 
 @nb.njit(cache=True)
-def _alpha2_finish(part, start, T, down, phi_dst, phi_k):
+def _sum_parts(part, start, T):
+    """The parts' [N, T+1] scatters summed, plus the start's unit mass at (start, T)."""
     P, N, _ = part.shape
     A2 = part[0].copy()
     for p in range(1, P):
@@ -91,21 +92,82 @@ def _alpha2_finish(part, start, T, down, phi_dst, phi_k):
             for t in range(T + 1):
                 A2[i, t] += part[p, i, t]
     A2[start, T] += 1.0
+    return A2
+
+
+@nb.njit(cache=True)
+def _phi_pass_up(A2, down, phi_dst, phi_k):
+    """In place: tag mass passed up the phi forest, longest histories first (A2[r] += k A2[q])."""
+    N = A2.shape[0]
+    T1 = A2.shape[1]
     for i in range(N):
         q = down[i]
         r = phi_dst[q]
         if r >= 0:
             k = phi_k[q]
-            for t in range(T + 1):
+            for t in range(T1):
                 A2[r, t] += k * A2[q, t]
-    return A2
+
+
+@nb.njit(cache=True)
+def _phi_pass_down(U, down, phi_dst, phi_k):
+    """In place: values passed down the phi forest, shortest histories first (U[q] += k U[r])."""
+    N = U.shape[0]
+    T1 = U.shape[1]
+    for i in range(N - 1, -1, -1):
+        q = down[i]
+        r = phi_dst[q]
+        if r >= 0:
+            k = phi_k[q]
+            for tp in range(T1):
+                U[q, tp] += k * U[r, tp]
+
+
+@nb.njit(cache=True)
+def _out_scores(G, logT):
+    """S[h, t'] = sum_t G[h, t] logT[t', t]: the expected log transition out of h per incoming tag t'."""
+    N = G.shape[0]
+    T1 = G.shape[1]
+    S = np.zeros((N, T1))
+    for h in range(N):
+        for tp in range(T1):
+            acc = 0.0
+            for t in range(T1):
+                g = G[h, t]
+                if g != 0.0:
+                    acc += g * logT[tp, t]
+            S[h, tp] = acc
+    return S
+
+
+def alpha2_local(cs, px: ParIndex, phi, ek=None):
+    """float64 [N, T+1]: the tag mass the events bring to each state, plus the start (no phi pass).
+
+    ``ek``: the events' weights (default ``cs.ev_k``; zero to leave an event out)."""
+    c = cs.machine
+    part = _alpha2_scatter(c.num_states, cs.T, cs.alpha, cs.ev_src, cs.ev_dst, cs.ev_arc,
+                           cs.ev_k if ek is None else ek, cs.blk_start, cs.blk_tag, phi, px.ev_bounds)
+    return _sum_parts(part, c.start, cs.T)
 
 
 def alpha2(cs, px: ParIndex, phi):
-    c = cs.machine
-    part = _alpha2_scatter(c.num_states, cs.T, cs.alpha, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k,
-                           cs.blk_start, cs.blk_tag, phi, px.ev_bounds)
-    return _alpha2_finish(part, c.start, cs.T, cs.down, cs.phi_dst, cs.phi_k)
+    """float64 [N, T+1]: alpha2[h, t], the forward mass of the paths to h whose last tag is t (n_q = 1)."""
+    A2 = alpha2_local(cs, px, phi)
+    _phi_pass_up(A2, cs.down, cs.phi_dst, cs.phi_k)
+    return A2
+
+
+def out_scores(G, logT):
+    """float64 [N, T+1]: ``S[h, t'] = sum_t G[h, t] logT[t', t]`` (G: tag mass leaving each state)."""
+    return _out_scores(G, logT)
+
+
+def adjoint(cs, G, logT):
+    """float64 [N, T+1]: U[h, t'] = d r / d (tag mass t' arriving at h) for n_q = 1: the expected
+    log transition out of h (:func:`out_scores`) passed down the phi forest."""
+    U = _out_scores(G, logT)
+    _phi_pass_down(U, cs.down, cs.phi_dst, cs.phi_k)
+    return U
 
 
 @nb.njit(parallel=True, cache=True)
@@ -124,9 +186,11 @@ def _state_tag_mass(N, T, es, ea, ek, blk_start, blk_tag, phi, fs, fk, bounds):
     return G
 
 
-def state_tag_mass(cs, px: ParIndex, phi):
-    return _state_tag_mass(cs.machine.num_states, cs.T, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start,
-                           cs.blk_tag, phi, cs.fin_state, cs.fin_k, px.ev_bounds)
+def state_tag_mass(cs, px: ParIndex, phi, ek=None):
+    """float64 [N, T+1]: G[h, t], the weight of the events leaving h with tag t (column T: the
+    signed final weights).  ``ek`` as for :func:`alpha2_local`."""
+    return _state_tag_mass(cs.machine.num_states, cs.T, cs.ev_src, cs.ev_arc, cs.ev_k if ek is None else ek,
+                           cs.blk_start, cs.blk_tag, phi, cs.fin_state, cs.fin_k, px.ev_bounds)
 
 
 @nb.njit(parallel=True, cache=True)
@@ -156,8 +220,13 @@ def _emit_entropy(T, V1, A, blk_start, blk_tag, phi, arc_word, bounds):
     return emit.T.copy(), ents.sum()
 
 
-def emit_entropy(cs, px: ParIndex, phi, V1):
-    return _emit_entropy(cs.T, V1, px.arc_mass, cs.blk_start, cs.blk_tag, phi, cs.arc_word, px.blk_bounds)
+def emit_entropy(cs, px: ParIndex, phi, V1, arc_mass=None):
+    """(emit float64 [T, V1], entropy): expected emission counts and E[-log q(t | w)] of the blocks.
+
+    ``arc_mass``: float64 [E] each arc's expected uses (default ``px.arc_mass``; zero to leave an
+    arc out)."""
+    return _emit_entropy(cs.T, V1, px.arc_mass if arc_mass is None else arc_mass, cs.blk_start, cs.blk_tag,
+                         phi, cs.arc_word, px.blk_bounds)
 
 
 @nb.njit(parallel=True, cache=True)
@@ -180,10 +249,14 @@ def _block_scores(alpha, M, U, logE, es, ed, ek, blk_start, blk_tag, arc_word, e
     return B
 
 
-def block_scores(cs, px: ParIndex, M, U, logE_wt):
-    """(A, B): each arc's expected uses (constant, from the index) and its block scores."""
-    return px.arc_mass, _block_scores(cs.alpha, M, U, logE_wt, cs.ev_src, cs.ev_dst, cs.ev_k, cs.blk_start,
-                                      cs.blk_tag, cs.arc_word, px.ev_of_arc, px.arc_ev_ptr, px.arc_bounds)
+def block_scores(cs, px: ParIndex, M, U, logE_wt, ek=None, arc_mass=None):
+    """(A float64 [E], B float64 [K]): each arc's expected uses (constant, from the index) and its
+    block scores ``B[j] = sum_e k_e (M[src_e, t] + alpha[src_e] (logE[w, t] + U[dst_e, t]))``.
+
+    ``ek`` as for :func:`alpha2_local`, ``arc_mass`` as for :func:`emit_entropy` (the two must agree)."""
+    return (px.arc_mass if arc_mass is None else arc_mass,
+            _block_scores(cs.alpha, M, U, logE_wt, cs.ev_src, cs.ev_dst, cs.ev_k if ek is None else ek,
+                          cs.blk_start, cs.blk_tag, cs.arc_word, px.ev_of_arc, px.arc_ev_ptr, px.arc_bounds))
 
 
 @nb.njit(parallel=True, cache=True)
@@ -214,4 +287,12 @@ def _softmax_blocks(A, B, blk_start, phi_old, min_mass, arc_bounds):
 
 
 def softmax_blocks(cs, px: ParIndex, A, B, phi_old, min_mass):
+    """float64 [K]: phi[a, .] = softmax(B[a, .] / A[a]) in every block; blocks with A[a] <= min_mass
+    keep phi_old."""
     return _softmax_blocks(A, B, cs.blk_start, phi_old, min_mass, px.arc_bounds)
+
+
+def softmax_ranges(A, B, starts, phi_old, min_mass):
+    """float64 [K]: the same softmax over blocks given by their boundaries ``starts`` (int64
+    [n+1]), on one thread."""
+    return _softmax_blocks(A, B, starts, phi_old, min_mass, np.array([0, starts.shape[0] - 1], np.int64))
