@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from conftest import backoff_machine
-from fsmlearn.errors import MachineError
+from fsmlearn.errors import MachineError, NotConvergedError
 from fsmlearn.fsm import PHI, Machine
-from fsmlearn.tag.ngram_cond import CondBlocks, d_bound_d_phi_cond, estep_parallel_cond, expected_stats_cond
+from fsmlearn.tag.ngram_cond import (CondBlocks, d_bound_d_phi_cond, estep_parallel_cond, expected_stats_cond,
+                                     phi_gradient_cond)
 from fsmlearn.tag.ngram_em import NGramEM
 from fsmlearn.tag.ngram_materialise import bound_materialised, joint_posterior_phi, stats_materialised
 from fsmlearn.tag.ngram_objective import d_bound_d_phi, estep_parallel, expected_stats, mstep
@@ -379,6 +380,24 @@ def test_conditioned_blocks_bound_is_below_the_likelihood_and_vem_raises_it():
         NGramEM(cs, allowed, lt, le, optimizer="gradient", cond="roots")
     with pytest.raises(ValueError, match="conditioned"):
         CondBlocks.build(cs, "some")
+
+
+def test_relaxations_stopped_at_their_sweep_limit_raise():
+    """Every fixed point of n-gram EM raises NotConvergedError at its sweep limit: alpha2 and U of
+    the conditioned path, and the plain path's alpha (the engine's forward on c)."""
+    rng, c, cs, allowed, lt, le = tiny(1, V=3, T=3, p_final=0.3)
+    cb = CondBlocks.build(cs, "roots")
+    phi, phi2 = random_phi(rng, cs), random_phi2(rng, cs, cb)
+    st = expected_stats_cond(cs, cb, phi, phi2, lt, le)
+    assert st.solve_info.sweeps > 1
+    with pytest.raises(NotConvergedError, match="alpha2.*within 1 sweeps"):
+        expected_stats_cond(cs, cb, phi, phi2, lt, le, max_sweeps=1)
+    *_, info = phi_gradient_cond(cs, cb, phi, phi2, lt, le, st.alpha2)
+    assert info.sweeps > 1
+    with pytest.raises(NotConvergedError, match="U .*within 1 sweeps"):
+        phi_gradient_cond(cs, cb, phi, phi2, lt, le, st.alpha2, max_sweeps=1)
+    with pytest.raises(NotConvergedError):
+        CqStructure.build(c, np.maximum(c.ilabel - 1, 0), allowed, max_sweeps=1)
 
 
 def test_bad_inputs_raise():

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data.tagsets import tag_dictionary, tagset_tags
+from ..errors import MachineError
 from ..lm.model import BOS, EOS, UNK, CompiledLM
 from .em import dictionary_mask, log_likelihood, uniform_hmm
 from .evaluate import accuracy
@@ -59,7 +60,7 @@ def setup_from_lm(lm: CompiledLM, tagset: str = "tag17", tagdict=None, progress=
     arc_word = np.where(m.ilabel > 0, wid[np.maximum(m.ilabel, 0)], -1).astype(np.int32)
     bad = np.flatnonzero((m.ilabel > 0) & (arc_word < 0))
     if bad.size:
-        raise ValueError(f"the LM has an arc labelled {lv[m.ilabel[bad[0]] - 1]!r}")
+        raise MachineError(f"the LM has an arc labelled {lv[m.ilabel[bad[0]] - 1]!r}")
     allowed = dictionary_mask(vocab, tags, tagdict)
     say(f"solving the forward values of c ({m.num_states:,} states, {m.num_arcs:,} arcs)")
     cs = CqStructure.build(m, arc_word, allowed, tol=1e-9)

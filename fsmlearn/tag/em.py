@@ -53,7 +53,7 @@ import numba as nb
 import numpy as np
 
 from ..algo import forward_backward, total_weight
-from ..errors import FsmError, ModelFormatError
+from ..errors import ArgumentError, ModelError, ModelFormatError
 from ..fsm.atomic import atomic_write
 from ..fsm.strings import pack_strings, unpack_strings
 from .evaluate import accuracy
@@ -220,7 +220,7 @@ def dictionary_mask(vocab: Sequence[str], tags: Sequence[str], tagdict) -> np.nd
                     out[i, k] = True
     if not out.any(axis=1).all():
         i = int(np.flatnonzero(~out.any(axis=1))[0])
-        raise FsmError(f"the tag dictionary allows word {vocab[i] if i < V else '<unk>'!r} no tag of the model")
+        raise ModelError(f"the tag dictionary allows word {vocab[i] if i < V else '<unk>'!r} no tag of the model")
     return out
 
 
@@ -239,7 +239,7 @@ def uniform_hmm(tags: Sequence[str], vocab: Sequence[str], allowed, order: int =
     T, V = len(tags), len(vocab)
     allowed = np.asarray(allowed, dtype=bool)
     if allowed.shape != (V + 1, T):
-        raise FsmError(f"allowed has shape {allowed.shape}; expected {(V + 1, T)}")
+        raise ModelError(f"allowed has shape {allowed.shape}; expected {(V + 1, T)}")
     trans = np.ones((T + 1,) * order)
     mask = training_mask(allowed, V)
     return HMM.from_counts(tags, vocab, trans, mask.T.astype(np.float64), allowed=mask, tagdict=tagdict)
@@ -286,12 +286,13 @@ def expected_counts(hmm: HMM, corpus: Corpus, allowed=None, chunk_tokens: int = 
         loglik float, the natural-log likelihood of the corpus).
 
     Raises:
-        FsmError: the corpus has probability zero under the model (a sentence
-            has no tagging), or mismatched vocabularies.
+        ModelError: the corpus has probability zero under the model (a sentence
+            has no tagging).
+        ArgumentError: mismatched vocabularies.
     """
     T, V = hmm.T, hmm.V
     if len(corpus.vocab) != V:
-        raise FsmError(f"the corpus has {len(corpus.vocab)} words; the model {V}")
+        raise ArgumentError(f"the corpus has {len(corpus.vocab)} words; the model {V}")
     csr = hmm.emission_csr(allowed)
     T1 = T + 1
     n_trans = T1 ** hmm.order
@@ -311,7 +312,7 @@ def expected_counts(hmm: HMM, corpus: Corpus, allowed=None, chunk_tokens: int = 
         fb = forward_backward(lat.machine)
         c2 = time.perf_counter()
         if not math.isfinite(fb.logz):
-            raise FsmError(f"sentences {s0}..{s1 - 1} have probability zero under the model")
+            raise ModelError(f"sentences {s0}..{s1 - 1} have probability zero under the model")
         loglik -= fb.logz
         post = fb.posteriors
         tc += np.bincount(lat.arc_trans, post, minlength=n_trans)
@@ -355,7 +356,7 @@ def log_likelihood(hmm: HMM, ptr, ids, oov_words=None, chunk_tokens: int = 200_0
         try:
             lat = build_lattice(hmm, ptr[s0:s1 + 1] - t0, sub, csr, extra=unknown_rows(hmm, sub, words),
                                 semiring="real")
-        except FsmError:
+        except ModelError:                  # a token with no possible tag
             return -math.inf
         total -= float(total_weight(lat.machine))
     return total

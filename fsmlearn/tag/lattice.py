@@ -303,10 +303,31 @@ def _sizes(ptr, tok_row, row_ptr, order):
 @nb.njit(cache=True)
 def _fill(ptr, ids, tok_row, row_ptr, row_tag, row_w, trans, T, order, real,
           src_start, dst, il, ol, w, arc_trans, state_tok, state_tag):
-    """Write the concatenated lattice (states in topological order, arcs by source).
+    """Write the concatenated lattice (states in topological order, arcs by source); the arc count.
 
-    trans is [T+1, T+1] (order 2) or [T+1, T+1, T+1] flattened (order 3),
-    holding probabilities (real) or costs; row_w likewise.
+    Each non-empty sentence starts at a boundary state (the previous
+    sentence's end, state 0 for the first); position i has one state per
+    allowed tag (order 2) or per (previous tag, tag) pair (order 3), and an
+    arc from every state of position i-1 to every state of i it may follow,
+    labelled word id + 1 : tag + 1; the last position's states lead by an
+    epsilon arc weighted p(</s> | h) to the next boundary.
+
+    Inputs:
+        ptr: int64 [S+1] sentence offsets; ids: int32 [N] word ids.
+        tok_row: int64 [N] each token's emission row (its word id, or a row
+            appended for an unknown word with its own scores).
+        row_ptr: int64 [R+1], row_tag: int32 [nnz], row_w: float64 [nnz]: the
+            tags each row allows (ascending) and their emission weights.
+        trans: float64 [(T+1)**order] the flattened transition array
+            (``hmm.trans.ravel()``); trans and row_w hold probabilities when
+            ``real``, else costs (-ln p).
+        T: number of tags; order: 2 or 3; real: the weight convention.
+
+    Outputs (preallocated by :func:`_sizes`' counts, Q states, E arcs):
+        src_start: int64 [Q+1]; dst, il, ol: int32 [E]; w: float64 [E].
+        arc_trans: int32 [E] flat index of each arc's transition in ``trans``.
+        state_tok: int64 [Q] each state's token (-1 at boundaries);
+        state_tag: int32 [Q] its tag (-1 at boundaries).
     """
     T1 = T + 1
     a = 0

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from ..errors import ArgumentError
+from ..algo import SolveInfo
+from ..errors import ArgumentError, DivergenceError, NotConvergedError
 from . import ngram_par as par
-from .ngram_objective import NEG_LOG, Stats, dot_log, one_thread_index
+from .ngram_objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log, one_thread_index
 from .ngram_structure import CqStructure
 
 __all__ = ["CondBlocks", "COND_MODES", "expected_stats_cond", "phi_gradient_cond", "d_bound_d_phi_cond",
@@ -58,11 +59,14 @@ def _cond_event_flags(ea, crow):
 
 @nb.njit(cache=True)
 def _change_and_scale(new, old):
-    """(largest |new - old|, largest |new|) over two [N, T] arrays: a relaxation's stopping test."""
+    """(largest |new - old|, largest |new|) over two [N, T] arrays: a relaxation's stopping test;
+    (inf, inf) when ``new`` holds a value that is not finite."""
     diff = 0.0
     scale = 0.0
     for q in range(new.shape[0]):
         for t in range(new.shape[1]):
+            if not math.isfinite(new[q, t]):
+                return math.inf, math.inf
             dd = abs(new[q, t] - old[q, t])
             if dd > diff:
                 diff = dd
@@ -74,7 +78,9 @@ def _change_and_scale(new, old):
 @nb.njit(cache=True)
 def _relax_alpha2(base, cev, es, ed, ea, ek, blk_start, blk_tag, phi2, crow, down, phi_dst, phi_k,
                   A2_init, tol, max_sweeps):
-    """alpha2 = base + (conditioned events' mass from alpha2), passed up the phi forest; (A2, sweeps).
+    """alpha2 = base + (conditioned events' mass from alpha2), passed up the phi forest, by Jacobi
+    sweeps from A2_init until the largest change is at most tol times the largest value (at least 1);
+    (A2, sweeps, last change, largest value), both inf when a value became unbounded.
 
     base: float64 [N, T+1] the unconditioned events' mass and the start; the
     rest as in :class:`CondBlocks` and :class:`~fsmlearn.tag.ngram_structure.CqStructure`.
@@ -107,9 +113,9 @@ def _relax_alpha2(base, cev, es, ed, ea, ek, blk_start, blk_tag, phi2, crow, dow
         sweeps += 1
         diff, scale = _change_and_scale(new, A2)
         A2 = new
-        if diff <= tol * max(scale, 1.0) or sweeps >= max_sweeps:
+        if diff <= tol * max(scale, 1.0) or sweeps >= max_sweeps or scale == math.inf:
             break
-    return A2, sweeps
+    return A2, sweeps, diff, scale
 
 
 @nb.njit(cache=True)
@@ -166,8 +172,9 @@ def _add_cond_local(out, logT, logE, cev, es, ea, ek, blk_start, blk_tag, phi2, 
 @nb.njit(cache=True)
 def _relax_adjoint(base, cev, es, ed, ea, ek, blk_start, blk_tag, phi2, crow, down, phi_dst, phi_k,
                    U_init, tol, max_sweeps):
-    """U = base + (conditioned events' U of their destinations), passed down the phi forest;
-    (U, sweeps).  base: float64 [N, T+1] the local terms."""
+    """U = base + (conditioned events' U of their destinations), passed down the phi forest, by
+    Jacobi sweeps from U_init with :func:`_relax_alpha2`'s stopping test; (U, sweeps, last change,
+    largest value).  base: float64 [N, T+1] the local terms."""
     N, T1 = base.shape
     U = U_init.copy()
     sweeps = 0
@@ -197,9 +204,9 @@ def _relax_adjoint(base, cev, es, ed, ea, ek, blk_start, blk_tag, phi2, crow, do
         sweeps += 1
         diff, scale = _change_and_scale(new, U)
         U = new
-        if diff <= tol * max(scale, 1.0) or sweeps >= max_sweeps:
+        if diff <= tol * max(scale, 1.0) or sweeps >= max_sweeps or scale == math.inf:
             break
-    return U, sweeps
+    return U, sweeps, diff, scale
 
 
 @nb.njit(cache=True)
@@ -226,6 +233,16 @@ def _cond_block_scores(A2, U, logT, logE, cev, es, ed, ea, ek, blk_start, blk_ta
                 Aw[r0 + j, tp] += x
                 B2[r0 + j, tp] += x * (logT[tp, t] + logE[t, w] + U[d, t])
     return Aw, B2
+
+
+def _solve_info(what, sweeps, diff, scale, tol, max_sweeps) -> SolveInfo:
+    """The SolveInfo of a relaxation's result, or its error."""
+    if scale == math.inf:
+        raise DivergenceError(f"{what}: the values became unbounded after {sweeps} sweeps")
+    if diff > tol * max(scale, 1.0):
+        raise NotConvergedError(f"{what}: relaxation did not reach tol={tol:g} within {max_sweeps} sweeps "
+                                f"(last change {diff:.3g} at scale {scale:.3g}); raise max_sweeps or tol")
+    return SolveInfo(sweeps=int(sweeps), cyclic=True, last_change=float(diff) / max(scale, 1.0))
 
 
 # ------------------------------------------------ conditioned blocks: Python API
@@ -328,14 +345,23 @@ def expected_stats_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, l
     Args:
         warm: optional float64 [N, T+1] alpha2 to start the relaxation from.
         tol, max_sweeps: the relaxation's tolerance and sweep limit.
+
+    Returns:
+        :class:`~fsmlearn.tag.ngram_objective.Stats` with the relaxation's
+        :class:`~fsmlearn.algo.SolveInfo` in ``solve_info``.
+
+    Raises:
+        NotConvergedError: the relaxation did not reach tol within max_sweeps.
+        DivergenceError: its values became unbounded.
     """
     c = cs.machine
     T = cs.T
     px = one_thread_index(cs)
     base = par.alpha2_local(cs, px, phi, cb.ek_plain)
     init = warm if warm is not None else np.zeros((c.num_states, T + 1))
-    A2, sw = _relax_alpha2(base, cb.cev, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag,
-                           phi2, cb.crow, cs.down, cs.phi_dst, cs.phi_k, init, tol, max_sweeps)
+    A2, *res = _relax_alpha2(base, cb.cev, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag,
+                             phi2, cb.crow, cs.down, cs.phi_dst, cs.phi_k, init, tol, max_sweeps)
+    info = _solve_info("alpha2 (forward mass per tag, conditioned blocks)", *res, tol, max_sweeps)
     V1 = log_emit.shape[1]
     G = par.state_tag_mass(cs, px, phi, cb.ek_plain)
     emit, ent = par.emit_entropy(cs, px, phi, V1, cb.arc_mass_plain)
@@ -346,16 +372,23 @@ def expected_stats_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, l
     emit += e2
     ent += ent2
     bound = dot_log(trans, log_trans) + dot_log(emit, log_emit) + ent
-    return Stats(trans, emit, ent, bound, A2, G, sweeps=sw)
+    return Stats(trans, emit, ent, bound, A2, G, solve_info=info)
 
 
 def phi_gradient_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit, alpha2=None, *,
                       G=None, warm_u=None, tol: float = 1e-13, max_sweeps: int = 1000):
-    """(A [E], B [K], Aw [K2, T+1], B2 [K2, T+1], U): d r / d phi[j] = B[j] - A[arc] (log phi[j] + 1)
-    and d r / d phi2[i, t'] = B2[i, t'] - Aw[i, t'] (log phi2[i, t'] + 1).
+    """(A [E], B [K], Aw [K2, T+1], B2 [K2, T+1], U [N, T+1], info): d r / d phi[j] = B[j] -
+    A[arc] (log phi[j] + 1) and d r / d phi2[i, t'] = B2[i, t'] - Aw[i, t'] (log phi2[i, t'] + 1);
+    ``info`` the :class:`~fsmlearn.algo.SolveInfo` of U's relaxation.
 
     ``alpha2`` and ``G`` (:class:`~fsmlearn.tag.ngram_objective.Stats`) may be passed when
-    known for this phi; ``warm_u`` starts the adjoint's relaxation."""
+    known for this phi; ``warm_u`` starts the adjoint's relaxation; ``tol`` and ``max_sweeps``
+    are its tolerance and sweep limit.
+
+    Raises:
+        NotConvergedError: a relaxation did not reach tol within max_sweeps.
+        DivergenceError: its values became unbounded.
+    """
     c = cs.machine
     T = cs.T
     px = one_thread_index(cs)
@@ -369,17 +402,18 @@ def phi_gradient_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log
     _add_cond_local(base, lt, le, cb.cev, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi2, cb.crow,
                     cs.arc_word)
     init = warm_u if warm_u is not None else np.zeros((c.num_states, T + 1))
-    U, _ = _relax_adjoint(base, cb.cev, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi2,
-                          cb.crow, cs.down, cs.phi_dst, cs.phi_k, init, tol, max_sweeps)
+    U, *res = _relax_adjoint(base, cb.cev, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag,
+                             phi2, cb.crow, cs.down, cs.phi_dst, cs.phi_k, init, tol, max_sweeps)
+    info = _solve_info("U (adjoint per tag, conditioned blocks)", *res, tol, max_sweeps)
     A, B = par.block_scores(cs, px, alpha2 @ lt, U, np.ascontiguousarray(le.T), cb.ek_plain, cb.arc_mass_plain)
     Aw, B2 = _cond_block_scores(alpha2, U, lt, le, cb.cev, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k, cs.blk_start,
                                 cs.blk_tag, cb.crow, cs.arc_word, cb.K2)
-    return A, B, Aw, B2, U
+    return A, B, Aw, B2, U, info
 
 
 def d_bound_d_phi_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit):
     """(g [K], g2 [K2, T+1]): the gradient of r with respect to phi and phi2."""
-    A, B, Aw, B2, _ = phi_gradient_cond(cs, cb, phi, phi2, log_trans, log_emit)
+    A, B, Aw, B2, _, _ = phi_gradient_cond(cs, cb, phi, phi2, log_trans, log_emit)
     arc_of = np.repeat(np.arange(cs.machine.num_arcs), np.diff(cs.blk_start))
     with np.errstate(divide="ignore"):
         lp = np.where(phi > 0, np.log(np.where(phi > 0, phi, 1.0)), -np.inf)
@@ -402,6 +436,6 @@ def softmax_blocks_cond(cs: CqStructure, cb: CondBlocks, Aw, B2, phi2_old, min_m
 def estep_parallel_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit, alpha2=None,
                         warm_u=None, G=None):
     """One parallel block update of every phi and phi2 block: (phi, phi2, U)."""
-    A, B, Aw, B2, U = phi_gradient_cond(cs, cb, phi, phi2, log_trans, log_emit, alpha2, G=G, warm_u=warm_u)
-    return (par.softmax_blocks(cs, one_thread_index(cs), A, B, phi, 1e-300),
-            softmax_blocks_cond(cs, cb, Aw, B2, phi2, 1e-300), U)
+    A, B, Aw, B2, U, _ = phi_gradient_cond(cs, cb, phi, phi2, log_trans, log_emit, alpha2, G=G, warm_u=warm_u)
+    return (par.softmax_blocks(cs, one_thread_index(cs), A, B, phi, MIN_BLOCK_MASS),
+            softmax_blocks_cond(cs, cb, Aw, B2, phi2, MIN_BLOCK_MASS), U)

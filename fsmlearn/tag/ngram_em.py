@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import ArgumentError
 from .ngram_cond import CondBlocks, estep_parallel_cond, expected_stats_cond
 from .ngram_objective import Stats, d_bound_d_phi, dot_log, estep_parallel, expected_stats, mstep
 from .ngram_par import ParIndex
@@ -58,12 +59,12 @@ class NGramEM:
     def __init__(self, cs: CqStructure, allowed, log_trans, log_emit, optimizer: str = "vem",
                  estep_passes: int = 1, step: float = 1.0, cond="none", threads: int | None = None):
         if optimizer not in ("vem", "gradient"):
-            raise ValueError(f"optimizer must be 'vem' or 'gradient', got {optimizer!r}")
+            raise ArgumentError(f"optimizer must be 'vem' or 'gradient', got {optimizer!r}")
         self.cond = CondBlocks.build(cs, cond)
         if self.cond.K2 == 0:
             self.cond = None
         elif optimizer != "vem":
-            raise ValueError("blocks conditioned on the previous tag need optimizer='vem'")
+            raise ArgumentError("blocks conditioned on the previous tag need optimizer='vem'")
         self.phi2 = self.cond.uniform(cs) if self.cond is not None else None
         self._U = None              # the adjoint of the last E-step (warm start of the next)
         self._A2 = None             # alpha2 of the last statistics (warm start of the next)

@@ -39,7 +39,7 @@ objective linearised in that feedback); the approximate variational E-step
 (:func:`mstep`) normalises the expected counts.
 
 Public names: Stats, expected_stats, phi_gradient, d_bound_d_phi,
-estep_parallel, mstep, dot_log, one_thread_index, NEG_LOG.
+estep_parallel, mstep, dot_log, one_thread_index, NEG_LOG, MIN_BLOCK_MASS.
 """
 
 from __future__ import annotations
@@ -49,14 +49,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..algo import SolveInfo
 from . import ngram_par as par
 from .ngram_par import ParIndex
 from .ngram_structure import CqStructure
 
 __all__ = ["Stats", "expected_stats", "phi_gradient", "d_bound_d_phi", "estep_parallel", "mstep", "dot_log",
-           "one_thread_index", "NEG_LOG"]
+           "one_thread_index", "NEG_LOG", "MIN_BLOCK_MASS"]
 
-NEG_LOG = -1e250   # stands in for log 0 in products with zero masses
+NEG_LOG = -1e250         # stands in for log 0 in products with zero masses
+MIN_BLOCK_MASS = 1e-300  # a block used at most this much (expected uses) keeps its phi in an E-step
 
 
 @dataclass
@@ -68,7 +70,7 @@ class Stats:
     bound: float          # the objective r (per sentence of c)
     alpha2: np.ndarray    # [N, T+1]
     G: np.ndarray | None = None   # [N, T+1] tag mass of the n_q = 1 events leaving each state, reused
-    sweeps: int | None = None     # sweeps of alpha2's relaxation (conditioned blocks only)
+    solve_info: SolveInfo | None = None   # alpha2's relaxation (conditioned blocks only)
 
 
 def one_thread_index(cs: CqStructure) -> ParIndex:
@@ -130,7 +132,7 @@ def d_bound_d_phi(cs: CqStructure, phi, log_trans, log_emit) -> np.ndarray:
 def estep_parallel(cs: CqStructure, phi, log_trans, log_emit, alpha2=None, px=None, G=None) -> np.ndarray:
     """One parallel block update of every phi block (section 3.5)."""
     A, B = phi_gradient(cs, phi, log_trans, log_emit, alpha2, px, G)
-    return par.softmax_blocks(cs, px or one_thread_index(cs), A, B, phi, 1e-300)
+    return par.softmax_blocks(cs, px or one_thread_index(cs), A, B, phi, MIN_BLOCK_MASS)
 
 
 def mstep(trans: np.ndarray, emit: np.ndarray, allowed: np.ndarray, floor: float = 0.0):

@@ -41,7 +41,24 @@ __all__ = ["CqStructure"]
 
 @nb.njit(cache=True)
 def _events(src_start, arc_src, dst, kind, ref, ilabel, weight, neg_ptr, neg_chain):
-    """Signed word events of the linear system: (src, dst, arc whose block, k)."""
+    """Signed word events of the linear system: (es, ed, ea, ek).
+
+    Every word arc of c (kind 0 with a label > 0) is an event of weight
+    k = exp(-weight); every exclusion arc (kind 1) is an event of weight minus
+    the product of its backoff chain's weights, using the block of the chain's
+    last arc (the arc it shadows).
+
+    Args:
+        src_start, arc_src, dst, kind, ref: the integer arrays of the linear
+            system's X arcs (:class:`fsmlearn.algo.phi.LinearSystem`): ref is
+            the arc of c (kind 0) or the exclusion (kind 1).
+        ilabel: int32 [E] and weight: float64 [E] of c's arcs.
+        neg_ptr: int64 [n+1], neg_chain: int64 [m]: each exclusion's backoff chain.
+
+    Returns:
+        es, ed: int32 [X'] source and destination; ea: int64 [X'] the arc whose
+        block the event uses; ek: float64 [X'] the signed weight.
+    """
     X = dst.shape[0]
     n = 0
     for i in range(X):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import FsmError
+from ..errors import ArgumentError
 from .hmm import HMM
 from .unknown import SuffixModel
 
@@ -70,10 +70,11 @@ def count_tagged(sentences: Iterable[Sequence[tuple[str, str]]], tags: Sequence[
         A :class:`TaggedCounts`.
 
     Raises:
-        FsmError: a tag outside the tag set (named in the message).
+        ArgumentError: an order other than 2 or 3, or a tag outside the tag set (named in
+            the message).
     """
     if order not in (2, 3):
-        raise FsmError(f"order must be 2 or 3, got {order!r}")
+        raise ArgumentError(f"order must be 2 or 3, got {order!r}")
     tags = tuple(tags)
     T = len(tags)
     ti = {t: i for i, t in enumerate(tags)}
@@ -88,7 +89,7 @@ def count_tagged(sentences: Iterable[Sequence[tuple[str, str]]], tags: Sequence[
                 t = map_tag(t)
             k = ti.get(t)
             if k is None:
-                raise FsmError(f"tag {t!r} (word {w!r}) is not in the tag set")
+                raise ArgumentError(f"tag {t!r} (word {w!r}) is not in the tag set")
             tokens.append((w, k))
             seq.append(k)
         seqs.append(seq)

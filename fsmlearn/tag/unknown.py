@@ -50,6 +50,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from ..errors import ArgumentError
+
 __all__ = ["SHAPE_CLASSES", "THETA_GRID", "shape_class", "SuffixModel"]
 
 #: The shape classes, in the order their index is stored.
@@ -152,7 +154,7 @@ class SuffixModel:
             theta = float(grid[int(np.argmax(ll))]) if test else std
         theta = float(theta)
         if not (theta >= 0 and math.isfinite(theta)):
-            raise ValueError(f"theta must be a finite number >= 0, got {theta!r}")
+            raise ArgumentError(f"theta must be a finite number >= 0, got {theta!r}")
         return cls._count(rare, num_tags, tag_freq, theta, max_suffix)
 
     @classmethod
