@@ -29,6 +29,8 @@ __all__ = ["NGramEM", "IterationRecord"]
 
 @dataclass
 class IterationRecord:
+    """One iteration of :meth:`NGramEM.run`: its number (0: the start), the bound after it,
+    its wall time, and what a callback adds (accuracy, held-out log-likelihood, ``extra``)."""
     iteration: int
     bound: float
     seconds: float

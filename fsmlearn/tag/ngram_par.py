@@ -1,8 +1,17 @@
-"""The kernels of n-gram EM (:mod:`fsmlearn.tag.ngram_em`), on one thread or several.
+"""The kernels of n-gram EM, on one thread or several: the one copy of each computation.
+
+The sums of Smith and Eisner, "Unsupervised learning on an approximate
+corpus", section 3.3-3.5, over the signed events of
+:class:`~fsmlearn.tag.ngram_structure.CqStructure` (formulas in
+:mod:`fsmlearn.tag.ngram_objective`): the forward mass per tag alpha2 and its
+pass up the phi forest, the tag mass leaving each state, the emission counts
+and entropy, the adjoint U and its pass down the phi forest, the block scores
+and the block softmax.  The conditioned path (:mod:`fsmlearn.tag.ngram_cond`)
+runs them on its unconditioned events by zeroing the others' weights.
 
 Each kernel splits its work into parts (one per thread; one part runs
-single-threaded) so that no two threads
-write the same memory: scatters into small arrays (forward mass per (state,
+single-threaded, :func:`fsmlearn.tag.ngram_objective.one_thread_index`) so
+that no two threads write the same memory: scatters into small arrays (forward mass per (state,
 tag), emission counts) get a private copy per thread that is summed
 afterwards; the events are sorted by source state, so the mass leaving each
 state splits at state boundaries; the block scores and the softmax run over
