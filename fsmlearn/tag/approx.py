@@ -23,7 +23,7 @@ import numpy as np
 from ..data.tagsets import tag_dictionary, tagset_tags
 from ..errors import MachineError
 from ..lm.model import BOS, EOS, UNK, CompiledLM
-from .em import dictionary_mask, log_likelihood, uniform_hmm
+from .em import dictionary_mask, evaluation_model, log_likelihood, uniform_hmm
 from .evaluate import accuracy
 from .hmm import HMM
 from .lattice import encode_sentences
@@ -87,7 +87,6 @@ def to_hmm(setup: NGramSetup, log_trans, log_emit, tagdict=None, singletons=None
     (:func:`fsmlearn.tag.em.evaluation_model`), for like-for-like comparisons.
     """
     if singletons is not None:
-        from .em import evaluation_model
         T = len(setup.tags)
         lt = np.array(log_trans, np.float64)
         p = np.exp(lt)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data.tagsets import PENN_TAGS
 from ..errors import ArgumentError
 from .hmm import HMM
 from .unknown import SuffixModel
@@ -144,7 +145,6 @@ def train_supervised(sentences: Iterable[Sequence[tuple[str, str]]], tags: Seque
     """
     say = progress or (lambda msg: None)
     if tags is None:
-        from ..data.tagsets import PENN_TAGS
         tags = PENN_TAGS
     t0 = time.time()
     c = count_tagged(sentences, tags, order, map_tag=map_tag)
