@@ -168,7 +168,7 @@ def _lm_and_dense(extra):
     """A 3-gram LM of 25 WSJ-small sentences plus ``extra`` ones, its phi-free
     expansion, and the expansion's dense forward and backward values."""
     from fsmlearn.algo import phi_expand
-    from fsmlearn.data.corpora import iter_sentences
+    from fsmlearn.data import iter_sentences
     from fsmlearn.lm.counts import count_ngrams
     from fsmlearn.lm.estimate import estimate
     from fsmlearn.lm.model import compile_lm

@@ -61,7 +61,7 @@ def iter_text(paths, lower: bool = False):
 
 def _dataset_sentences(name):
     """Word lists of a named dataset (tags dropped)."""
-    from ..data.corpora import iter_sentences
+    from ..data import iter_sentences
     for s in iter_sentences(name):
         yield [w if isinstance(w, str) else w[0] for w in s]
 

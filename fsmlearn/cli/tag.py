@@ -26,14 +26,14 @@ _TEXT = ("wsj-train", "wsj-small", "mixed-text")
 
 
 def _tagged(name):
-    from ..data.corpora import iter_sentences
+    from ..data import iter_sentences
     if name not in _TAGGED:
         raise FsmError(f"dataset {name!r} is not tagged; expected one of {', '.join(_TAGGED)}")
     return list(iter_sentences(name))
 
 
 def _words(name):
-    from ..data.corpora import iter_sentences
+    from ..data import iter_sentences
     if name not in _TEXT:
         raise FsmError(f"unknown dataset {name!r}; expected one of {', '.join(_TEXT)}")
     for s in iter_sentences(name):

@@ -110,7 +110,7 @@ class _Stage:
 
 
 def _seed_lm(cfg: Giga200Config, cache: Path, say):
-    from ..data.corpora import iter_sentences
+    from ..data import iter_sentences
     from ..lm.counts import count_ngrams
     from ..lm.estimate import estimate
     from ..lm.model import CompiledLM, compile_lm
@@ -218,7 +218,7 @@ def _plot(report: dict, path: Path) -> None:
 
 def run_giga200(cfg: Giga200Config, progress=None) -> dict:
     """Run the whole pipeline (see the module docstring); returns the report."""
-    from ..data.corpora import iter_sentences
+    from ..data import iter_sentences
     from ..data.tagsets import tag_dictionary, tagset_tags
     from ..lm.web1t import read_web1t
     from ..lm.estimate import estimate
