@@ -64,7 +64,7 @@ def _train(args) -> int:
 
 
 def _eval(args) -> int:
-    from ..tag.hmm import accuracy
+    from ..tag import accuracy
     say = Progress(args.quiet)
     hmm = _load(args.model)
     sents = _tagged(args.data)
@@ -78,7 +78,7 @@ def _eval(args) -> int:
 
 
 def _tag(args) -> int:
-    from ..tag.hmm import tag_sentences
+    from ..tag import tag_sentences
     hmm = _load(args.model)
     out = sys.stdout
     batch = []
