@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from ..errors import FsmError
+from ..errors import ArgumentError
 from .model import BOS, EOS, UNK
 
 
@@ -71,7 +71,7 @@ def key_bits(order: int, cap: int = 24) -> int:
     for b in range(cap, 0, -1):
         if (max(0, order - 64 // b)) * b <= 64:
             return b
-    raise FsmError(f"order {order} cannot be packed into 128-bit keys")
+    raise ArgumentError(f"order {order} cannot be packed into 128-bit keys")
 
 
 @nb.njit(cache=True)
@@ -202,12 +202,12 @@ def count_token_ids(chunks, words: list, order: int, bits: int | None = None, pr
     if bits is None:
         bits = key_bits(order)
     if bits < 1 or max(0, order - 64 // bits) * bits > 64:
-        raise FsmError(f"order {order} does not fit 128-bit keys with {bits} bits per word")
+        raise ArgumentError(f"order {order} does not fit 128-bit keys with {bits} bits per word")
     stacks = [[] for _ in range(order)]
     seen = 0
     for tokens, starts in chunks:
         if len(words) > (1 << bits):
-            raise FsmError(f"a vocabulary of {len(words)} words is too large to count order {order} "
+            raise ArgumentError(f"a vocabulary of {len(words)} words is too large to count order {order} "
                            f"(at most {1 << bits} words)")
         tokens = np.ascontiguousarray(tokens, np.int32)
         starts = np.ascontiguousarray(starts, np.int64)
@@ -428,12 +428,12 @@ def count_corpus(ptr, ids, vocab, order: int, cutoffs=1, keep_bigrams: bool = Fa
     bos, eos = wid[BOS], wid[EOS]
     V = len(words)
     if ptr.ndim != 1 or ptr.size < 1 or ptr[0] != 0 or ptr[-1] != ids.shape[0]:
-        raise FsmError("ptr must run from 0 to the number of tokens")
+        raise ArgumentError("ptr must run from 0 to the number of tokens")
     if ids.size:
         lo_id, hi_id = int(ids.min()), int(ids.max())
         if lo_id < 0 or hi_id >= len(vocab):
             bad = lo_id if lo_id < 0 else hi_id
-            raise FsmError(f"token id {bad} at position {int(np.flatnonzero(ids == bad)[0])} "
+            raise ArgumentError(f"token id {bad} at position {int(np.flatnonzero(ids == bad)[0])} "
                            f"is outside the vocabulary of {len(vocab)} words")
     if isinstance(cutoffs, (int, np.integer)):
         cut = [1] + [int(cutoffs)] * (order - 1)
@@ -444,7 +444,7 @@ def count_corpus(ptr, ids, vocab, order: int, cutoffs=1, keep_bigrams: bool = Fa
         cut[1] = 1
     bits = key_bits(order)
     if V > (1 << bits):
-        raise FsmError(f"a vocabulary of {V} words is too large to count order {order} "
+        raise ArgumentError(f"a vocabulary of {V} words is too large to count order {order} "
                        f"(at most {1 << bits} words)")
     # unigrams: every word seen, <s> and </s> once per sentence
     S = ptr.size - 1

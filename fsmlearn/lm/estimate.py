@@ -59,7 +59,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..errors import FsmError
+from ..errors import ArgumentError
 from .counts import NGramCounts
 from .index import NGramIndex
 from .model import BOS, EOS, IMPOSSIBLE, UNK, BackoffLM
@@ -79,7 +79,7 @@ def kneser_ney_discounts(adjusted: np.ndarray, fallback=_FALLBACK, order: int = 
     if ok:
         return D, t
     if fallback is None:
-        raise FsmError(f"order {order}: Kneser-Ney discounts are out of range (count-of-counts t1..t4 = {t}); "
+        raise ArgumentError(f"order {order}: Kneser-Ney discounts are out of range (count-of-counts t1..t4 = {t}); "
                        "use a discount fallback")
     return tuple(float(x) for x in fallback), t
 
@@ -255,22 +255,22 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
         A normalised BackoffLM (every context's distribution sums to 1).
 
     Raises:
-        FsmError: an unknown method, bad parameters, or counts without ``<s>``/``</s>``.
+        ArgumentError: an unknown method, bad parameters, or counts without ``<s>``/``</s>``.
     """
     say = progress or (lambda msg: None)
     if method not in METHODS:
-        raise FsmError(f"unknown estimation method {method!r}; expected one of {METHODS}")
+        raise ArgumentError(f"unknown estimation method {method!r}; expected one of {METHODS}")
     if method == "absolute" and not (0 < discount < 1):
-        raise FsmError(f"absolute discounting needs 0 < discount < 1, got {discount}")
+        raise ArgumentError(f"absolute discounting needs 0 < discount < 1, got {discount}")
     if smoothing < 0:
-        raise FsmError(f"smoothing must be >= 0, got {smoothing}")
+        raise ArgumentError(f"smoothing must be >= 0, got {smoothing}")
     if cut_mass not in ("interpolate", "backoff"):
-        raise FsmError(f"cut_mass must be 'interpolate' or 'backoff', got {cut_mass!r}")
+        raise ArgumentError(f"cut_mass must be 'interpolate' or 'backoff', got {cut_mass!r}")
     vocab = list(counts.vocab)
     wid = {w: i for i, w in enumerate(vocab)}
     for w in (BOS, EOS):
         if w not in wid:
-            raise FsmError(f"the counts have no {w}")
+            raise ArgumentError(f"the counts have no {w}")
     ngrams = [g for g in counts.ngrams]
     raw_counts = [c.astype(np.float64) for c in counts.counts]
     # <unk> is always in the model (probability from the uniform share)

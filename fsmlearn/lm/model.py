@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numba as nb
 import numpy as np
 
-from ..errors import FsmError, MachineError
+from ..errors import ArgumentError, MachineError
 from ..fsm.machine import PHI, Machine
 from ..fsm.symbols import SymbolTable
 from .index import NGramIndex, NGramIndexError
@@ -283,7 +283,7 @@ class CompiledLM:
         text = "\n".join(s.rstrip("\n") for s in sentences).encode("utf-8") + b"\n"
         ptr, ids, oov = bv.encode(text, self.unk_label - 1)
         if ptr.size - 1 != len(sentences):
-            raise FsmError("a sentence contains a newline; give one sentence per string")
+            raise ArgumentError("a sentence contains a newline; give one sentence per string")
         return ptr, ids + 1, oov
 
     def save(self, path) -> None:
