@@ -41,7 +41,7 @@ import numpy as np
 from ..errors import ArpaFormatError, MachineError
 from ..fsm.atomic import atomic_path
 from .model import BackoffLM, compile_lm
-from .vocab import DIGIT_0, NEWLINE, SPACE, TAB, ByteVocab, is_space, vocab_find
+from .vocab import DIGIT_0, NEWLINE, SPACE, TAB, ByteVocab, is_space, line_end, next_token, vocab_find
 
 _BLOCK = 64 << 20
 _HEADER_RE = re.compile(rb"^ngram\s+(\d+)\s*=\s*(\d+)\s*$")
@@ -210,9 +210,7 @@ def _parse_block(buf, pos, end, k, count, filled, table, wbuf, woff, mask, pow10
     lines = 0
     while pos < end:
         # line bounds
-        le = pos
-        while le < end and buf[le] != NEWLINE:
-            le += 1
+        le = line_end(buf, pos, end)
         # trim trailing spaces / CR
         te = le
         while te > pos and is_space(buf[te - 1]):
@@ -232,13 +230,9 @@ def _parse_block(buf, pos, end, k, count, filled, table, wbuf, woff, mask, pow10
         last_s = 0
         last_e = 0
         while i < te:
-            while i < te and is_space(buf[i]):
-                i += 1
-            if i >= te:
+            s, i = next_token(buf, i, te)
+            if s >= te:
                 break
-            s = i
-            while i < te and not is_space(buf[i]):
-                i += 1
             if f == 0:
                 fs0 = s
                 fe0 = i
@@ -587,6 +581,29 @@ def _find_line(path, message: str) -> int | None:
 
 
 # ------------------------------------------------------------------ writing
+@nb.njit(inline="always")
+def _number_len(is_zero, txt, i):
+    """Bytes of number i as :func:`_put_number` writes it."""
+    if is_zero:
+        return 1
+    n = 0
+    while n < txt.shape[1] and txt[i, n] != 0:
+        n += 1
+    return n
+
+
+@nb.njit(inline="always")
+def _put_number(out, p, is_zero, txt, i):
+    """Write number i (``txt[i]``, NUL-padded ASCII; ``0`` when ``is_zero``) at
+    ``out[p:]``; returns the position after it."""
+    if is_zero:
+        out[p] = DIGIT_0
+        return p + 1
+    n = _number_len(False, txt, i)
+    out[p:p + n] = txt[i, :n]
+    return p + n
+
+
 @nb.njit(cache=True)
 def _render_lines(rows, lp_txt, bo_txt, hb, zero_lp, zero_bo, wbuf, woff, lo, hi):
     """ARPA lines of n-grams lo..hi: 'logprob TAB words [TAB backoff] NL' as bytes.
@@ -608,42 +625,18 @@ def _render_lines(rows, lp_txt, bo_txt, hb, zero_lp, zero_bo, wbuf, woff, lo, hi
         uint8 [bytes], the lines.
     """
     k = rows.shape[1]
-    W = lp_txt.shape[1]
     size = 0
     for i in range(lo, hi):
-        size += 3 + k
-        if zero_lp[i]:
-            size += 1
-        else:
-            for j in range(W):
-                if lp_txt[i, j] == 0:
-                    break
-                size += 1
+        size += 3 + k + _number_len(zero_lp[i], lp_txt, i)
         for c in range(k):
             w = rows[i, c]
             size += woff[w + 1] - woff[w]
         if hb[i]:
-            size += 1
-            if zero_bo[i]:
-                size += 1
-            else:
-                for j in range(W):
-                    if bo_txt[i, j] == 0:
-                        break
-                    size += 1
+            size += 1 + _number_len(zero_bo[i], bo_txt, i)
     out = np.empty(size, np.uint8)
     p = 0
     for i in range(lo, hi):
-        if zero_lp[i]:
-            out[p] = DIGIT_0
-            p += 1
-        else:
-            for j in range(W):
-                ch = lp_txt[i, j]
-                if ch == 0:
-                    break
-                out[p] = ch
-                p += 1
+        p = _put_number(out, p, zero_lp[i], lp_txt, i)
         out[p] = TAB
         p += 1
         for c in range(k):
@@ -657,16 +650,7 @@ def _render_lines(rows, lp_txt, bo_txt, hb, zero_lp, zero_bo, wbuf, woff, lo, hi
         if hb[i]:
             out[p] = TAB
             p += 1
-            if zero_bo[i]:
-                out[p] = DIGIT_0
-                p += 1
-            else:
-                for j in range(W):
-                    ch = bo_txt[i, j]
-                    if ch == 0:
-                        break
-                    out[p] = ch
-                    p += 1
+            p = _put_number(out, p, zero_bo[i], bo_txt, i)
         out[p] = NEWLINE
         p += 1
     return out[:p]

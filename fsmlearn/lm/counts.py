@@ -22,10 +22,11 @@ import numpy as np
 
 from ..errors import ArgumentError
 from .model import BOS, EOS, UNK
+from .vocab import NGramTables
 
 
 @dataclass
-class NGramCounts:
+class NGramCounts(NGramTables):
     """Raw n-gram counts of orders 1..N.
 
     Attributes:
@@ -38,21 +39,6 @@ class NGramCounts:
     ngrams: list
     counts: list
     cutoffs: list
-
-    @property
-    def order(self) -> int:
-        return len(self.ngrams)
-
-    @property
-    def sizes(self) -> list[int]:
-        return [int(g.shape[0]) for g in self.ngrams]
-
-    @property
-    def word_ids(self) -> dict:
-        d = getattr(self, "_wid", None)
-        if d is None:
-            d = self._wid = {w: i for i, w in enumerate(self.vocab)}
-        return d
 
     def total_tokens(self) -> int:
         """Tokens counted, ``</s>`` included and ``<s>`` not (the unigram total)."""

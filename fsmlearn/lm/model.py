@@ -36,7 +36,7 @@ from ..errors import ArgumentError, MachineError
 from ..fsm.machine import PHI, Machine
 from ..fsm.symbols import SymbolTable
 from .index import NGramIndex, NGramIndexError
-from .vocab import ByteVocab
+from .vocab import ByteVocab, NGramTables, WordIndex
 
 BOS = "<s>"
 EOS = "</s>"
@@ -47,7 +47,7 @@ IMPOSSIBLE = -99.0
 
 
 @dataclass
-class BackoffLM:
+class BackoffLM(NGramTables):
     """An n-gram backoff model (the contents of an ARPA file).
 
     Attributes:
@@ -68,26 +68,11 @@ class BackoffLM:
     def __post_init__(self):
         if not self.has_backoff:
             self.has_backoff = [np.zeros(len(p), bool) for p in self.logprob]
-        self._word_id = None
-
-    @property
-    def order(self) -> int:
-        return len(self.ngrams)
 
     @property
     def counts(self) -> list[int]:
-        return [int(g.shape[0]) for g in self.ngrams]
-
-    def word_id(self, word: str) -> int:
-        if self._word_id is None:
-            self._word_id = {w: i for i, w in enumerate(self.vocab)}
-        return self._word_id.get(word, -1)
-
-    @property
-    def word_ids(self) -> dict:
-        if self._word_id is None:
-            self._word_id = {w: i for i, w in enumerate(self.vocab)}
-        return self._word_id
+        """The number of n-grams of each order (the ARPA header's counts)."""
+        return self.sizes
 
     def __repr__(self) -> str:
         return f"BackoffLM(order={self.order}, vocab={len(self.vocab)}, ngrams={self.counts})"
@@ -230,7 +215,7 @@ def _sort_arcs(src, dst, lab, wt, src_start):
 
 
 @dataclass
-class CompiledLM:
+class CompiledLM(WordIndex):
     """A backoff LM compiled to an acceptor with failure arcs.
 
     Attributes:
@@ -255,13 +240,6 @@ class CompiledLM:
         if g < 0:
             return []
         return [self.vocab[w] for w in self.ngram_words[self.ngram_ptr[g]:self.ngram_ptr[g + 1]]]
-
-    @property
-    def word_ids(self) -> dict:
-        d = getattr(self, "_wid", None)
-        if d is None:
-            d = self._wid = {w: i for i, w in enumerate(self.vocab)}
-        return d
 
     def encode(self, sentences) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Label sequences of whitespace-tokenised sentences.

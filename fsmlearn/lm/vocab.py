@@ -8,7 +8,8 @@ structure text files (:data:`TAB`, :data:`SPACE`, :data:`NEWLINE`,
 :data:`DIGIT_0`) are module-level ints here, which numba kernels read as
 compile-time constants.
 
-Public names: ByteVocab, word_bytes, fnv1a, vocab_find, encode_lines, is_space,
+Public names: WordIndex, NGramTables, ByteVocab, word_bytes, fnv1a, vocab_find, encode_lines, is_space,
+line_end, next_token,
 TAB, SPACE, NEWLINE, DIGIT_0.
 """
 
@@ -24,6 +25,36 @@ DIGIT_0 = ord("0")
 _CR = ord("\r")
 _VT = ord("\v")
 _FF = ord("\f")
+
+
+class WordIndex:
+    """Mixin for an object with a ``vocab`` list (word id = position): the
+    word -> id map, built on first use."""
+
+    @property
+    def word_ids(self) -> dict:
+        d = self.__dict__.get("_word_ids")
+        if d is None:
+            d = self.__dict__["_word_ids"] = {w: i for i, w in enumerate(self.vocab)}
+        return d
+
+    def word_id(self, word: str) -> int:
+        """The id of ``word``, -1 when it is not in the vocabulary."""
+        return self.word_ids.get(word, -1)
+
+
+class NGramTables(WordIndex):
+    """Mixin for n-gram tables: ``vocab`` and ``ngrams`` (per order k, int32
+    [M_k, k] word ids) give the order and the table sizes."""
+
+    @property
+    def order(self) -> int:
+        return len(self.ngrams)
+
+    @property
+    def sizes(self) -> list[int]:
+        """M_k, the number of n-grams of each order k = 1..order."""
+        return [int(g.shape[0]) for g in self.ngrams]
 
 
 def word_bytes(words) -> tuple[np.ndarray, np.ndarray]:
@@ -89,6 +120,26 @@ def is_space(c):
     return c == SPACE or c == TAB or c == _CR or c == _VT or c == _FF or c == NEWLINE
 
 
+@nb.njit(inline="always")
+def line_end(buf, i, n):
+    """The position of the first newline in ``buf[i:n]`` (``n`` when there is none)."""
+    while i < n and buf[i] != NEWLINE:
+        i += 1
+    return i
+
+
+@nb.njit(inline="always")
+def next_token(buf, k, j):
+    """The next whitespace-separated token of ``buf[k:j]`` as (start, end);
+    start == end == j when none is left."""
+    while k < j and is_space(buf[k]):
+        k += 1
+    a = k
+    while k < j and not is_space(buf[k]):
+        k += 1
+    return a, k
+
+
 @nb.njit(cache=True)
 def encode_lines(buf, table, wbuf, woff, mask, unk):
     """Word ids of whitespace-separated tokens, one sentence per line.
@@ -114,18 +165,12 @@ def encode_lines(buf, table, wbuf, woff, mask, unk):
     T = 0
     i = 0
     while i < n:
-        j = i
-        while j < n and buf[j] != NEWLINE:
-            j += 1
+        j = line_end(buf, i, n)
         S += 1
-        k = i
-        while k < j:
-            while k < j and is_space(buf[k]):
-                k += 1
-            if k < j:
-                T += 1
-                while k < j and not is_space(buf[k]):
-                    k += 1
+        a, k = next_token(buf, i, j)
+        while a < j:
+            T += 1
+            a, k = next_token(buf, k, j)
         i = j + 1
     ptr = np.zeros(S + 1, np.int64)
     ids = np.empty(T, np.int32)
@@ -134,23 +179,16 @@ def encode_lines(buf, table, wbuf, woff, mask, unk):
     t = 0
     i = 0
     while i < n:
-        j = i
-        while j < n and buf[j] != NEWLINE:
-            j += 1
-        k = i
-        while k < j:
-            while k < j and is_space(buf[k]):
-                k += 1
-            if k < j:
-                a = k
-                while k < j and not is_space(buf[k]):
-                    k += 1
-                w, _ = vocab_find(buf, a, k, table, wbuf, woff, mask)
-                if w < 0:
-                    w = unk
-                    oov[s] += 1
-                ids[t] = w
-                t += 1
+        j = line_end(buf, i, n)
+        a, k = next_token(buf, i, j)
+        while a < j:
+            w, _ = vocab_find(buf, a, k, table, wbuf, woff, mask)
+            if w < 0:
+                w = unk
+                oov[s] += 1
+            ids[t] = w
+            t += 1
+            a, k = next_token(buf, k, j)
         s += 1
         ptr[s] = t
         i = j + 1
