@@ -87,7 +87,7 @@ def test_load_errors(tmp_path):
     cases.append((corrupt, "corrupt"))
     text = tmp_path / "text.hmm"
     text.write_text("not a model\n")
-    cases.append((text, "corrupt or not a model file"))
+    cases.append((text, "corrupt or not a fsmlearn HMM file"))
     for path, msg in cases:
         with pytest.raises(ModelFormatError, match=msg) as e:
             HMM.load(path)

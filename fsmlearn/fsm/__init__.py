@@ -1,4 +1,10 @@
-"""Layer 1: the machine (array-backed weighted FSMs) and its file formats."""
+"""Layer 1: the machine (array-backed weighted FSMs) and its file formats.
+
+Modules: machine (Machine, labels EPSILON and PHI), symbols (SymbolTable),
+openfst_io (OpenFst binary VectorFst), npz (NpzFile: reading fsmlearn .npz
+files), strings (lists of strings as flat arrays), atomic (atomic writes),
+hashing (content hashes).
+"""
 
 from .machine import DEFAULT_OPENFST_PHI, EPSILON, PHI, Machine
 from .symbols import SymbolTable

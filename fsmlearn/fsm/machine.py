@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ import numpy as np
 
 from ..errors import MachineError, NpzFormatError, OpenFstFormatError, SymbolTableError
 from .openfst_io import decode_vector_fst, encode_vector_fst
+from .npz import NpzFile
 from .strings import pack_strings, unpack_strings
 from .symbols import SymbolTable
 from .atomic import atomic_write
@@ -448,34 +448,8 @@ class Machine:
             NpzFormatError: not a zip, a missing or mistyped array, bad metadata.
             MachineError: the arrays do not form a valid machine (names the arc).
         """
-        path = Path(path)
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except FileNotFoundError:
-            raise NpzFormatError("no such file", path) from None
-        except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as e:
-            raise NpzFormatError(f"corrupt machine file ({type(e).__name__}: {e})", path) from None
-        try:
-            meta = json.loads(arrays["meta"].tobytes().decode())
-        except KeyError:
-            raise NpzFormatError("not a fsmlearn machine (no 'meta' array)", path) from None
-        except (ValueError, UnicodeDecodeError) as e:
-            raise NpzFormatError(f"corrupt metadata: {e}", path) from None
-        if not isinstance(meta, dict) or meta.get("format") != _NPZ_FORMAT:
-            raise NpzFormatError("not a fsmlearn machine file", path)
-        if meta.get("version") != _NPZ_VERSION:
-            raise NpzFormatError(f"unsupported machine file version {meta.get('version')!r}", path)
-
-        def need(name, dtype, ndim=1):
-            if name not in arrays:
-                raise NpzFormatError(f"missing array {name!r}", path)
-            a = arrays[name]
-            if a.dtype != dtype or a.ndim != ndim:
-                raise NpzFormatError(f"array {name!r} has dtype {a.dtype} and {a.ndim} dims; "
-                                     f"expected {np.dtype(dtype)} with {ndim}", path)
-            return a
-
+        f = NpzFile(path, NpzFormatError, kind="machine", fmt=_NPZ_FORMAT, version=_NPZ_VERSION)
+        path, meta, need = f.path, f.meta, f.need
         tables = {}
         for side in ("isyms", "osyms"):
             if meta.get(side):

@@ -13,13 +13,13 @@ Public names: save_hmm, load_hmm, FORMAT, VERSION.
 from __future__ import annotations
 
 import json
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ModelError, ModelFormatError
 from ..fsm.atomic import atomic_write
+from ..fsm.npz import NpzFile
 from ..fsm.strings import pack_strings, unpack_strings
 from .oov_tags import OovTags
 from .unknown import SuffixModel
@@ -79,35 +79,8 @@ def load_hmm(path, make):
             dtype, NaN or rows that do not sum to one (the message names
             the file and the problem).
     """
-    path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except FileNotFoundError:
-        raise ModelFormatError("no such file", path) from None
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as e:
-        raise ModelFormatError(f"corrupt or not a model file ({type(e).__name__}: {e})", path) from None
-    if "meta" not in arrays:
-        raise ModelFormatError("not a fsmlearn HMM (no 'meta' array)", path)
-    try:
-        meta = json.loads(arrays["meta"].tobytes().decode())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ModelFormatError(f"corrupt metadata: {e}", path) from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        got = meta.get("format") if isinstance(meta, dict) else None
-        raise ModelFormatError(f"not a fsmlearn HMM (format {got!r}, expected {FORMAT!r})", path)
-    if meta.get("version") != VERSION:
-        raise ModelFormatError(f"unsupported HMM file version {meta.get('version')!r} "
-                               f"(this fsmlearn reads version {VERSION})", path)
-
-    def need(name, kind, ndim):
-        if name not in arrays:
-            raise ModelFormatError(f"missing array {name!r}", path)
-        a = arrays[name]
-        if a.dtype.kind != kind or a.ndim != ndim:
-            raise ModelFormatError(f"array {name!r} has dtype {a.dtype} and {a.ndim} dimensions; "
-                                   f"expected kind {kind!r} with {ndim}", path)
-        return a
+    f = NpzFile(path, ModelFormatError, kind="HMM", fmt=FORMAT, version=VERSION)
+    path, meta, arrays, need = f.path, f.meta, f.arrays, f.need
 
     def strings(name):
         return unpack_strings(need(name + "_blob", "u", 1), need(name + "_offsets", "i", 1),
