@@ -3,7 +3,7 @@
 Modules: machine (Machine, labels EPSILON and PHI), symbols (SymbolTable),
 openfst_io (OpenFst binary VectorFst), npz (NpzFile: reading fsmlearn .npz
 files), strings (lists of strings as flat arrays), atomic (atomic writes),
-hashing (content hashes).
+hashing (int64 hash tables for numba kernels).
 """
 
 from .machine import DEFAULT_OPENFST_PHI, EPSILON, PHI, Machine
