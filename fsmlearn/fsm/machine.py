@@ -205,6 +205,11 @@ class Machine:
         return self._acceptor or bool(np.array_equal(self.ilabel, self.olabel))
 
     @property
+    def stores_olabel(self) -> bool:
+        """False for an acceptor built without output labels (``olabel`` is ``ilabel``)."""
+        return not self._acceptor
+
+    @property
     def has_phi(self) -> bool:
         """True when some arc has input label PHI."""
         v = self._cache.get("has_phi")

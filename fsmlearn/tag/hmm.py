@@ -180,6 +180,13 @@ class HMM:
             v = self._cache[key] = build()
         return v
 
+    def transition_weights(self, real: bool) -> np.ndarray:
+        """The transition scores as flat arc weights (built once per semiring):
+        float64, :attr:`trans` raveled: probabilities
+        when ``real`` (real semiring), else negated log-probabilities (tropical)."""
+        return self._cached(("trans_w", real),
+                            lambda: (np.exp(self.trans) if real else -self.trans).ravel().copy())
+
     @property
     def word_index(self) -> dict:
         """dict word -> id (built once)."""

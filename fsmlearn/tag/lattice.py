@@ -138,8 +138,7 @@ def build_lattice(hmm: HMM, ptr, ids, csr, *, extra=None, semiring: str = "log",
         row_tag = np.concatenate([row_tag, t.astype(np.int32)])
         row_lp = np.concatenate([row_lp, scores[r, t]])
         tok_row[np.asarray(tok, dtype=np.int64)] = nV + np.arange(len(tok))
-    key = ("trans_w", real)
-    tw = hmm._cached(key, lambda: (np.exp(hmm.trans) if real else -hmm.trans).ravel().copy())
+    tw = hmm.transition_weights(real)
     row_w = np.exp(row_lp) if real else -row_lp
     n_states, n_arcs = _sizes(ptr, tok_row, row_ptr, hmm.order)
     if n_arcs < 0:

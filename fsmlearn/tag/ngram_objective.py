@@ -75,9 +75,9 @@ class Stats:
 
 def one_thread_index(cs: CqStructure) -> ParIndex:
     """The kernels' index with one part (built once per structure)."""
-    px = getattr(cs, "_px1", None)
+    px = cs.kernel_index.get(1)
     if px is None:
-        px = cs._px1 = ParIndex(cs, 1)
+        px = cs.kernel_index[1] = ParIndex(cs, 1)
     return px
 
 

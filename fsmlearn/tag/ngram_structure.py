@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numba as nb
 import numpy as np
@@ -140,6 +140,8 @@ class CqStructure:
         blk_start: int64 [E+1] each arc's block in the phi arrays.
         blk_tag: int32 [K] the tag of each block entry.
         solve_seconds: time spent solving alpha.
+        kernel_index: kernels' indexes built for this structure, by part count
+            (:func:`fsmlearn.tag.ngram_objective.one_thread_index`).
     """
     machine: Machine
     T: int
@@ -157,6 +159,7 @@ class CqStructure:
     blk_start: np.ndarray
     blk_tag: np.ndarray
     solve_seconds: float = 0.0
+    kernel_index: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(cls, c: Machine, arc_word: np.ndarray, allowed: np.ndarray, *, alpha=None,
