@@ -13,74 +13,42 @@ Subcommands:
 
 from __future__ import annotations
 
-import argparse
-import math
-import os
 import sys
 import time
 from pathlib import Path
 
-from ..errors import FsmError
-
-
-class Progress:
-    """Progress lines on stderr with elapsed time."""
-
-    def __init__(self, quiet: bool = False):
-        self.t0 = time.time()
-        self.quiet = quiet
-
-    def __call__(self, msg: str) -> None:
-        if not self.quiet:
-            print(f"[{time.time() - self.t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+from ..errors import ArgumentError
+from .common import Progress
 
 
 def _cutoffs(text):
     if text is None:
         return None
-    parts = [int(x) for x in str(text).replace(",", " ").split()]
-    if any(c < 1 for c in parts):
-        raise FsmError(f"cutoffs must be >= 1, got {text!r}")
+    try:
+        parts = [int(x) for x in str(text).replace(",", " ").split()]
+    except ValueError:
+        parts = [0]
+    if not parts or any(c < 1 for c in parts):
+        raise ArgumentError(f"cutoffs must be >= 1, got {text!r}")
     return parts[0] if len(parts) == 1 else parts
 
 
-def iter_text(paths, lower: bool = False):
-    """Sentences (one per line, tokens separated by spaces) from text files (.gz/.bz2/.xz ok)."""
-    from ..lm.arpa import open_text
-    for p in paths:
-        if p == "-":
-            stream = sys.stdin
-            for line in stream:
-                yield line.lower() if lower else line
-            continue
-        with open_text(p, "rb") as f:
-            for raw in f:
-                line = raw.decode("utf-8", "replace")
-                yield line.lower() if lower else line
-
-
-def _dataset_sentences(name):
-    """Word lists of a named dataset (tags dropped)."""
-    from ..data import iter_sentences
-    for s in iter_sentences(name):
-        yield [w if isinstance(w, str) else w[0] for w in s]
-
-
 def _sentences(args):
+    from ..data import iter_dataset_words, iter_lines
     if getattr(args, "dataset", None):
-        return _dataset_sentences(args.dataset)
+        return iter_dataset_words(args.dataset)
     if not args.text:
-        raise FsmError("give text files or --dataset NAME")
-    return iter_text(args.text)
+        raise ArgumentError("give text files or --dataset NAME")
+    return iter_lines(args.text)
 
 
 def _count(args) -> int:
     from ..lm.web1t import write_web1t
     from ..lm.counts import count_ngrams
     say = Progress(args.quiet)
+    cutoffs = _cutoffs(args.cutoffs)
     c = count_ngrams(_sentences(args), args.order, progress=say)
-    sizes = write_web1t(c, args.output, cutoffs=_cutoffs(args.cutoffs), keep_bigrams=args.keep_bigrams,
-                        progress=say)
+    sizes = write_web1t(c, args.output, cutoffs=cutoffs, keep_bigrams=args.keep_bigrams, progress=say)
     say(f"wrote {args.output}: " + ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(sizes)))
     return 0
 
@@ -88,13 +56,13 @@ def _count(args) -> int:
 def _web1t(args) -> int:
     from ..lm.web1t import read_web1t, write_web1t
     say = Progress(args.quiet)
+    cutoffs = _cutoffs(args.cutoffs)
     c = read_web1t(args.counts, max_order=args.order, progress=say)
     print(f"{args.counts}: order {c.order}, {len(c.vocab):,} words, " +
           ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(c.sizes)) +
           f", smallest counts {c.cutoffs}")
     if args.output:
-        sizes = write_web1t(c, args.output, cutoffs=_cutoffs(args.cutoffs), keep_bigrams=args.keep_bigrams,
-                            progress=say)
+        sizes = write_web1t(c, args.output, cutoffs=cutoffs, keep_bigrams=args.keep_bigrams, progress=say)
         print(f"wrote {args.output}: " + ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(sizes)))
     return 0
 
@@ -104,6 +72,7 @@ def _estimate(args) -> int:
     from ..lm.counts import count_ngrams
     from ..lm.estimate import estimate
     say = Progress(args.quiet)
+    cutoffs = _cutoffs(args.cutoffs)
     if args.counts:
         from ..lm.web1t import read_web1t
         c = read_web1t(args.counts, max_order=args.order, progress=say)
@@ -111,25 +80,19 @@ def _estimate(args) -> int:
         c = count_ngrams(_sentences(args), args.order, progress=say)
     kn = None
     if args.kn_discounts:
-        vals = [float(x) for x in args.kn_discounts.replace(",", " ").split()]
-        if len(vals) % 3:
-            raise FsmError("--kn-discounts takes three numbers (D1 D2 D3+) per order")
+        try:
+            vals = [float(x) for x in args.kn_discounts.replace(",", " ").split()]
+        except ValueError:
+            vals = [0.0]
+        if not vals or len(vals) % 3:
+            raise ArgumentError("--kn-discounts takes three numbers (D1 D2 D3+) per order")
         kn = [tuple(vals[i:i + 3]) for i in range(0, len(vals), 3)]
     lm = estimate(c, args.method, discounts=kn, discount=args.discount, smoothing=args.smoothing,
-                  cutoffs=_cutoffs(args.cutoffs), keep_bigrams=args.keep_bigrams, cut_mass=args.cut_mass,
+                  cutoffs=cutoffs, keep_bigrams=args.keep_bigrams, cut_mass=args.cut_mass,
                   progress=say)
     write_arpa(lm, args.output, progress=say)
     say(f"wrote {args.output}: " + ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(lm.counts)))
     return 0
-
-
-def _load_model(path, say):
-    from ..lm.model import CompiledLM, compile_lm
-    p = str(path)
-    if p.endswith((".arpa", ".arpa.gz", ".arpa.bz2", ".arpa.xz", ".lm", ".lm.gz")):
-        from ..lm.arpa import read_arpa
-        return compile_lm(read_arpa(p, progress=say), progress=say)
-    return CompiledLM.load(p)
 
 
 def _compile(args) -> int:
@@ -144,8 +107,8 @@ def _compile(args) -> int:
 
 
 def _score(args) -> int:
-    say = Progress(True)
-    c = _load_model(args.model, say)
+    from ..lm.score import load_lm
+    c = load_lm(args.model)
     out = sys.stdout
     batch = []
 
@@ -165,39 +128,19 @@ def _score(args) -> int:
 
 
 def _ppl(args) -> int:
-    say = Progress(args.quiet)
-    c = _load_model(args.model, say)
-    tot = 0.0
-    tokens = 0
-    sents = 0
-    oovs = 0
-    batch = []
-
-    def flush():
-        nonlocal tot, tokens, sents, oovs
-        lp, oov = c.score(batch)
-        tot += float(lp.sum())
-        tokens += sum(len(s.split()) + 1 for s in batch)
-        sents += len(batch)
-        oovs += int(oov.sum())
-        batch.clear()
-
-    for line in iter_text(args.text):
-        batch.append(line)
-        if len(batch) >= 100000:
-            flush()
-    if batch:
-        flush()
-    ppl = 10 ** (-tot / tokens) if tokens else math.inf
-    print(f"sentences {sents}  tokens {tokens} (</s> included)  OOVs {oovs}  log10 prob {tot:.4f}  "
-          f"perplexity {ppl:.4f}")
+    from ..data import iter_lines
+    from ..lm.score import load_lm, perplexity
+    r = perplexity(load_lm(args.model, Progress(args.quiet)), iter_lines(args.text))
+    print(f"sentences {r['sentences']}  tokens {r['tokens']} (</s> included)  OOVs {r['oovs']}  "
+          f"log10 prob {r['log10prob']:.4f}  perplexity {r['perplexity']:.4f}")
     return 0
 
 
 def _sample(args) -> int:
     from ..lm.sample import sample_text
+    from ..lm.score import load_lm
     say = Progress(args.quiet)
-    c = _load_model(args.model, say)
+    c = load_lm(args.model, say)
     out_path = Path(args.output) if args.output != "-" else None
     t0 = time.time()
     if out_path is None:

@@ -17,7 +17,7 @@ from ..errors import FsmError
 
 
 def _demo(args) -> int:
-    from ..demo import run_demo
+    from ..experiments.demo import run_demo
     run_demo(out=sys.stdout, cyclic=not args.acyclic)
     return 0
 

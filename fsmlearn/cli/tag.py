@@ -12,49 +12,18 @@ Subcommands:
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 import time
-from pathlib import Path
 
-from ..errors import FsmError
-from .lm import Progress
-
-_TAGGED = ("wsj-train", "wsj-small")
-_TEXT = ("wsj-train", "wsj-small", "mixed-text")
-
-
-def _tagged(name):
-    from ..data import iter_sentences
-    if name not in _TAGGED:
-        raise FsmError(f"dataset {name!r} is not tagged; expected one of {', '.join(_TAGGED)}")
-    return list(iter_sentences(name))
-
-
-def _words(name):
-    from ..data import iter_sentences
-    if name not in _TEXT:
-        raise FsmError(f"unknown dataset {name!r}; expected one of {', '.join(_TEXT)}")
-    for s in iter_sentences(name):
-        yield [w if isinstance(w, str) else w[0] for w in s]
-
-
-def _load(path):
-    from ..tag.hmm import HMM
-    return HMM.load(path)
-
-
-def _pct(x):
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"
-
+from .common import Progress, percent as _pct
 
 def _train(args) -> int:
+    from ..data import load_tagged
     from ..data.tagsets import tagset_tags, to_tag17
-    from ..tag.train import train_supervised
+    from ..tag import train_supervised
     say = Progress(args.quiet)
     t0 = time.time()
-    sents = _tagged(args.data)
+    sents = load_tagged(args.data)
     say(f"read {args.data}: {len(sents):,} sentences, {sum(map(len, sents)):,} tokens")
     hmm = train_supervised(sents, tagset_tags(args.tagset), order=args.order,
                            map_tag=to_tag17 if args.tagset == "tag17" else None, progress=say)
@@ -64,10 +33,11 @@ def _train(args) -> int:
 
 
 def _eval(args) -> int:
-    from ..tag import accuracy
+    from ..data import load_tagged
+    from ..tag import HMM, accuracy
     say = Progress(args.quiet)
-    hmm = _load(args.model)
-    sents = _tagged(args.data)
+    hmm = HMM.load(args.model)
+    sents = load_tagged(args.data)
     t0 = time.time()
     a = accuracy(hmm, sents)
     dt = time.time() - t0
@@ -78,8 +48,8 @@ def _eval(args) -> int:
 
 
 def _tag(args) -> int:
-    from ..tag import tag_sentences
-    hmm = _load(args.model)
+    from ..tag import HMM, tag_sentences
+    hmm = HMM.load(args.model)
     out = sys.stdout
     batch = []
 
@@ -98,107 +68,17 @@ def _tag(args) -> int:
     return 0
 
 
-def _plot(records, path: Path, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    it = [r["iteration"] for r in records]
-    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-    ax[0].plot(it, [100 * r["accuracy"] if r["accuracy"] is not None else math.nan for r in records], "o-")
-    ax[0].set_xlabel("iteration")
-    ax[0].set_ylabel("accuracy on the evaluation data (%)")
-    ax[0].grid(alpha=0.3)
-    ax[1].plot(it, [r["loglik_per_token"] if r["loglik_per_token"] is not None else math.nan for r in records],
-               "o-", label="training")
-    ax[1].plot(it, [r["heldout_loglik"] if r["heldout_loglik"] is not None else math.nan for r in records],
-               "s-", label="held-out")
-    ax[1].set_xlabel("iteration")
-    ax[1].set_ylabel("log-likelihood per token (nats)")
-    ax[1].legend()
-    ax[1].grid(alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def _em(args) -> int:
-    import numpy as np
-    from ..data.tagsets import tag_dictionary, tagset_tags
-    from ..tag.em import Corpus, dictionary_mask, em, encode_corpus, uniform_hmm
-    from ..fsm.atomic import atomic_write
-    say = Progress(args.quiet)
-    if args.iterations < 0:
-        raise FsmError(f"--iterations must be >= 0, got {args.iterations}")
-    if args.chunk_tokens < 1:
-        raise FsmError(f"--chunk-tokens must be >= 1, got {args.chunk_tokens}")
-    t0 = time.time()
-    corpus = None
-    if args.corpus and (Path(args.corpus) / "corpus.json").exists():
-        corpus = Corpus.load(args.corpus)
-        say(f"loaded corpus {args.corpus} (memory-mapped): {corpus.num_tokens:,} tokens")
-    if corpus is None:
-        if args.data and args.text:
-            raise FsmError("give --data NAME or --text FILE..., not both")
-        if args.text:
-            from .lm import iter_text
-            source, name = (line.split() for line in iter_text(args.text)), " ".join(args.text)
-        elif args.data:
-            source, name = _words(args.data), args.data
-        else:
-            raise FsmError("give --data NAME, --text FILE... or --corpus DIR holding a saved corpus")
-        corpus = encode_corpus(source, progress=say)
-        say(f"encoded {name}: {corpus.num_sentences:,} sentences, {corpus.num_tokens:,} tokens, "
-            f"{len(corpus.vocab):,} words ({time.time() - t0:.1f} s)")
-        if args.corpus:
-            corpus.save(args.corpus)
-            say(f"saved the encoded corpus to {args.corpus}")
-    tags = tagset_tags("tag17")
-    td = tag_dictionary("tag17", args.min_count)
-    allowed = dictionary_mask(corpus.vocab, tags, td)
-    hmm0 = uniform_hmm(tags, corpus.vocab, allowed, order=args.order, tagdict=td)
-    ev = _tagged(args.eval_data) if args.eval_data else None
-    held = [[w for w, _ in s] for s in ev] if ev is not None else None
-    say(f"EM: order {args.order}, 17 tags, {len(corpus.vocab):,} words, {args.iterations} iterations, "
-        f"chunks of {args.chunk_tokens:,} tokens")
-    report_path = Path(args.report) if args.report else None
-    state = {"records": []}
-
-    def write_report(records, final=False):
-        if report_path is None:
-            return
-        rep = {"command": "fsmlearn tag em", "data": args.data or args.text or str(args.corpus),
-               "order": args.order,
-               "tags": list(tags), "tag_dictionary": {"tagset": "tag17", "min_count": args.min_count},
-               "tokens": corpus.num_tokens, "sentences": corpus.num_sentences, "vocab_size": len(corpus.vocab),
-               "eval_data": args.eval_data, "chunk_tokens": args.chunk_tokens, "complete": final,
-               "iterations": [r.to_dict() for r in records]}
-        report_path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(report_path, lambda f: f.write(json.dumps(rep, indent=1).encode()))
-
-    def on_record(rec):          # a model's record is complete: keep the report current
-        state["records"].append(rec)
-        write_report(state["records"])
-
-    model, records = em(hmm0, corpus, allowed, args.iterations, eval=ev, heldout=held,
-                        chunk_tokens=args.chunk_tokens, progress=say, on_record=on_record)
-    model.save(args.output)
-    say(f"wrote {args.output}")
-    write_report(records, final=True)
-    if report_path is not None:
-        png = report_path.with_suffix(".png")
-        _plot([r.to_dict() for r in records], png,
-              f"EM, {args.data or ('text files' if args.text else args.corpus)}: "
-              f"{corpus.num_tokens:,} tokens, 17 tags, order {args.order}")
-        say(f"wrote {report_path} and {png}")
-    secs = [r.seconds for r in records[1:]]
-    if secs:
-        say(f"mean {np.mean(secs):.2f} s per iteration ({corpus.num_tokens / np.mean(secs):,.0f} tokens/s)")
+    from ..experiments.tag_em import TagEMConfig, run_tag_em
+    run_tag_em(TagEMConfig(output=args.output, iterations=args.iterations, data=args.data, text=args.text,
+                           corpus=args.corpus, report=args.report, order=args.order,
+                           eval_data=args.eval_data or None, min_count=args.min_count,
+                           chunk_tokens=args.chunk_tokens), progress=Progress(args.quiet))
     return 0
 
 
 def _giga200(args) -> int:
-    from ..tag.giga import Giga200Config, run_giga200
+    from ..experiments.giga200 import Giga200Config, run_giga200
     say = Progress(args.quiet)
     cfg = Giga200Config(cache=args.cache, report=args.report, model=args.model, ngrams=args.ngrams or None,
                         tokens=args.tokens, seed=args.seed, order=args.order, cutoff=args.cutoff,
@@ -234,7 +114,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=_train)
 
     p = tsub.add_parser("em", help="train an HMM by EM under the 17-tag dictionary (Merialdo setup)")
-    p.add_argument("--data", choices=list(_TEXT), help="training text (tags dropped)")
+    p.add_argument("--data", help="training text, tags dropped: wsj-train, wsj-small or mixed-text")
     p.add_argument("--text", nargs="+", help="training text files instead, one sentence per line, tokens "
                                              "separated by spaces (.gz/.bz2/.xz; - for stdin)")
     p.add_argument("--corpus", help="folder of a saved encoded corpus: loaded (memory-mapped) if present, "

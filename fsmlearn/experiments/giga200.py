@@ -33,18 +33,22 @@ Public names: Giga200Config, run_giga200.
 from __future__ import annotations
 
 import json
-import math
-import os
-import platform
-import resource
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import FsmError
-from ..fsm.atomic import atomic_write
+from ..data import iter_dataset_words, iter_sentences
+from ..data.tagsets import tag_dictionary, tagset_tags
+from ..errors import ArgumentError
+from ..lm.counts import count_corpus, count_ngrams
+from ..lm.estimate import estimate
+from ..lm.model import CompiledLM, compile_lm
+from ..lm.sample import sample_corpus
+from ..lm.web1t import read_web1t, write_web1t
+from ..tag import Corpus, dictionary_mask, em, setup_from_lm, train_ngram_em, uniform_hmm
+from .report import Stage, device, new_figure, peak_rss_mb, save_figure, write_report
 
 DEFAULT_CACHE = "data/cache/giga200"
 
@@ -71,57 +75,14 @@ class Giga200Config:
     extra: dict = field(default_factory=dict)
 
 
-def _device() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"cpu: {n} cores, {cpu}"
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-class _Stage:
-    """A cached stage: ``path`` plus ``path.params.json`` recording how it was built."""
-
-    def __init__(self, path: Path, params: dict):
-        self.path = path
-        self.params = params
-        self.stamp = path.with_name(path.name + ".params.json")
-
-    def fresh(self) -> bool:
-        if not (self.path.exists() and self.stamp.exists()):
-            return False
-        try:
-            return json.loads(self.stamp.read_text()) == self.params
-        except ValueError:
-            return False
-
-    def done(self) -> None:
-        atomic_write(self.stamp, lambda f: f.write(json.dumps(self.params, indent=1).encode()))
-
-
 def _seed_lm(cfg: Giga200Config, cache: Path, say):
-    from ..data import iter_sentences
-    from ..lm.counts import count_ngrams
-    from ..lm.estimate import estimate
-    from ..lm.model import CompiledLM, compile_lm
-    st = _Stage(cache / "seed-lm.fsm", {"text": cfg.seed_text, "order": cfg.seed_order,
+    st = Stage(cache / "seed-lm.fsm", {"text": cfg.seed_text, "order": cfg.seed_order,
                                          "method": "kneser-ney", "cutoffs": "none"})
     if st.fresh():
         say(f"seed LM: cached {st.path}")
         return CompiledLM.load(st.path)
     say(f"seed LM: counting {cfg.seed_order}-grams of {cfg.seed_text}")
-    words = ([w if isinstance(w, str) else w[0] for w in s] for s in iter_sentences(cfg.seed_text))
-    counts = count_ngrams(words, cfg.seed_order, progress=say)
+    counts = count_ngrams(iter_dataset_words(cfg.seed_text), cfg.seed_order, progress=say)
     lm = estimate(counts, progress=say)
     del counts
     say(f"seed LM: {sum(lm.counts):,} n-grams {lm.counts}; compiling")
@@ -134,9 +95,7 @@ def _seed_lm(cfg: Giga200Config, cache: Path, say):
 
 def _stand_in(cfg: Giga200Config, cache: Path, say):
     """The sampled corpus (integer-coded, memory-mapped), built once."""
-    from ..lm.sample import sample_corpus
-    from .em import Corpus
-    st = _Stage(cache / "corpus", {"seed_lm": cfg.seed_text, "seed_order": cfg.seed_order,
+    st = Stage(cache / "corpus", {"seed_lm": cfg.seed_text, "seed_order": cfg.seed_order,
                                    "tokens": cfg.tokens, "seed": cfg.seed, "threads": cfg.threads,
                                    "batch": 200_000})
     if st.fresh():
@@ -165,9 +124,7 @@ def _stand_in(cfg: Giga200Config, cache: Path, say):
 
 
 def _count_dir(cfg: Giga200Config, cache: Path, corpus, say) -> Path:
-    from ..lm.web1t import write_web1t
-    from ..lm.counts import count_corpus
-    st = _Stage(cache / "web1t", {"corpus": json.loads((cache / "corpus.params.json").read_text()),
+    st = Stage(cache / "web1t", {"corpus": json.loads((cache / "corpus.params.json").read_text()),
                                   "order": cfg.order, "cutoff": cfg.cutoff, "keep_bigrams": True})
     if st.fresh():
         say(f"n-gram counts: cached {st.path}")
@@ -183,10 +140,8 @@ def _count_dir(cfg: Giga200Config, cache: Path, corpus, say) -> Path:
 
 
 def _plot(report: dict, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    """Accuracy and bound (and corpus EM's log-likelihood) per iteration."""
+    fig, ax = new_figure(2, figsize=(11, 4))
     it = report["iterations"]
     ax[0].plot([r["iteration"] for r in it], [100 * r["accuracy"] for r in it], "o-", label="n-gram EM")
     ce = report.get("corpus_em") or []
@@ -210,45 +165,34 @@ def _plot(report: dict, path: Path) -> None:
     fig.suptitle(f"tagger-giga200: {report['ngrams']:,} n-grams"
                  + (f" from {report['tokens']:,} sampled tokens" if report.get("tokens") else ""))
     fig.tight_layout()
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure(fig, path)
 
 
 def run_giga200(cfg: Giga200Config, progress=None) -> dict:
     """Run the whole pipeline (see the module docstring); returns the report."""
-    from ..data import iter_sentences
-    from ..data.tagsets import tag_dictionary, tagset_tags
-    from ..lm.web1t import read_web1t
-    from ..lm.estimate import estimate
-    from ..lm.model import compile_lm
-    from .approx import setup_from_lm, train_ngram_em
-    from .em import dictionary_mask, em, uniform_hmm
     say = progress or (lambda m: None)
     if cfg.iterations < 1:
-        raise FsmError(f"iterations must be >= 1, got {cfg.iterations}")
+        raise ArgumentError(f"iterations must be >= 1, got {cfg.iterations}")
     if cfg.cutoff < 1 or cfg.order < 2:
-        raise FsmError(f"need order >= 2 and cutoff >= 1, got order {cfg.order}, cutoff {cfg.cutoff}")
+        raise ArgumentError(f"need order >= 2 and cutoff >= 1, got order {cfg.order}, cutoff {cfg.cutoff}")
     t_all = time.time()
     cache = Path(cfg.cache)
     report_path = Path(cfg.report)
     model_path = Path(cfg.model)
-    report = {"command": "make tagger-giga200", "config": asdict(cfg), "device": _device(),
+    report = {"command": "make tagger-giga200", "config": asdict(cfg), "device": device(),
               "stages": {}, "complete": False}
 
     def write():
-        report["peak_rss_mb"] = round(_peak_rss_mb(), 1)
+        report["peak_rss_mb"] = round(peak_rss_mb(), 1)
         report["seconds_total"] = round(time.time() - t_all, 1)
-        report_path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(report_path, lambda f: f.write(json.dumps(report, indent=1).encode()))
+        write_report(report_path, report)
 
     corpus = None
     t0 = time.time()
     if cfg.ngrams:
         ngram_dir = Path(cfg.ngrams)
         if not ngram_dir.is_dir():
-            raise FsmError(f"NGRAMS={ngram_dir}: not a directory")
+            raise ArgumentError(f"NGRAMS={ngram_dir}: not a directory")
         report["ngrams_source"] = str(ngram_dir)
     else:
         cache.mkdir(parents=True, exist_ok=True)

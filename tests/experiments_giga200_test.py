@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fsmlearn.errors import FsmError
-from fsmlearn.tag.giga import Giga200Config, run_giga200
+from fsmlearn.experiments.giga200 import Giga200Config, run_giga200
 from fsmlearn.tag.hmm import HMM
 
 

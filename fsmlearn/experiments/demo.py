@@ -14,6 +14,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from ..algo import forward_backward, shortest_distance
+from ..fsm import Machine
+from ..testing import openfst_distances
+
 
 def build_demo_machine(cyclic: bool = True):
     """The weighted phrase acceptor, built with pynini (log64 arcs)."""
@@ -39,12 +45,6 @@ def build_demo_machine(cyclic: bool = True):
 
 
 def run_demo(out, cyclic: bool = True) -> None:
-    import numpy as np
-
-    from .algo import forward_backward, shortest_distance
-    from .fsm import Machine
-    from .testing import openfst_distances
-
     fst = build_demo_machine(cyclic)
     m = Machine.from_pynini(fst)
     print(f"machine: {m}", file=out)

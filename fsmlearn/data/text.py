@@ -1,0 +1,57 @@
+"""Text files given by the user: opened by extension, read one line at a time.
+
+Public names: open_text, iter_lines.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import sys
+
+__all__ = ["open_text", "iter_lines"]
+
+
+def open_text(path, mode: str = "rb"):
+    """Open a plain, .gz, .bz2 or .xz file, chosen by the name's extension.
+
+    Args:
+        path: the file (str or Path).
+        mode: a binary mode (``"rb"``, ``"wb"``, ...); gzip writes at level 3.
+
+    Returns:
+        A binary file object.
+    """
+    p = str(path)
+    writing = any(c in mode for c in "wax")
+    if p.endswith(".gz"):
+        # level 9 (gzip's default) triples the time of writing a large model
+        return gzip.open(p, mode, compresslevel=3) if writing else gzip.open(p, mode)
+    if p.endswith(".bz2"):
+        return bz2.open(p, mode)
+    if p.endswith(".xz") or p.endswith(".lzma"):
+        return lzma.open(p, mode)
+    return open(p, mode)
+
+
+def iter_lines(paths, lower: bool = False):
+    """The lines of text files in turn (one sentence per line, tokens separated by
+    spaces), each with its newline.
+
+    Args:
+        paths: file names (.gz/.bz2/.xz are decompressed; ``-`` is stdin).
+        lower: lower-case every line.
+
+    Yields:
+        str lines; bytes that are not UTF-8 become U+FFFD.
+    """
+    for p in paths:
+        if p == "-":
+            for line in sys.stdin:
+                yield line.lower() if lower else line
+            continue
+        with open_text(p, "rb") as f:
+            for raw in f:
+                line = raw.decode("utf-8", "replace")
+                yield line.lower() if lower else line

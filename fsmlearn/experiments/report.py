@@ -1,0 +1,87 @@
+"""What every experiment shares: the machine's description, peak memory, cached
+stages, and writing its JSON report and PNG plot atomically.
+
+Public names: device, peak_rss_mb, Stage, write_report, save_figure, new_figure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+from pathlib import Path
+
+from ..fsm.atomic import atomic_path, atomic_write
+
+__all__ = ["device", "peak_rss_mb", "Stage", "write_report", "save_figure", "new_figure"]
+
+
+def device() -> str:
+    """The CPU this runs on, e.g. ``"cpu: 2 cores, <model name>"`` (from /proc/cpuinfo where there is one)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"cpu: {n} cores, {cpu}"
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MB (getrusage's ru_maxrss)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Stage:
+    """A cached stage of an experiment: ``path`` plus ``path.params.json`` recording
+    the parameters it was built with; it is fresh when both exist and the
+    parameters are the same."""
+
+    def __init__(self, path: Path, params: dict):
+        self.path = Path(path)
+        self.params = params
+        self.stamp = self.path.with_name(self.path.name + ".params.json")
+
+    def fresh(self) -> bool:
+        if not (self.path.exists() and self.stamp.exists()):
+            return False
+        try:
+            return json.loads(self.stamp.read_text()) == self.params
+        except ValueError:
+            return False
+
+    def done(self) -> None:
+        """Record the parameters: call after ``path`` is complete."""
+        atomic_write(self.stamp, lambda f: f.write(json.dumps(self.params, indent=1).encode()))
+
+
+def write_report(path, report: dict) -> None:
+    """Write ``report`` as indented JSON, atomically (its folder is created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda f: f.write(json.dumps(report, indent=1).encode()))
+
+
+def new_figure(ncols: int = 1, figsize=(10, 4)):
+    """(figure, axes) from matplotlib's Agg backend (no display needed)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt.subplots(1, ncols, figsize=figsize)
+
+
+def save_figure(fig, path, dpi: int = 100) -> None:
+    """Save a figure as PNG atomically and close it."""
+    import matplotlib.pyplot as plt
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with atomic_path(path, suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=dpi, format="png")
+    finally:
+        plt.close(fig)

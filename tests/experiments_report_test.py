@@ -1,0 +1,30 @@
+"""experiments.report: the helpers every experiment shares."""
+
+import json
+
+from fsmlearn.experiments.report import Stage, device, new_figure, peak_rss_mb, save_figure, write_report
+
+
+def test_device_and_memory():
+    assert device().startswith("cpu: ") and peak_rss_mb() > 10
+
+
+def test_report_and_figure_are_written_whole(tmp_path):
+    write_report(tmp_path / "sub" / "r.json", {"a": 1, "b": [1.5]})
+    assert json.loads((tmp_path / "sub" / "r.json").read_text()) == {"a": 1, "b": [1.5]}
+    fig, ax = new_figure(2)
+    ax[0].plot([0, 1], [1, 0])
+    save_figure(fig, tmp_path / "p.png")
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["p.png", "sub"]       # no temporary left
+
+
+def test_stage_is_fresh_only_with_the_same_parameters(tmp_path):
+    st = Stage(tmp_path / "thing", {"n": 1})
+    assert not st.fresh()
+    (tmp_path / "thing").write_text("x")
+    assert not st.fresh()                # built but not stamped
+    st.done()
+    assert st.fresh() and not Stage(tmp_path / "thing", {"n": 2}).fresh()
+    st.stamp.write_text("{broken")
+    assert not st.fresh()
