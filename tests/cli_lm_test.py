@@ -75,3 +75,23 @@ def test_errors_are_reported_without_traceback(files):
     r = fsmlearn("lm", "compile", files / "missing.arpa", "-o", files / "x")
     assert r.returncode == 2 and "missing.arpa" in r.stderr and "Traceback" not in r.stderr
     assert not (files / "x").exists()
+
+
+def test_every_user_error_is_one_line_and_exit_2(files):
+    cases = [
+        (("lm", "count", "--dataset", "bogus", "-o", files / "c"), "bogus"),
+        (("lm", "count", "-o", files / "c"), "give text files or --dataset"),
+        (("lm", "count", files / "train.txt", "--cutoffs", "0", "-o", files / "c"), "cutoffs must be >= 1"),
+        (("lm", "estimate", files / "train.txt", "--cutoffs", "x", "-o", files / "c"), "cutoffs must be >= 1"),
+        (("lm", "estimate", files / "train.txt", "--kn-discounts", "0.5 a", "-o", files / "c"), "--kn-discounts"),
+        (("lm", "ppl", files / "absent.fsm", files / "held.txt"), "absent.fsm"),
+    ]
+    bad = files / "bad.arpa"
+    bad.write_text("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0\t<s>\nnot-a-number\t</s>\n\n\\end\\\n")
+    cases.append((("lm", "compile", bad, "-o", files / "bad.fsm"), f"{bad}:6:"))
+    for args, needle in cases:
+        r = fsmlearn(*args)
+        lines = [x for x in r.stderr.strip().splitlines() if not x.startswith("[")]     # not progress
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr)
+        assert len(lines) == 1 and lines[0].startswith("fsmlearn: error:") and needle in lines[0], (args, r.stderr)
+    assert not (files / "c").exists() and not (files / "bad.fsm").exists()

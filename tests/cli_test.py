@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from fsmlearn.cli.main import main
-from fsmlearn.demo import run_demo
+from fsmlearn.experiments.demo import run_demo
 
 
 def test_demo_runs_and_agrees_with_openfst():

@@ -8,21 +8,23 @@ Modules:
 - :mod:`.tokenise`: the tokeniser and sentence splitter for raw text.
 - :mod:`.datasets`: the named datasets and splits of ``../shared/data/README.md``.
 - :mod:`.tagsets`: the Penn and 17-tag sets and the tag dictionary.
+- :mod:`.text`: a user's text files (compressed by extension), line by line.
 
-The package exports the public names of the first four (``from fsmlearn.data
+The package exports the public names of the first four and of text (``from fsmlearn.data
 import iter_sentences``).  It imports nothing from fsmlearn but
 :mod:`fsmlearn.errors`.
 """
 
-from .datasets import (BROWN_LM_VOCAB_SIZE, DATASETS, SPLITS, UNK, brown_lm_vocabulary,
-                       dataset_fileids, iter_sentences, iter_wsj_tagged, load_dataset, token_count)
+from .datasets import (BROWN_LM_VOCAB_SIZE, DATASETS, SPLITS, TAGGED_DATASETS, UNK, brown_lm_vocabulary,
+                       dataset_fileids, iter_dataset_words, iter_sentences, iter_wsj_tagged, load_dataset, load_tagged, token_count)
 from .locate import CORPORA, TEXT_CORPORA, corpus_path, data_dir, fileids
 from .readers import (iter_brown, iter_conll2000, iter_conllu, iter_masc, iter_text, iter_treebank,
                       iter_words, unescape_ptb)
+from .text import iter_lines, open_text
 from .tokenise import split_sentences, tokenize
 
 __all__ = ["CORPORA", "TEXT_CORPORA", "DATASETS", "SPLITS", "BROWN_LM_VOCAB_SIZE", "UNK",
            "data_dir", "corpus_path", "fileids", "iter_treebank", "iter_conll2000", "iter_masc",
            "iter_brown", "iter_conllu", "iter_text", "iter_words", "tokenize", "split_sentences",
-           "unescape_ptb", "iter_sentences", "load_dataset", "token_count", "dataset_fileids",
-           "brown_lm_vocabulary", "iter_wsj_tagged"]
+           "unescape_ptb", "iter_sentences", "iter_dataset_words", "load_dataset", "load_tagged", "TAGGED_DATASETS", "token_count", "dataset_fileids",
+           "brown_lm_vocabulary", "iter_wsj_tagged", "open_text", "iter_lines"]

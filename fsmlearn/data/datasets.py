@@ -31,7 +31,8 @@ the shared data, commit 5db857e of the NLTK data index):
   (7,272): exactly the README's 921k / 119k / 120k.
 
 Public names: DATASETS, SPLITS, BROWN_LM_VOCAB_SIZE, UNK, dataset_fileids,
-iter_sentences, iter_wsj_tagged, load_dataset, token_count,
+iter_sentences, iter_dataset_words, iter_wsj_tagged, load_dataset, load_tagged,
+TAGGED_DATASETS, token_count,
 brown_lm_vocabulary.
 """
 
@@ -47,8 +48,8 @@ from ..errors import DatasetError
 from .locate import corpus_path, data_dir as _resolve_data_dir, fileids
 from .readers import iter_conll2000, iter_treebank, iter_words
 
-__all__ = ["DATASETS", "SPLITS", "BROWN_LM_VOCAB_SIZE", "UNK", "dataset_fileids", "iter_sentences",
-           "iter_wsj_tagged", "load_dataset", "token_count", "brown_lm_vocabulary"]
+__all__ = ["DATASETS", "SPLITS", "BROWN_LM_VOCAB_SIZE", "UNK", "dataset_fileids", "iter_sentences", "iter_dataset_words",
+           "iter_wsj_tagged", "load_dataset", "load_tagged", "TAGGED_DATASETS", "token_count", "brown_lm_vocabulary"]
 
 #: The named datasets of the shared README.
 DATASETS: tuple[str, ...] = ("wsj-small", "wsj-train", "mixed-text", "brown-lm")
@@ -157,6 +158,16 @@ def iter_sentences(name: str, split: str | None = None, data_dir=None) -> Iterat
     yield from _read_parts(parts, data_dir, words_only=(name == "mixed-text"))
 
 
+def iter_dataset_words(name: str, split: str | None = None, data_dir=None) -> Iterator[list[str]]:
+    """The words of a named dataset's sentences, tags dropped (see :func:`iter_sentences`).
+
+    Yields:
+        One list of str per sentence.
+    """
+    for s in iter_sentences(name, split, data_dir):
+        yield [w if isinstance(w, str) else w[0] for w in s]
+
+
 def iter_wsj_tagged(data_dir=None) -> Iterator[list[tuple[str, str]]]:
     """All the WSJ tagged data, WSJ-small then WSJ-train (the tag dictionary's source).
 
@@ -180,6 +191,21 @@ def load_dataset(name: str, split: str | None = None, data_dir=None) -> list[lis
         The list of sentences :func:`iter_sentences` yields.
     """
     return list(iter_sentences(name, split, data_dir))
+
+
+#: the named datasets with part-of-speech tags
+TAGGED_DATASETS = ("wsj-small", "wsj-train")
+
+
+def load_tagged(name: str, data_dir=None) -> list[list[tuple[str, str]]]:
+    """A tagged dataset's sentences, lists of (word, Penn tag).
+
+    Raises:
+        DatasetError: ``name`` is not one of :data:`TAGGED_DATASETS`.
+    """
+    if name not in TAGGED_DATASETS:
+        raise DatasetError(f"dataset {name!r} is not tagged; expected one of {', '.join(TAGGED_DATASETS)}")
+    return load_dataset(name, None, data_dir)
 
 
 def token_count(name: str, split: str | None = None, data_dir=None) -> int:

@@ -22,13 +22,12 @@ the 1-based line number and the offending text: a header count that does not
 match its section, sections out of order, a wrong number of fields, a bad
 number, an unknown word, a missing ``\\end\\``.
 
-Public names: read_arpa, write_arpa, check_arpa, open_text.
+Public names: read_arpa, write_arpa, check_arpa (files are opened by
+:func:`fsmlearn.data.text.open_text`, compressed by extension).
 """
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import lzma
 import math
 import re
@@ -38,6 +37,7 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
+from ..data.text import open_text
 from ..errors import ArpaFormatError, MachineError
 from ..fsm.atomic import atomic_path
 from .model import BackoffLM, compile_lm
@@ -57,28 +57,6 @@ _REASONS = {
     _E_TOO_MANY: "more {k}-grams than the header's count {count}",
     _E_DUP_UNIGRAM: "word listed twice among the 1-grams",
 }
-
-
-def open_text(path, mode: str = "rb"):
-    """Open a plain, .gz, .bz2 or .xz file, chosen by the name's extension.
-
-    Args:
-        path: the file (str or Path).
-        mode: a binary mode (``"rb"``, ``"wb"``, ...); gzip writes at level 3.
-
-    Returns:
-        A binary file object.
-    """
-    p = str(path)
-    writing = any(c in mode for c in "wax")
-    if p.endswith(".gz"):
-        # level 9 (gzip's default) triples the time of writing a large model
-        return gzip.open(p, mode, compresslevel=3) if writing else gzip.open(p, mode)
-    if p.endswith(".bz2"):
-        return bz2.open(p, mode)
-    if p.endswith(".xz") or p.endswith(".lzma"):
-        return lzma.open(p, mode)
-    return open(p, mode)
 
 
 # byte values the parser tests (module-level ints: numba compiles them as constants)

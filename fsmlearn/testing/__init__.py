@@ -1,4 +1,4 @@
-"""Helpers shared by the tests and benchmarks: exact OpenFst references.
+"""Layer 3 (beside algo/): helpers shared by the tests and benchmarks: exact OpenFst references.
 
 ``pynini.shortestdistance`` returns weights rebuilt from short decimal strings
 (9 significant digits, measured: up to 5e-9 relative error on log64 values),
