@@ -24,15 +24,14 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from ..errors import DivergenceError, MachineError, NotConvergedError, SemiringError
+from ..errors import MachineError, SemiringError
 from ..fsm.machine import PHI, Machine
 from ..semiring import Semiring, Tropical, get_semiring
 from ..semiring.ops import scaled_ops
 from .phi import LinearSystem, linear_system
 from .schedule import Schedule, csr_is_forward_ordered, schedule_for
-from .solve import (STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK, acyclic_neglog, gather_rows, linear_solver,
-                    phi_depths, phi_solver,
-                    tropical_solver)
+from .convergence import STATUS_NOT_CONVERGED, STATUS_OK, raise_for_status
+from .solve import acyclic_neglog, gather_rows, linear_solver, phi_depths, phi_solver, tropical_solver
 
 DEFAULT_TOL = 1e-11
 DEFAULT_MAX_SWEEPS = 100_000
@@ -378,19 +377,8 @@ def _solve_phi_system(g: LinearSystem, m: Machine, sr: Semiring, W, F, reverse, 
     info.last_change, info.rate = float(fstats[0]), float(fstats[2])
     info.components = 1
     info.cyclic = True
-    if status != STATUS_OK:
-        direction = "backward" if reverse else "forward"
-        if status == STATUS_DIVERGED:
-            why = int(stats[4])
-            raise DivergenceError(f"{direction}: the weights of the phi machine diverge: the total mass grows "
-                                  f"without bound (contraction rate estimate {fstats[1]:.6f})" if why == 2 else
-                                  f"{direction}: the weights of the phi machine diverge: state {int(stats[5])} "
-                                  "has a self-loop of weight >= 1" if why == 3 else
-                                  f"{direction}: the weights of the phi machine diverge: values became "
-                                  f"unbounded at state {int(stats[5])}")
-        raise NotConvergedError(f"{direction}: relaxation of the phi machine did not reach tol={tol:g} within "
-                                f"{max_sweeps} sweeps (last relative change {fstats[0]:.3g}); raise max_sweeps "
-                                "or tol")
+    raise_for_status(status, stats, fstats, what="backward" if reverse else "forward", where="the phi machine",
+                     tol=tol, max_sweeps=max_sweeps, num_states=n)
     V = np.empty((n, sr.K))
     _plain_to_scaled(X, V)
     return V
@@ -436,24 +424,8 @@ def _raise_solver(status, stats, fstats, sched: Schedule, m: Machine, reverse, m
         if 0 <= c < sched.num_components else np.array([], np.int32)
     shown = ", ".join(str(int(s)) for s in states[:8]) + (", ..." if states.size > 8 else "")
     where = f"the cycle through states {shown} ({states.size} states)"
-    direction = "backward" if reverse else "forward"
-    if status == STATUS_DIVERGED:
-        why = int(stats[4])
-        state = int(stats[5]) if 0 <= int(stats[5]) < m.num_states else None
-        if why == 5:
-            raise DivergenceError(f"{direction}: {where} has negative total weight (a negative cycle "
-                                  "in the tropical semiring): no shortest path exists")
-        if why == 3:
-            raise DivergenceError(f"{direction}: state {state} has self-loops of total weight >= 1 and is "
-                                  "reached: its weight is infinite")
-        if why == 2:
-            raise DivergenceError(f"{direction}: the weights of {where} diverge: the total mass grows "
-                                  f"without bound (contraction rate estimate {fstats[1]:.6f} >= 1)")
-        raise DivergenceError(f"{direction}: the weights of {where} diverge: values became unbounded"
-                              + (f" at state {state}" if state is not None else ""))
-    raise NotConvergedError(f"{direction}: relaxation over {where} did not reach tol={tol:g} within "
-                            f"{max_sweeps} sweeps (last relative change {fstats[0]:.3g}, contraction "
-                            f"rate {fstats[1]:.6f}); raise max_sweeps or tol")
+    raise_for_status(status, stats, fstats, what="backward" if reverse else "forward", where=where, tol=tol,
+                     max_sweeps=max_sweeps, num_states=m.num_states)
 
 
 def shortest_distance(machine: Machine, semiring="log", reverse: bool = False, *, arc_values=None,

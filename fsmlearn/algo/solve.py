@@ -40,8 +40,9 @@ The tropical solver runs Bellman-Ford sweeps in the same order with
 back-pointers; more than n+1 sweeps on an n-state component mean a negative
 cycle (status 1).
 
-Public names: linear_solver, tropical_solver, acyclic_neglog, gather_rows, STATUS_OK,
-STATUS_DIVERGED, STATUS_NOT_CONVERGED and the ``WHY_*`` reason codes.
+The stopping rule, status and reason codes are :mod:`fsmlearn.algo.convergence`'s.
+
+Public names: linear_solver, tropical_solver, acyclic_neglog, gather_rows.
 """
 
 from __future__ import annotations
@@ -54,13 +55,10 @@ import numba as nb
 import numpy as np
 
 from ..semiring.ops import EXP_UNSET, NEGLOG_BLOCK, P2, P2X, neglog_block, scaled_ops, tropical_ops
+from .convergence import (FACTOR, LAM, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, RHO, STATUS_DIVERGED,
+                          STATUS_NOT_CONVERGED, STATUS_OK, STATUS_REPOTENTIAL, WHY_NEGCYCLE, WHY_NONFINITE,
+                          WHY_POTENTIAL, WHY_RATE, WHY_STAR, new_rate_state, rate_step)
 
-STATUS_OK, STATUS_DIVERGED, STATUS_NOT_CONVERGED = 0, 1, 2
-_REPOT = 3
-WHY_NONFINITE, WHY_RATE, WHY_STAR, WHY_POTENTIAL, WHY_NEGCYCLE = 1, 2, 3, 4, 5
-# stats (int64): 0 sweeps, 1 extrapolations, 2 repotentials, 3 failing component, 4 reason,
-#                5 failing state
-# fstats (float64): 0 last change, 1 last rate, 2 largest settled rate, 3 that of this component
 _RANGE_HI = 2.0**600
 _RANGE_LO = 2.0**-600
 _HI = 2.0**64
@@ -68,7 +66,6 @@ _LO = 2.0**-64
 _MAX_REPOT = 60
 _CAP = 1000.0     # largest power of two an arc's plain factor may take (see build_plain)
 _MAX_ROUNDS = 8
-_SETTLE = 1e-3
 
 
 @nb.njit(cache=True)
@@ -388,11 +385,7 @@ def linear_solver(R: int):
         Rows without internal arcs are constants and do not count; after a
         sweep ``yold`` holds the previous values of the rows with arcs.
         """
-        plain = 0
-        s_prev = 0.0
-        lam_prev = -1.0
-        rho = fstats[3]
-        ge1 = 0
+        rs = new_rate_state(fstats[3])
         st = np.empty(5)
         if KE == 1:
             y1 = y.reshape(y.shape[0])
@@ -413,51 +406,32 @@ def linear_solver(R: int):
             bad = int(st[4])
             stats[0] += 1
             if bad >= 0:
-                stats[4] = 1
+                stats[4] = WHY_NONFINITE
                 stats[5] = bad
-                return 1
+                return STATUS_DIVERGED
             fstats[0] = dn
             if ymax > _RANGE_HI or ymin < _RANGE_LO:
-                return 3
-            plain += 1
-            if dn == 0.0:
-                return 0
-            lam = sd / s_prev if (plain >= 2 and s_prev > 0.0) else -1.0
-            fstats[1] = lam
-            settled = plain >= 3 and lam > 0.0 and lam_prev > 0.0 and abs(lam - lam_prev) <= _SETTLE * lam
-            if settled and lam >= 1.0 - 1e-9:
-                ge1 += 1
-                if ge1 >= 6:
-                    stats[4] = 2
-                    return 1
-            else:
-                ge1 = 0
-            if settled and lam < 1.0 - 1e-9:
-                if lam > rho:
-                    rho = lam
-                    fstats[3] = rho
-                    fstats[2] = max(fstats[2], rho)
-                if lam > 0.3:
-                    c = lam / (1.0 - lam)
-                    prev = -1
-                    for e in range(a0, a1):
-                        t = ih[e]
-                        if t != prev:
-                            for j in range(KE):
-                                y[t, j] += (y[t, j] - yold[t, j]) * c
-                            prev = t
-                    stats[1] += 1
-                    plain = 0
-                    s_prev = 0.0
-                    lam_prev = -1.0
-                    continue
-            if plain >= 2 and 0.0 <= lam < 1.0:
-                r = max(rho, lam)
-                if dn * r / (1.0 - r) <= tol:
-                    return 0
-            s_prev = sd
-            lam_prev = lam
-        return 2
+                return STATUS_REPOTENTIAL
+            decision = rate_step(rs, dn, sd, tol, True, False, False)
+            fstats[1] = rs[LAM]
+            fstats[3] = rs[RHO]
+            fstats[2] = max(fstats[2], rs[RHO])
+            if decision == RATE_CONVERGED:
+                return STATUS_OK
+            if decision == RATE_DIVERGED:
+                stats[4] = WHY_RATE
+                return STATUS_DIVERGED
+            if decision == RATE_EXTRAPOLATE:
+                c = rs[FACTOR]
+                prev = -1
+                for e in range(a0, a1):
+                    t = ih[e]
+                    if t != prev:
+                        for j in range(KE):
+                            y[t, j] += (y[t, j] - yold[t, j]) * c
+                        prev = t
+                stats[1] += 1
+        return STATUS_NOT_CONVERGED
 
     @nb.njit(cache=True)
     def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_warm, signed,
@@ -472,7 +446,7 @@ def linear_solver(R: int):
             if row_nonzero(B, i):
                 anyb = True
         if not anyb:
-            return 0  # no mass enters: the solution is zero (V already is)
+            return STATUS_OK  # no mass enters: the solution is zero (V already is)
         # Kleene stars of the self-loops (plain rows)
         S = np.zeros((n, KE))
         S[:, 0] = 1.0
@@ -518,16 +492,16 @@ def linear_solver(R: int):
         b = np.empty((n, KE))
         Wp = np.empty((a1 - a0, KE))
         Vo = np.empty((n, K))
-        status = 2
+        status = STATUS_NOT_CONVERGED
         rounds = 0
         repots = 0
         while True:
             any_fb = set_potentials(Vl, pot, fallback)
             for i in range(n):
                 if abs(pot[i]) > 1.0e7:
-                    stats[4] = 4
+                    stats[4] = WHY_POTENTIAL
                     stats[5] = states[i]
-                    return 1
+                    return STATUS_DIVERGED
             if build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp):
                 # Potentials far from consistent (a warm start far off): capped arcs
                 # describe another system, and a chain of them could overflow plain
@@ -535,24 +509,24 @@ def linear_solver(R: int):
                 # its inputs; then new potentials.
                 scaled_sweep(Vl, B, S, Wint, ih, it, a0, a1, accr)
                 stats[0] += 1
-                st = 3
+                st = STATUS_REPOTENTIAL
             else:
                 st = plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats)
                 for i in range(n):
                     from_plain(Vl, i, y, i, pot[i])
-            if st == 1:
-                if stats[4] == 1:
+            if st == STATUS_DIVERGED:
+                if stats[4] == WHY_NONFINITE:
                     stats[5] = states[stats[5]]
-                return 1
-            if st == 3:
+                return STATUS_DIVERGED
+            if st == STATUS_REPOTENTIAL:
                 repots += 1
                 stats[2] += 1
                 if repots > _MAX_REPOT:
-                    stats[4] = 4
-                    return 1
+                    stats[4] = WHY_POTENTIAL
+                    return STATUS_DIVERGED
                 continue
-            if st == 2:
-                return 2
+            if st == STATUS_NOT_CONVERGED:
+                return STATUS_NOT_CONVERGED
             # Plain arithmetic is exact up to rounding when every potential came
             # from the row's own magnitude (values only grow from there in a
             # non-negative system, so no term that mattered can have
@@ -568,7 +542,7 @@ def linear_solver(R: int):
                             need = True
                             break
             if not need:
-                status = 0
+                status = STATUS_OK
                 break
             for i in range(n):
                 for j in range(K):
@@ -578,12 +552,12 @@ def linear_solver(R: int):
             dn = rel_change_scaled(Vl, Vo)
             r = max(fstats[3], 0.5)
             if dn == 0.0 or (r < 1.0 and dn * r / (1.0 - r) <= tol) or dn <= tol * 1e-3:
-                status = 0
+                status = STATUS_OK
                 break
             rounds += 1
             if rounds >= _MAX_ROUNDS or stats[0] >= max_sweeps:
                 fstats[0] = dn
-                return 2
+                return STATUS_NOT_CONVERGED
         if nbad:
             for h in range(n):
                 if not bad[h]:
@@ -593,9 +567,9 @@ def linear_solver(R: int):
                     if ih[e] == h and Wint[e, 0] != 0.0 and row_nonzero(Vl, it[e]):
                         reached = True
                 if reached:
-                    stats[4] = 3
+                    stats[4] = WHY_STAR
                     stats[5] = states[h]
-                    return 1
+                    return STATUS_DIVERGED
         for i in range(n):
             for j in range(K):
                 V[states[i], j] = Vl[i, j]
@@ -618,12 +592,12 @@ def linear_solver(R: int):
                 st = solve_scc(V, comp_states[comp_ptr[c]:comp_ptr[c + 1]], int_ptr[c], int_ptr[c + 1],
                                self_ptr[c], self_ptr[c + 1], Wint, int_head, int_tail, Wself, self_loc,
                                warm, use_warm, signed, tol, max_sweeps, stats, fstats)
-                if st != 0:
+                if st != STATUS_OK:
                     stats[3] = c
                     return st
                 push_range(V, Wext, ext_tail, ext_head, ext_ptr[c], ext_ptr[c + 1])
                 c += 1
-        return 0
+        return STATUS_OK
 
     solve.kernels = SimpleNamespace(plain_sweep=plain_sweep, plain_sweep1=plain_sweep1, set_potentials=set_potentials, build_plain=build_plain, scaled_sweep=scaled_sweep,
                                     plain_phase=plain_phase, solve_scc=solve_scc, push_range=push_range)
@@ -740,8 +714,8 @@ def tropical_solver():
                 if sweeps > n + 1 or sweeps > max_sweeps:
                     stats[0] += sweeps
                     stats[3] = c
-                    stats[4] = 5
-                    return 1
+                    stats[4] = WHY_NEGCYCLE
+                    return STATUS_DIVERGED
                 for e in range(a0, a1):
                     h = comp_states[lo + int_head[e]]
                     if fma(V, h, V, comp_states[lo + int_tail[e]], Wint, e):
@@ -752,14 +726,14 @@ def tropical_solver():
                 s = comp_states[lo + self_loc[e]]
                 if Wself[e, 0] < 0.0 and V[s, 0] < np.inf:
                     stats[3] = c
-                    stats[4] = 5
+                    stats[4] = WHY_NEGCYCLE
                     stats[5] = s
-                    return 1
+                    return STATUS_DIVERGED
             for e in range(ext_ptr[c], ext_ptr[c + 1]):
                 if fma(V, ext_head[e], V, ext_tail[e], Wext, e):
                     bp[ext_head[e]] = ext_arc[e]
             c += 1
-        return 0
+        return STATUS_OK
 
     return solve
 
@@ -929,18 +903,11 @@ def phi_solver(R: int):
         Dl = np.empty_like(X)
         D, has_self, bad_loop = self_rows(X, row_ptr, self_arc, W)
         if bad_loop >= 0:
-            stats[4] = 3
+            stats[4] = WHY_STAR
             stats[5] = bad_loop
-            return 1
-        plain = 0
-        s_prev = 0.0
-        lam_prev = -1.0
-        rho = 0.0
-        ge1 = 0
-        status = 2
-        extrap_ok = True     # cleared when a step made the next change larger
-        just_extrap = False
-        sd_before = 0.0
+            return STATUS_DIVERGED
+        rs = new_rate_state(0.0)
+        status = STATUS_NOT_CONVERGED
         while stats[0] < max_sweeps:
             sweep(X, Xn, Z, Dl, B, row_ptr, col, W, self_arc, D, has_self, order, phi_t, Wphi, forward)
             stats[0] += 1
@@ -966,65 +933,34 @@ def phi_solver(R: int):
                 elif d > 0.0:
                     dn = max(dn, 1.0)
             fstats[0] = dn
-            if just_extrap:
-                # the signed system can have oscillating modes that the
-                # one-rate model misses: stop extrapolating once it hurts
-                if sd > sd_before:
-                    extrap_ok = False
-                just_extrap = False
             if bad >= 0 or big > 2.0**1000:
-                stats[4] = 1
+                stats[4] = WHY_NONFINITE
                 stats[5] = max(bad, 0)
-                status = 1
+                status = STATUS_DIVERGED
                 break
-            plain += 1
-            if dn == 0.0:
-                status = 0
+            # Aitken's step assumes one geometric rate; the expectation
+            # semiring's second components converge like k * lam^k (a Jordan
+            # block), where the step overshoots: extrapolate only plain
+            # (R = 0) systems, and bound their tails with one more 1 / (1 - r);
+            # the signed system can have oscillating modes that the one-rate
+            # model misses: the guard stops extrapolating once it hurts
+            decision = rate_step(rs, dn, sd, tol, KE == 1, True, KE > 1)
+            fstats[1] = rs[LAM]
+            fstats[2] = max(fstats[2], rs[RHO])
+            if decision == RATE_CONVERGED:
+                status = STATUS_OK
                 break
-            lam = sd / s_prev if (plain >= 2 and s_prev > 0.0) else -1.0
-            fstats[1] = lam
-            settled = plain >= 3 and lam > 0.0 and lam_prev > 0.0 and abs(lam - lam_prev) <= _SETTLE * lam
-            if settled and lam >= 1.0 - 1e-9:
-                ge1 += 1
-                if ge1 >= 6:
-                    stats[4] = 2
-                    status = 1
-                    break
-            else:
-                ge1 = 0
-            if settled and lam < 1.0 - 1e-9:
-                if lam > rho:
-                    rho = lam
-                    fstats[2] = max(fstats[2], rho)
-                # Aitken's step assumes one geometric rate; the expectation
-                # semiring's second components converge like k * lam^k (a
-                # Jordan block), where the step overshoots: extrapolate only
-                # plain (R = 0) systems
-                if lam > 0.3 and KE == 1 and extrap_ok:
-                    sd_before = sd
-                    just_extrap = True
-                    c = lam / (1.0 - lam)
-                    for i in range(n):
-                        for j in range(KE):
-                            X[i, j] += Dl[i, j] * c
-                    stats[1] += 1
-                    plain = 0
-                    s_prev = 0.0
-                    lam_prev = -1.0
-                    continue
-            if plain >= 2 and 0.0 <= lam < 1.0:
-                r = max(rho, lam)
-                # remaining error of a geometric tail; k * r^k tails (second
-                # components) are bounded with one more 1 / (1 - r)
-                left = dn * r / (1.0 - r)
-                if KE > 1:
-                    left /= (1.0 - r)
-                if left <= tol:
-                    status = 0
-                    break
-            s_prev = sd
-            lam_prev = lam
-        if status == 0 and forward:
+            if decision == RATE_DIVERGED:
+                stats[4] = WHY_RATE
+                status = STATUS_DIVERGED
+                break
+            if decision == RATE_EXTRAPOLATE:
+                c = rs[FACTOR]
+                for i in range(n):
+                    for j in range(KE):
+                        X[i, j] += Dl[i, j] * c
+                stats[1] += 1
+        if status == STATUS_OK and forward:
             phi_pass_down(X, order, phi_t, Wphi, True)   # alpha from gamma
         return status
 

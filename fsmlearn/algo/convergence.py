@@ -1,0 +1,183 @@
+"""The one stopping rule of every relaxation in fsmlearn, and the errors it ends in.
+
+Every fixed point the package solves by sweeps (the linear semirings' cyclic
+components, :mod:`fsmlearn.algo.solve`; the phi systems; the block systems
+of :mod:`fsmlearn.algo.relax_blocks`) decides after each sweep with
+:func:`rate_step`:
+
+* ``lam``, the ratio of successive L1 changes, estimates the contraction rate
+  (the dominant eigenvalue of the non-negative iteration matrix,
+  Perron-Frobenius); it is *settled* when two successive values agree to
+  :data:`SETTLE` (relative);
+* a settled rate of 1 or more six sweeps running is divergence
+  (:data:`WHY_RATE`);
+* a settled rate above 0.3 triggers Aitken's extrapolation in vector form
+  (Kamvar et al. 2003): the caller adds ``lam / (1 - lam)`` times the last
+  change (:data:`RATE_EXTRAPOLATE`, factor in ``state[FACTOR]``);
+* the solve has converged when the estimated remaining relative error of the
+  geometric tail, ``change * r / (1 - r)`` with ``r`` the largest settled
+  rate seen (divided once more by ``1 - r`` for ``k r^k`` tails, the
+  expectation semiring's second components), is at most ``tol``.
+
+:func:`raise_for_status` turns a solver's status and reason codes (the
+``stats`` array every solver fills) into :class:`~fsmlearn.errors.DivergenceError`
+or :class:`~fsmlearn.errors.NotConvergedError` naming the system.
+
+Public names: STATUS_OK, STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_REPOTENTIAL,
+WHY_NONFINITE, WHY_RATE, WHY_STAR, WHY_POTENTIAL, WHY_NEGCYCLE, RATE_CONTINUE,
+RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, SETTLE, new_rate_state, rate_step,
+raise_for_status.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from ..errors import DivergenceError, NotConvergedError
+
+__all__ = ["STATUS_OK", "STATUS_DIVERGED", "STATUS_NOT_CONVERGED", "STATUS_REPOTENTIAL",
+           "WHY_NONFINITE", "WHY_RATE", "WHY_STAR", "WHY_POTENTIAL", "WHY_NEGCYCLE",
+           "RATE_CONTINUE", "RATE_CONVERGED", "RATE_DIVERGED", "RATE_EXTRAPOLATE", "SETTLE",
+           "new_rate_state", "rate_step", "raise_for_status"]
+
+# a solver's result
+STATUS_OK, STATUS_DIVERGED, STATUS_NOT_CONVERGED = 0, 1, 2
+STATUS_REPOTENTIAL = 3          # the linear solver's plain phase: values left the range, new potentials
+# why a solver diverged (stats[4]); stats[5] names the state where there is one
+WHY_NONFINITE, WHY_RATE, WHY_STAR, WHY_POTENTIAL, WHY_NEGCYCLE = 1, 2, 3, 4, 5
+# The arrays every solver fills:
+#   stats (int64 [6]): 0 sweeps, 1 extrapolations, 2 repotentials, 3 failing component,
+#                      4 reason (WHY_*), 5 failing state
+#   fstats (float64 [4]): 0 last change, 1 last rate, 2 largest settled rate, 3 that of this component
+
+# rate_step's decisions
+RATE_CONTINUE, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE = 0, 1, 2, 3
+SETTLE = 1e-3                   # successive rates agreeing to this (relative) are settled
+_RATE_ONE = 1.0 - 1e-9
+_EXTRAPOLATE_ABOVE = 0.3
+_DIVERGED_AFTER = 6             # settled rates >= 1 in a row
+
+# the fields of a rate state (float64 [8])
+PLAIN, S_PREV, LAM_PREV, RHO, GE1, LAM, FACTOR, EXTRAP_OK = range(8)
+_JUST, _SD_BEFORE = 8, 9
+_STATE_SIZE = 10
+
+
+@nb.njit(cache=True)
+def new_rate_state(rho):
+    """A fresh rate state; ``rho``: the largest settled rate known so far (0 for none).
+
+    Fields (float64): sweeps since the start or the last extrapolation, the
+    previous L1 change, the previous rate, the largest settled rate, settled
+    rates >= 1 in a row, the last rate, the last extrapolation factor,
+    whether extrapolation is still allowed, and the guard's bookkeeping.
+    """
+    st = np.zeros(_STATE_SIZE)
+    st[LAM_PREV] = -1.0
+    st[RHO] = rho
+    st[LAM] = -1.0
+    st[EXTRAP_OK] = 1.0
+    return st
+
+
+@nb.njit(cache=True)
+def rate_step(st, dn, sd, tol, extrapolate, guard, tail2):
+    """Decide after one sweep.
+
+    Args:
+        st: the rate state (:func:`new_rate_state`), updated.
+        dn: the sweep's largest relative change (a row's change over its value).
+        sd: the sweep's L1 change.
+        tol: the tolerance on the estimated remaining relative error.
+        extrapolate: whether Aitken extrapolation may be used at all.
+        guard: stop extrapolating for good once a step made the next change
+            larger (systems with oscillating modes the one-rate model misses).
+        tail2: the iterate has ``k r^k`` tails (expectation rows): bound the
+            remaining error with one more ``1 / (1 - r)``.
+
+    Returns:
+        RATE_CONVERGED, RATE_DIVERGED (the reason is :data:`WHY_RATE`),
+        RATE_EXTRAPOLATE (add ``st[FACTOR]`` times the last change, then sweep
+        on; the state is reset for the new run) or RATE_CONTINUE.
+    """
+    if st[_JUST] != 0.0:
+        if sd > st[_SD_BEFORE]:
+            st[EXTRAP_OK] = 0.0
+        st[_JUST] = 0.0
+    st[PLAIN] += 1.0
+    plain = st[PLAIN]
+    if dn == 0.0:
+        return RATE_CONVERGED
+    s_prev = st[S_PREV]
+    lam_prev = st[LAM_PREV]
+    lam = sd / s_prev if (plain >= 2.0 and s_prev > 0.0) else -1.0
+    st[LAM] = lam
+    settled = plain >= 3.0 and lam > 0.0 and lam_prev > 0.0 and abs(lam - lam_prev) <= SETTLE * lam
+    if settled and lam >= _RATE_ONE:
+        st[GE1] += 1.0
+        if st[GE1] >= _DIVERGED_AFTER:
+            return RATE_DIVERGED
+    else:
+        st[GE1] = 0.0
+    if settled and lam < _RATE_ONE:
+        if lam > st[RHO]:
+            st[RHO] = lam
+        if lam > _EXTRAPOLATE_ABOVE and extrapolate and st[EXTRAP_OK] != 0.0:
+            st[FACTOR] = lam / (1.0 - lam)
+            if guard:
+                st[_JUST] = 1.0
+                st[_SD_BEFORE] = sd
+            st[PLAIN] = 0.0
+            st[S_PREV] = 0.0
+            st[LAM_PREV] = -1.0
+            return RATE_EXTRAPOLATE
+    if plain >= 2.0 and 0.0 <= lam < 1.0:
+        r = max(st[RHO], lam)
+        left = dn * r / (1.0 - r)
+        if tail2:
+            left /= (1.0 - r)
+        if left <= tol:
+            return RATE_CONVERGED
+    st[S_PREV] = sd
+    st[LAM_PREV] = lam
+    return RATE_CONTINUE
+
+
+def raise_for_status(status: int, stats, fstats, *, what: str, where: str, tol: float, max_sweeps: int,
+                     num_states: int | None = None) -> None:
+    """Raise the error a solver's result stands for; nothing for STATUS_OK.
+
+    Args:
+        status: STATUS_OK, STATUS_DIVERGED or STATUS_NOT_CONVERGED.
+        stats, fstats: the solver's arrays (see the module's layout).
+        what: the quantity solved, first in the message ("forward", "alpha2").
+        where: the system ("the phi machine", "the cycle through states 3, 4").
+        tol, max_sweeps: the settings, for the message.
+        num_states: where given, a failing state outside 0..num_states-1 is not named.
+
+    Raises:
+        DivergenceError: status STATUS_DIVERGED, with the reason of ``stats[4]``.
+        NotConvergedError: status STATUS_NOT_CONVERGED.
+    """
+    if status == STATUS_OK:
+        return
+    if status == STATUS_DIVERGED:
+        why = int(stats[4])
+        state = int(stats[5])
+        if num_states is not None and not 0 <= state < num_states:
+            state = None
+        if why == WHY_NEGCYCLE:
+            raise DivergenceError(f"{what}: {where} has negative total weight (a negative cycle "
+                                  "in the tropical semiring): no shortest path exists")
+        if why == WHY_STAR:
+            raise DivergenceError(f"{what}: state {state} has self-loops of total weight >= 1 and is "
+                                  "reached: its weight is infinite")
+        if why == WHY_RATE:
+            raise DivergenceError(f"{what}: the weights of {where} diverge: the total mass grows "
+                                  f"without bound (contraction rate estimate {fstats[1]:.6f} >= 1)")
+        raise DivergenceError(f"{what}: the weights of {where} diverge: values became unbounded"
+                              + (f" at state {state}" if state is not None else ""))
+    raise NotConvergedError(f"{what}: relaxation over {where} did not reach tol={tol:g} within "
+                            f"{max_sweeps} sweeps (last relative change {fstats[0]:.3g}, contraction "
+                            f"rate {fstats[1]:.6f}); raise max_sweeps or tol")
