@@ -1,21 +1,31 @@
 """Layer 3: generic algorithms over the semirings of layer 2.
 
-Public names: shortest_distance, forward, backward, total_weight,
-forward_backward, arc_posteriors, final_posteriors, logz_gradient,
-expectation, phi_expand, phi_structure, linear_system.
+Modules: shortest (forward, backward, total weight: the algebraic path
+problem over a schedule), schedule (SCCs and sweep order), solve (the
+relaxation, Bellman-Ford and acyclic kernels), convergence (the one stopping
+rule and the errors it ends in), relax_blocks (systems with matrix-valued
+rows over a phi forest), phi (failure-arc machines as linear systems),
+posteriors (forward-backward, arc posteriors, expectations, gradients), paths
+(best path, sampling), compose (composition, intersection, scoring).
+
+Public names: shortest_distance, forward, backward, total_weight, SolveInfo,
+forward_backward, ForwardBackward, arc_posteriors, final_posteriors,
+logz_gradient, expectation, phi_expand, phi_structure, linear_system,
+relax_block_system, phi_pass_rows, Path, Samples, best_path, sample_paths,
+compose, intersect, score_sequences, ScoreResult, trim.
 """
 
+from .compose import ScoreResult, compose, intersect, score_sequences, trim
+from .paths import Path, Samples, best_path, sample_paths
 from .phi import linear_system, phi_expand, phi_structure
 from .posteriors import (ForwardBackward, arc_posteriors, expectation, final_posteriors,
                          forward_backward, logz_gradient)
+from .relax_blocks import phi_pass_rows, relax_block_system
 from .shortest import SolveInfo, backward, forward, shortest_distance, total_weight
 
 __all__ = ["shortest_distance", "forward", "backward", "total_weight", "SolveInfo",
            "forward_backward", "ForwardBackward", "arc_posteriors", "final_posteriors",
-           "logz_gradient", "expectation", "phi_expand", "phi_structure", "linear_system"]
-from .paths import Path, Samples, best_path, sample_paths  # noqa: E402
-
-__all__ += ["Path", "Samples", "best_path", "sample_paths"]
-from .compose import ScoreResult, compose, intersect, score_sequences, trim  # noqa: E402
-
-__all__ += ["compose", "intersect", "score_sequences", "ScoreResult", "trim"]
+           "logz_gradient", "expectation", "phi_expand", "phi_structure", "linear_system",
+           "relax_block_system", "phi_pass_rows",
+           "Path", "Samples", "best_path", "sample_paths",
+           "compose", "intersect", "score_sequences", "ScoreResult", "trim"]

@@ -6,7 +6,9 @@ with ``NGramEM(cond=...)``: the blocks of chosen arcs (``"roots"``: those
 leaving the backoff roots, e.g. an LM's unigram state; ``"all"``: every arc,
 n_q = 2) are also conditioned on the previous tag (:class:`CondBlocks`,
 ``phi2``).  alpha2 and U then depend on themselves through those arcs and are
-solved by relaxation (warm-started); the bound, counts and gradients are
+solved by the engine's relaxation of block systems
+(:func:`fsmlearn.algo.relax_block_system`, warm-started, the engine's stopping
+rule and errors); the bound, counts and gradients are
 checked against the materialised machine
 (:mod:`fsmlearn.tag.ngram_materialise`).  Measured on WSJ-train (5-grams,
 cutoff 3) it gains little (82.37% vs 82.12% after 10 iterations with
@@ -25,8 +27,8 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from ..algo import SolveInfo
-from ..errors import ArgumentError, DivergenceError, NotConvergedError
+from ..algo.relax_blocks import relax_block_system
+from ..errors import ArgumentError
 from . import ngram_par as par
 from .ngram_objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log, one_thread_index
 from .ngram_structure import CqStructure
@@ -55,67 +57,6 @@ def _cond_event_flags(ea, crow):
     for e in range(ea.shape[0]):
         out[e] = crow[ea[e]] >= 0
     return out
-
-
-@nb.njit(cache=True)
-def _change_and_scale(new, old):
-    """(largest |new - old|, largest |new|) over two [N, T] arrays: a relaxation's stopping test;
-    (inf, inf) when ``new`` holds a value that is not finite."""
-    diff = 0.0
-    scale = 0.0
-    for q in range(new.shape[0]):
-        for t in range(new.shape[1]):
-            if not math.isfinite(new[q, t]):
-                return math.inf, math.inf
-            dd = abs(new[q, t] - old[q, t])
-            if dd > diff:
-                diff = dd
-            if abs(new[q, t]) > scale:
-                scale = abs(new[q, t])
-    return diff, scale
-
-
-@nb.njit(cache=True)
-def _relax_alpha2(base, cev, es, ed, ea, ek, blk_start, blk_tag, phi2, crow, down, phi_dst, phi_k,
-                  A2_init, tol, max_sweeps):
-    """alpha2 = base + (conditioned events' mass from alpha2), passed up the phi forest, by Jacobi
-    sweeps from A2_init until the largest change is at most tol times the largest value (at least 1);
-    (A2, sweeps, last change, largest value), both inf when a value became unbounded.
-
-    base: float64 [N, T+1] the unconditioned events' mass and the start; the
-    rest as in :class:`CondBlocks` and :class:`~fsmlearn.tag.ngram_structure.CqStructure`.
-    """
-    N, T1 = base.shape
-    A2 = A2_init.copy()
-    sweeps = 0
-    while True:
-        new = base.copy()
-        for i in range(cev.shape[0]):
-            e = cev[i]
-            s = es[e]
-            k = ek[e]
-            d = ed[e]
-            a = ea[e]
-            r0 = crow[a] - blk_start[a]
-            for tp in range(T1):
-                x = A2[s, tp] * k
-                if x == 0.0:
-                    continue
-                for j in range(blk_start[a], blk_start[a + 1]):
-                    new[d, blk_tag[j]] += x * phi2[r0 + j, tp]
-        for i in range(N):
-            q = down[i]
-            r = phi_dst[q]
-            if r >= 0:
-                kk = phi_k[q]
-                for t in range(T1):
-                    new[r, t] += kk * new[q, t]
-        sweeps += 1
-        diff, scale = _change_and_scale(new, A2)
-        A2 = new
-        if diff <= tol * max(scale, 1.0) or sweeps >= max_sweeps or scale == math.inf:
-            break
-    return A2, sweeps, diff, scale
 
 
 @nb.njit(cache=True)
@@ -170,46 +111,6 @@ def _add_cond_local(out, logT, logE, cev, es, ea, ek, blk_start, blk_tag, phi2, 
 
 
 @nb.njit(cache=True)
-def _relax_adjoint(base, cev, es, ed, ea, ek, blk_start, blk_tag, phi2, crow, down, phi_dst, phi_k,
-                   U_init, tol, max_sweeps):
-    """U = base + (conditioned events' U of their destinations), passed down the phi forest, by
-    Jacobi sweeps from U_init with :func:`_relax_alpha2`'s stopping test; (U, sweeps, last change,
-    largest value).  base: float64 [N, T+1] the local terms."""
-    N, T1 = base.shape
-    U = U_init.copy()
-    sweeps = 0
-    while True:
-        new = base.copy()
-        for i in range(cev.shape[0]):
-            e = cev[i]
-            s = es[e]
-            a = ea[e]
-            k = ek[e]
-            d = ed[e]
-            r0 = crow[a] - blk_start[a]
-            for tp in range(T1):
-                acc = 0.0
-                for j in range(blk_start[a], blk_start[a + 1]):
-                    q = phi2[r0 + j, tp]
-                    if q != 0.0:
-                        acc += q * U[d, blk_tag[j]]
-                new[s, tp] += k * acc
-        for i in range(N - 1, -1, -1):
-            q = down[i]
-            r = phi_dst[q]
-            if r >= 0:
-                kk = phi_k[q]
-                for tp in range(T1):
-                    new[q, tp] += kk * new[r, tp]
-        sweeps += 1
-        diff, scale = _change_and_scale(new, U)
-        U = new
-        if diff <= tol * max(scale, 1.0) or sweeps >= max_sweeps or scale == math.inf:
-            break
-    return U, sweeps, diff, scale
-
-
-@nb.njit(cache=True)
 def _cond_block_scores(A2, U, logT, logE, cev, es, ed, ea, ek, blk_start, blk_tag, crow, arc_word, K2):
     """(Aw [K2, T+1], B2 [K2, T+1]): the conditioned blocks' expected uses (per row, the same
     in every row of a block) and scores, as ``block_scores`` for each previous tag."""
@@ -235,14 +136,14 @@ def _cond_block_scores(A2, U, logT, logE, cev, es, ed, ea, ek, blk_start, blk_ta
     return Aw, B2
 
 
-def _solve_info(what, sweeps, diff, scale, tol, max_sweeps) -> SolveInfo:
-    """The SolveInfo of a relaxation's result, or its error."""
-    if scale == math.inf:
-        raise DivergenceError(f"{what}: the values became unbounded after {sweeps} sweeps")
-    if diff > tol * max(scale, 1.0):
-        raise NotConvergedError(f"{what}: relaxation did not reach tol={tol:g} within {max_sweeps} sweeps "
-                                f"(last change {diff:.3g} at scale {scale:.3g}); raise max_sweeps or tol")
-    return SolveInfo(sweeps=int(sweeps), cyclic=True, last_change=float(diff) / max(scale, 1.0))
+def _relax(cs: CqStructure, cb: CondBlocks, phi2, base, init, transpose, tol, max_sweeps, what):
+    """alpha2 = P(base + A alpha2) or U = P^T(base + A^T U): the conditioned events as block arcs
+    (block = the event's arc, rows = its phi2 rows, columns = their tags) over the phi forest,
+    solved by the engine's :func:`~fsmlearn.algo.relax_block_system`."""
+    ev = cb.cev
+    return relax_block_system(base, cs.ev_src[ev], cs.ev_dst[ev], cs.ev_k[ev], cs.ev_arc[ev], cs.blk_start,
+                              cs.blk_tag, phi2, cb.crow - cs.blk_start[:-1], cs.phi_dst, cs.phi_k, cs.down,
+                              transpose=transpose, tol=tol, max_sweeps=max_sweeps, init=init, what=what)
 
 
 # ------------------------------------------------ conditioned blocks: Python API
@@ -354,14 +255,11 @@ def expected_stats_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, l
         NotConvergedError: the relaxation did not reach tol within max_sweeps.
         DivergenceError: its values became unbounded.
     """
-    c = cs.machine
     T = cs.T
     px = one_thread_index(cs)
     base = par.alpha2_local(cs, px, phi, cb.ek_plain)
-    init = warm if warm is not None else np.zeros((c.num_states, T + 1))
-    A2, *res = _relax_alpha2(base, cb.cev, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag,
-                             phi2, cb.crow, cs.down, cs.phi_dst, cs.phi_k, init, tol, max_sweeps)
-    info = _solve_info("alpha2 (forward mass per tag, conditioned blocks)", *res, tol, max_sweeps)
+    A2, info = _relax(cs, cb, phi2, base, warm, False, tol, max_sweeps,
+                      "alpha2 (forward mass per tag, conditioned blocks)")
     V1 = log_emit.shape[1]
     G = par.state_tag_mass(cs, px, phi, cb.ek_plain)
     emit, ent = par.emit_entropy(cs, px, phi, V1, cb.arc_mass_plain)
@@ -389,8 +287,6 @@ def phi_gradient_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log
         NotConvergedError: a relaxation did not reach tol within max_sweeps.
         DivergenceError: its values became unbounded.
     """
-    c = cs.machine
-    T = cs.T
     px = one_thread_index(cs)
     if alpha2 is None:
         alpha2 = expected_stats_cond(cs, cb, phi, phi2, log_trans, log_emit).alpha2
@@ -401,10 +297,7 @@ def phi_gradient_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log
     base = par.out_scores(G, lt)
     _add_cond_local(base, lt, le, cb.cev, cs.ev_src, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag, phi2, cb.crow,
                     cs.arc_word)
-    init = warm_u if warm_u is not None else np.zeros((c.num_states, T + 1))
-    U, *res = _relax_adjoint(base, cb.cev, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k, cs.blk_start, cs.blk_tag,
-                             phi2, cb.crow, cs.down, cs.phi_dst, cs.phi_k, init, tol, max_sweeps)
-    info = _solve_info("U (adjoint per tag, conditioned blocks)", *res, tol, max_sweeps)
+    U, info = _relax(cs, cb, phi2, base, warm_u, True, tol, max_sweeps, "U (adjoint per tag, conditioned blocks)")
     A, B = par.block_scores(cs, px, alpha2 @ lt, U, np.ascontiguousarray(le.T), cb.ek_plain, cb.arc_mass_plain)
     Aw, B2 = _cond_block_scores(alpha2, U, lt, le, cb.cev, cs.ev_src, cs.ev_dst, cs.ev_arc, cs.ev_k, cs.blk_start,
                                 cs.blk_tag, cb.crow, cs.arc_word, cb.K2)

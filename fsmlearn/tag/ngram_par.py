@@ -28,6 +28,8 @@ import math
 import numba as nb
 import numpy as np
 
+from ..algo.relax_blocks import phi_pass_rows
+
 
 def _balanced(weights_cum: np.ndarray, parts: int) -> np.ndarray:
     """Boundaries (indices into the items) splitting a cumulative work array evenly."""
@@ -105,34 +107,6 @@ def _sum_parts(part, start, T):
 
 
 @nb.njit(cache=True)
-def _phi_pass_up(A2, down, phi_dst, phi_k):
-    """In place: tag mass passed up the phi forest, longest histories first (A2[r] += k A2[q])."""
-    N = A2.shape[0]
-    T1 = A2.shape[1]
-    for i in range(N):
-        q = down[i]
-        r = phi_dst[q]
-        if r >= 0:
-            k = phi_k[q]
-            for t in range(T1):
-                A2[r, t] += k * A2[q, t]
-
-
-@nb.njit(cache=True)
-def _phi_pass_down(U, down, phi_dst, phi_k):
-    """In place: values passed down the phi forest, shortest histories first (U[q] += k U[r])."""
-    N = U.shape[0]
-    T1 = U.shape[1]
-    for i in range(N - 1, -1, -1):
-        q = down[i]
-        r = phi_dst[q]
-        if r >= 0:
-            k = phi_k[q]
-            for tp in range(T1):
-                U[q, tp] += k * U[r, tp]
-
-
-@nb.njit(cache=True)
 def _out_scores(G, logT):
     """S[h, t'] = sum_t G[h, t] logT[t', t]: the expected log transition out of h per incoming tag t'."""
     N = G.shape[0]
@@ -162,7 +136,7 @@ def alpha2_local(cs, px: ParIndex, phi, ek=None):
 def alpha2(cs, px: ParIndex, phi):
     """float64 [N, T+1]: alpha2[h, t], the forward mass of the paths to h whose last tag is t (n_q = 1)."""
     A2 = alpha2_local(cs, px, phi)
-    _phi_pass_up(A2, cs.down, cs.phi_dst, cs.phi_k)
+    phi_pass_rows(A2, cs.down, cs.phi_dst, cs.phi_k, False)
     return A2
 
 
@@ -175,7 +149,7 @@ def adjoint(cs, G, logT):
     """float64 [N, T+1]: U[h, t'] = d r / d (tag mass t' arriving at h) for n_q = 1: the expected
     log transition out of h (:func:`out_scores`) passed down the phi forest."""
     U = _out_scores(G, logT)
-    _phi_pass_down(U, cs.down, cs.phi_dst, cs.phi_k)
+    phi_pass_rows(U, cs.down, cs.phi_dst, cs.phi_k, True)
     return U
 
 
