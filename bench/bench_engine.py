@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fsmlearn import Machine  # noqa: E402
 from fsmlearn.algo import shortest_distance  # noqa: E402
 from fsmlearn.algo.schedule import schedule_for  # noqa: E402
-from fsmlearn.algo.solve import linear_solver  # noqa: E402
+from fsmlearn.algo.solve_linear import plain_sweep_kernel  # noqa: E402
 from common import triad_bandwidth  # noqa: E402
 
 
@@ -152,12 +152,12 @@ def _median_time(f, runs: int) -> float:
 def time_one_sweep(m: Machine, reverse: bool, runs=9) -> float:
     """Median time of one plain Gauss-Seidel sweep over the largest component (the kernel the solver runs)."""
     a0, a1, n, Wp, ih, it = _largest_component(m, reverse)
-    k = linear_solver(0).kernels
+    sweep = plain_sweep_kernel(0)
     y = np.full(n, 1e-6)
     yold = np.empty_like(y)
     b = np.full(n, 1e-7)
     st = np.empty(5)
-    return _median_time(lambda: k.plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, st), runs)
+    return _median_time(lambda: sweep(y, yold, b, Wp, ih, it, a0, a1, st), runs)
 
 
 @nb.njit(cache=True)

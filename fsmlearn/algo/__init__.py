@@ -1,8 +1,9 @@
 """Layer 3: generic algorithms over the semirings of layer 2.
 
 Modules: shortest (forward, backward, total weight: the algebraic path
-problem over a schedule), schedule (SCCs and sweep order), solve (the
-relaxation, Bellman-Ford and acyclic kernels), convergence (the one stopping
+problem over a schedule), schedule (SCCs and sweep order), solve_linear (the
+relaxation of linear semirings), solve_phi (phi systems), solve_tropical
+(Bellman-Ford), solve_acyclic (one pass), convergence (the one stopping
 rule and the errors it ends in), relax_blocks (systems with matrix-valued
 rows over a phi forest), phi (failure-arc machines as linear systems),
 posteriors (forward-backward, arc posteriors, expectations, gradients), paths

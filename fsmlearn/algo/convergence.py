@@ -1,7 +1,7 @@
 """The one stopping rule of every relaxation in fsmlearn, and the errors it ends in.
 
 Every fixed point the package solves by sweeps (the linear semirings' cyclic
-components, :mod:`fsmlearn.algo.solve`; the phi systems; the block systems
+components, :mod:`fsmlearn.algo.solve_linear`; the phi systems, :mod:`fsmlearn.algo.solve_phi`; the block systems
 of :mod:`fsmlearn.algo.relax_blocks`) decides after each sweep with
 :func:`rate_step`:
 

@@ -19,7 +19,7 @@ plus one arc per shadowed label, and every linear semiring (real, log,
 expectation) runs on it unchanged.
 
 Public names: PhiStructure, phi_structure, LinearSystem, linear_system,
-label_index, phi_expand.
+label_index, phi_expand, phi_depths.
 """
 
 from __future__ import annotations
@@ -375,3 +375,34 @@ def phi_expand(m: Machine, phi_final: bool = True) -> Machine:
     semiring = "log" if m.semiring == "real" else m.semiring
     return Machine.from_arcs(n, m.start, final, src, dst_a, il_a, None if m.is_acceptor else ol_a,
                              wt_a, isyms=m.isyms, osyms=m.osyms, semiring=semiring)
+
+
+@nb.njit(cache=True)
+def phi_depths(phi_t, n):
+    """Depth of each state in the phi forest (0 for states without a phi arc).
+
+    Returns (depth, order): states sorted by increasing depth.
+    """
+    depth = np.full(n, -1, np.int64)
+    for q in range(n):
+        if depth[q] >= 0:
+            continue
+        # walk down to a known depth, then unwind
+        path_len = 0
+        r = q
+        while depth[r] < 0 and phi_t[r] >= 0:
+            path_len += 1
+            r = phi_t[r]
+            if path_len > n:
+                return depth, np.empty(0, np.int64)
+        base = depth[r] if depth[r] >= 0 else 0
+        if depth[r] < 0:
+            depth[r] = 0
+        r = q
+        d = base + path_len
+        while depth[r] < 0:
+            depth[r] = d
+            d -= 1
+            r = phi_t[r]
+    order = np.argsort(depth, kind="mergesort")
+    return depth, order

@@ -7,7 +7,7 @@ backward), in the convention of ``pynini.shortestdistance`` on the same
 machine: negative logs for the log and tropical semirings.
 
 Acyclic machines take one pass in topological order; cyclic ones are solved by
-relaxation (see :mod:`fsmlearn.algo.solve`), warm-startable with ``init``.
+relaxation (see :mod:`fsmlearn.algo.solve_linear`), warm-startable with ``init``.
 Phi machines follow exact failure semantics (:mod:`fsmlearn.algo.phi`) in the
 linear semirings; ``phi="epsilon"`` treats phi arcs as ordinary arcs instead
 (an approximation that double-counts paths; never the default).
@@ -28,10 +28,13 @@ from ..errors import MachineError, SemiringError
 from ..fsm.machine import PHI, Machine
 from ..semiring import Semiring, Tropical, get_semiring
 from ..semiring.ops import scaled_ops
-from .phi import LinearSystem, linear_system
+from .phi import LinearSystem, linear_system, phi_depths
 from .schedule import Schedule, csr_is_forward_ordered, schedule_for
 from .convergence import STATUS_NOT_CONVERGED, STATUS_OK, raise_for_status
-from .solve import acyclic_neglog, gather_rows, linear_solver, phi_depths, phi_solver, tropical_solver
+from .solve_acyclic import acyclic_neglog
+from .solve_linear import gather_rows, linear_solver
+from .solve_phi import phi_solver
+from .solve_tropical import tropical_solver
 
 DEFAULT_TOL = 1e-11
 DEFAULT_MAX_SWEEPS = 100_000

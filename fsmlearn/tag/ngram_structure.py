@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 import numba as nb
 import numpy as np
 
-from ..algo.phi import linear_system
+from ..algo.phi import linear_system, phi_depths
 from ..algo.shortest import forward
-from ..algo.solve import phi_depths
 from ..errors import MachineError
 from ..fsm.machine import EPSILON, Machine
 

@@ -1,4 +1,4 @@
-"""Solver kernels: the algebraic path problem over a schedule.
+"""The relaxation solver of the linear semirings: the algebraic path problem over a schedule.
 
 For a graph with arc values ``W`` and initial values ``b`` the solvers compute
 the least solution of ``x = b (+) (+)_{arcs t->h} x_t (x) W_a`` (Mohri 2002):
@@ -36,15 +36,12 @@ rate above 1, non-finite values, a reached self-loop of weight >= 1, or
 potentials that grow without bound) returns status 1; the sweep limit
 returns status 2.
 
-The tropical solver runs Bellman-Ford sweeps in the same order with
-back-pointers; more than n+1 sweeps on an n-state component mean a negative
-cycle (status 1).
-
 The stopping rule, status and reason codes are :mod:`fsmlearn.algo.convergence`'s.
+The acyclic one-pass kernel is :mod:`.solve_acyclic`, Bellman-Ford
+:mod:`.solve_tropical`, the phi systems' Jacobi solver :mod:`.solve_phi`.
 
-Public names: linear_solver, tropical_solver, acyclic_neglog, gather_rows.
+Public names: linear_solver, plain_sweep_kernel, gather_rows.
 """
-
 from __future__ import annotations
 
 import math
@@ -54,10 +51,12 @@ from types import SimpleNamespace
 import numba as nb
 import numpy as np
 
-from ..semiring.ops import EXP_UNSET, NEGLOG_BLOCK, P2, P2X, neglog_block, scaled_ops, tropical_ops
+from ..semiring.ops import EXP_UNSET, P2, P2X, scaled_ops
 from .convergence import (FACTOR, LAM, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, RHO, STATUS_DIVERGED,
-                          STATUS_NOT_CONVERGED, STATUS_OK, STATUS_REPOTENTIAL, WHY_NEGCYCLE, WHY_NONFINITE,
-                          WHY_POTENTIAL, WHY_RATE, WHY_STAR, new_rate_state, rate_step)
+                          STATUS_NOT_CONVERGED, STATUS_OK, STATUS_REPOTENTIAL, WHY_NONFINITE, WHY_POTENTIAL,
+                          WHY_RATE, WHY_STAR, new_rate_state, rate_step)
+
+__all__ = ["linear_solver", "plain_sweep_kernel", "gather_rows"]
 
 _RANGE_HI = 2.0**600
 _RANGE_LO = 2.0**-600
@@ -84,7 +83,6 @@ def gather_rows(W, idx):
             for j in range(K):
                 out[i, j] = W[r, j]
     return out
-
 
 @lru_cache(maxsize=None)
 def linear_solver(R: int):
@@ -604,382 +602,17 @@ def linear_solver(R: int):
     return solve
 
 
-_renorm0 = scaled_ops(0).renorm
+def plain_sweep_kernel(R: int = 0):
+    """The plain Gauss-Seidel sweep the linear solver runs over a cyclic component, for
+    benchmarks that time one sweep.
 
-
-
-
-@nb.njit(cache=True)
-def acyclic_neglog(V, src_start, dst, w, backward):
-    """Forward or backward values of a topologically numbered machine in one pass.
-
-    Every arc goes from a lower to a higher state number; ``w`` holds the arc
-    weights as negative logs and ``V`` scaled rows ``[p, k]`` (real and log
-    semirings, R = 0): the start state's one (forward) or the final weights
-    (backward) on entry, the values on return.  The weights are converted a
-    block of arcs at a time (vectorised, see ``neglog_block``) inside the
-    pass, so no converted copy of the arcs is written and read back, and
-    states with value zero push nothing (forward).  Backward values are
-    pulled over each state's own CSR row, highest state first, with the sum
-    kept in registers.
+    For ``R = 0`` (scalar rows) it is ``plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, st)``:
+    y, yold, b float64 [n] (values, previous values, constants), Wp float64 [arcs] the
+    arcs' plain weights, ih / it uint32 [arcs] head and tail (component-local states,
+    arcs sorted by head), a0:a1 the component's arcs, st float64 [5] out (largest
+    relative change, L1 change, largest and smallest value, first bad row or -1).
+    For R > 0 the row-valued ``plain_sweep`` (one more argument, an accumulator
+    float64 [R + 1], before ``st``).
     """
-    n = src_start.shape[0] - 1
-    E = dst.shape[0]
-    B = NEGLOG_BLOCK
-    P = np.empty(B)
-    K = np.empty(B)
-    lo = 0
-    hi = 0
-    if not backward:
-        for s in range(n):
-            ps = V[s, 0]
-            if ps == 0.0:
-                continue
-            ks = V[s, 1]
-            for a in range(src_start[s], src_start[s + 1]):
-                if a >= hi:
-                    lo = a
-                    hi = min(E, a + B)
-                    neglog_block(w, lo, hi, P, K)
-                pw = P[a - lo]
-                if pw == 0.0:
-                    continue
-                h = dst[a]
-                k = ks + K[a - lo]
-                kt = V[h, 1]
-                kn = max(k, kt)
-                V[h, 0] = V[h, 0] * P2[min(int(kn - kt), 1100)] + ps * pw * P2[min(int(kn - k), 1100)]
-                V[h, 1] = kn
-                _renorm0(V, h)
-    else:
-        lo = E
-        hi = E
-        for i in range(n):
-            s = n - 1 - i
-            am = V[s, 0]
-            ak = V[s, 1]
-            a1 = src_start[s]
-            for a in range(src_start[s + 1] - 1, a1 - 1, -1):
-                if a < lo:
-                    hi = a + 1
-                    lo = max(0, hi - B)
-                    neglog_block(w, lo, hi, P, K)
-                h = dst[a]
-                ph = V[h, 0]
-                pw = P[a - lo]
-                if ph == 0.0 or pw == 0.0:
-                    continue
-                k = V[h, 1] + K[a - lo]
-                if am == 0.0:
-                    am = ph * pw
-                    ak = k
-                    continue
-                kn = max(k, ak)
-                am = am * P2[min(int(kn - ak), 1100)] + ph * pw * P2[min(int(kn - k), 1100)]
-                ak = kn
-            V[s, 0] = am
-            V[s, 1] = ak if am != 0.0 else EXP_UNSET
-            _renorm0(V, s)
-
-
-@lru_cache(maxsize=None)
-def tropical_solver():
-    """Bellman-Ford relaxation in the tropical semiring with back-pointers."""
-    fma = tropical_ops().fma
-
-    @nb.njit(cache=True)
-    def solve(V, bp, Wext, ext_tail, ext_head, ext_arc, ext_ptr, Wint, int_tail, int_head, int_arc,
-              int_ptr, Wself, self_loc, self_ptr, comp_ptr, comp_states, trivial, max_sweeps, stats):
-        C = trivial.shape[0]
-        c = 0
-        while c < C:
-            if trivial[c]:
-                c2 = c
-                while c2 < C and trivial[c2]:
-                    c2 += 1
-                for e in range(ext_ptr[c], ext_ptr[c2]):
-                    if fma(V, ext_head[e], V, ext_tail[e], Wext, e):
-                        bp[ext_head[e]] = ext_arc[e]
-                c = c2
-                continue
-            lo = comp_ptr[c]
-            n = comp_ptr[c + 1] - lo
-            a0 = int_ptr[c]
-            a1 = int_ptr[c + 1]
-            sweeps = 0
-            changed = True
-            while changed:
-                changed = False
-                sweeps += 1
-                if sweeps > n + 1 or sweeps > max_sweeps:
-                    stats[0] += sweeps
-                    stats[3] = c
-                    stats[4] = WHY_NEGCYCLE
-                    return STATUS_DIVERGED
-                for e in range(a0, a1):
-                    h = comp_states[lo + int_head[e]]
-                    if fma(V, h, V, comp_states[lo + int_tail[e]], Wint, e):
-                        bp[h] = int_arc[e]
-                        changed = True
-            stats[0] += sweeps
-            for e in range(self_ptr[c], self_ptr[c + 1]):
-                s = comp_states[lo + self_loc[e]]
-                if Wself[e, 0] < 0.0 and V[s, 0] < np.inf:
-                    stats[3] = c
-                    stats[4] = WHY_NEGCYCLE
-                    stats[5] = s
-                    return STATUS_DIVERGED
-            for e in range(ext_ptr[c], ext_ptr[c + 1]):
-                if fma(V, ext_head[e], V, ext_tail[e], Wext, e):
-                    bp[ext_head[e]] = ext_arc[e]
-            c += 1
-        return STATUS_OK
-
-    return solve
-
-
-@nb.njit(cache=True)
-def phi_depths(phi_t, n):
-    """Depth of each state in the phi forest (0 for states without a phi arc).
-
-    Returns (depth, order): states sorted by increasing depth.
-    """
-    depth = np.full(n, -1, np.int64)
-    for q in range(n):
-        if depth[q] >= 0:
-            continue
-        # walk down to a known depth, then unwind
-        path_len = 0
-        r = q
-        while depth[r] < 0 and phi_t[r] >= 0:
-            path_len += 1
-            r = phi_t[r]
-            if path_len > n:
-                return depth, np.empty(0, np.int64)
-        base = depth[r] if depth[r] >= 0 else 0
-        if depth[r] < 0:
-            depth[r] = 0
-        r = q
-        d = base + path_len
-        while depth[r] < 0:
-            depth[r] = d
-            d -= 1
-            r = phi_t[r]
-    order = np.argsort(depth, kind="mergesort")
-    return depth, order
-
-
-@lru_cache(maxsize=None)
-def phi_solver(R: int):
-    """Jacobi relaxation of a phi system, equivalent to Jacobi on its phi-free expansion.
-
-    With phi arcs Phi (a forest), own arcs A and exclusion arcs N (negative),
-    backward values solve (I - Phi) beta = c + (A - N) beta.  The iteration
-
-        beta <- (I - Phi)^{-1} (c + (A - N) beta)
-
-    is computed as one pass over A - N and one pass down the phi forest
-    (targets first), and (I - Phi)^{-1} (A - N) is exactly the non-negative
-    matrix of the expanded machine: the iteration converges whenever the
-    machine's weights do, with the expansion's rate, at the signed system's
-    cost.  Forward values iterate gamma <- s + (A - N)^T (I - Phi^T)^{-1} gamma
-    (the expansion's forward values) and return alpha = (I - Phi^T)^{-1} gamma,
-    which counts flow through backoff states.  Plain float64 rows, Aitken
-    extrapolation and the stopping rule of the relaxation solver.
-
-    Own self-loops D (an LM state ``/ / / /`` whose word ``/`` returns to it
-    with probability 0.9995, say) are applied exactly: the rows solve
-    (1 - D) x = rest, x <- D* rest, instead of iterating the loop at its own
-    rate (thousands of sweeps).  Exclusion arcs into their own state cancel
-    the phi paths they shadow within one step, so they stay in the sweep.
-    """
-    ops = scaled_ops(R)
-    KE = R + 1
-    times_plain = ops.times_plain
-
-    @nb.njit(inline="always")
-    def add_prod(Y, t, X, s, W, e):
-        """Y[t] += X[s] (x) W[e] (plain rows)."""
-        px = X[s, 0]
-        pw = W[e, 0]
-        Y[t, 0] += px * pw
-        for j in range(1, KE):
-            Y[t, j] += px * W[e, j] + X[s, j] * pw
-
-    @nb.njit(cache=True)
-    def phi_pass_down(Z, order, phi_t, Wphi, forward):
-        """backward: Z[q] += Wphi[q] Z[phi_t[q]] targets first; forward: Z[phi_t[q]] += Wphi[q] Z[q] sources first."""
-        n = order.shape[0]
-        for i in range(n):
-            q = order[n - 1 - i] if forward else order[i]
-            t = phi_t[q]
-            if t < 0:
-                continue
-            if forward:
-                add_prod(Z, t, Z, q, Wphi, q)
-            else:
-                add_prod(Z, q, Z, t, Wphi, q)
-
-    @nb.njit(inline="always")
-    def times_star(Y, t, D):
-        """Y[t] <- Y[t] (x) D[t]*  with D* = 1 / (1 - d0) and r-parts d_j / (1 - d0)^2."""
-        s0 = 1.0 / (1.0 - D[t, 0])
-        y0 = Y[t, 0]
-        Y[t, 0] = y0 * s0
-        for j in range(1, KE):
-            Y[t, j] = Y[t, j] * s0 + y0 * D[t, j] * s0 * s0
-
-    @nb.njit(cache=True)
-    def phi_pass_down_star(Z, order, phi_t, Wphi, D, has_self):
-        """backward pass (targets first) with each row's self-loop star applied once its phi term is in."""
-        n = order.shape[0]
-        for i in range(n):
-            q = order[i]
-            t = phi_t[q]
-            if t >= 0:
-                add_prod(Z, q, Z, t, Wphi, q)
-            if has_self[q]:
-                times_star(Z, q, D)
-
-    @nb.njit(cache=True)
-    def self_rows(X, row_ptr, self_arc, W):
-        """(D, has_self, bad): each row's own self-loop weight; bad = a row whose loop is >= 1, or -1."""
-        n = X.shape[0]
-        D = np.zeros_like(X)
-        has_self = np.zeros(n, np.bool_)
-        for t in range(n):
-            for e in range(row_ptr[t], row_ptr[t + 1]):
-                if self_arc[e]:
-                    has_self[t] = True
-                    for j in range(KE):
-                        D[t, j] += W[e, j]
-            if has_self[t] and not (D[t, 0] < 1.0):
-                return D, has_self, t
-        return D, has_self, -1
-
-    @nb.njit(cache=True)
-    def sweep(X, Xn, Z, Dl, B, row_ptr, col, W, self_arc, D, has_self, order, phi_t, Wphi, forward):
-        """One Jacobi step X -> Xn (Z, Dl: scratch)."""
-        n = X.shape[0]
-        if forward:
-            for i in range(n):
-                for j in range(KE):
-                    Z[i, j] = X[i, j]
-            phi_pass_down(Z, order, phi_t, Wphi, True)
-            src = Z
-        else:
-            src = X
-        for t in range(n):
-            for j in range(KE):
-                Xn[t, j] = B[t, j]
-            for e in range(row_ptr[t], row_ptr[t + 1]):
-                if not self_arc[e]:
-                    add_prod(Xn, t, src, col[e], W, e)
-            if forward and has_self[t]:
-                # gamma_t (1 - D) = s_t + other arcs + D (alpha_t - gamma_t)
-                for j in range(KE):
-                    Dl[t, j] = Z[t, j] - X[t, j]
-                add_prod(Xn, t, Dl, t, D, t)
-                times_star(Xn, t, D)
-        if not forward:
-            phi_pass_down_star(Xn, order, phi_t, Wphi, D, has_self)
-
-    @nb.njit(cache=True)
-    def step(X, B, row_ptr, col, W, self_arc, order, phi_t, Wphi, forward):
-        """The solver's fixed-point map once: new rows from X (gamma for forward)."""
-        D, has_self, bad = self_rows(X, row_ptr, self_arc, W)
-        Xn = np.empty_like(X)
-        sweep(X, Xn, np.empty_like(X), np.empty_like(X), B, row_ptr, col, W, self_arc, D, has_self, order,
-              phi_t, Wphi, forward)
-        return Xn
-
-    @nb.njit(cache=True)
-    def solve(X, B, row_ptr, col, W, self_arc, order, phi_t, Wphi, forward, tol, max_sweeps, stats, fstats):
-        """X: initial plain rows (gamma for forward, beta for backward), overwritten with the result.
-        ``self_arc``: the own self-loops among the arcs (applied exactly)."""
-        n = X.shape[0]
-        Xn = np.empty_like(X)
-        Z = np.empty_like(X)
-        Dl = np.empty_like(X)
-        D, has_self, bad_loop = self_rows(X, row_ptr, self_arc, W)
-        if bad_loop >= 0:
-            stats[4] = WHY_STAR
-            stats[5] = bad_loop
-            return STATUS_DIVERGED
-        rs = new_rate_state(0.0)
-        status = STATUS_NOT_CONVERGED
-        while stats[0] < max_sweeps:
-            sweep(X, Xn, Z, Dl, B, row_ptr, col, W, self_arc, D, has_self, order, phi_t, Wphi, forward)
-            stats[0] += 1
-            dn = 0.0
-            sd = 0.0
-            bad = -1
-            big = 0.0
-            for i in range(n):
-                m = 0.0
-                d = 0.0
-                for j in range(KE):
-                    dj = Xn[i, j] - X[i, j]
-                    Dl[i, j] = dj
-                    X[i, j] = Xn[i, j]
-                    m = max(m, abs(Xn[i, j]))
-                    d = max(d, abs(dj))
-                    sd += abs(dj)
-                if not (m < np.inf) or d != d:
-                    bad = i
-                big = max(big, m)
-                if m > 0.0:
-                    dn = max(dn, d / m)
-                elif d > 0.0:
-                    dn = max(dn, 1.0)
-            fstats[0] = dn
-            if bad >= 0 or big > 2.0**1000:
-                stats[4] = WHY_NONFINITE
-                stats[5] = max(bad, 0)
-                status = STATUS_DIVERGED
-                break
-            # Aitken's step assumes one geometric rate; the expectation
-            # semiring's second components converge like k * lam^k (a Jordan
-            # block), where the step overshoots: extrapolate only plain
-            # (R = 0) systems, and bound their tails with one more 1 / (1 - r);
-            # the signed system can have oscillating modes that the one-rate
-            # model misses: the guard stops extrapolating once it hurts
-            decision = rate_step(rs, dn, sd, tol, KE == 1, True, KE > 1)
-            fstats[1] = rs[LAM]
-            fstats[2] = max(fstats[2], rs[RHO])
-            if decision == RATE_CONVERGED:
-                status = STATUS_OK
-                break
-            if decision == RATE_DIVERGED:
-                stats[4] = WHY_RATE
-                status = STATUS_DIVERGED
-                break
-            if decision == RATE_EXTRAPOLATE:
-                c = rs[FACTOR]
-                for i in range(n):
-                    for j in range(KE):
-                        X[i, j] += Dl[i, j] * c
-                stats[1] += 1
-        if status == STATUS_OK and forward:
-            phi_pass_down(X, order, phi_t, Wphi, True)   # alpha from gamma
-        return status
-
-    @nb.njit(cache=True)
-    def gamma_from_alpha(X, order, phi_t, Wphi):
-        """Invert the forward phi pass: gamma = (I - Phi^T) alpha (for warm starts)."""
-        n = order.shape[0]
-        G = X.copy()
-        for q in range(n):
-            t = phi_t[q]
-            if t >= 0:
-                px = X[q, 0]
-                pw = Wphi[q, 0]
-                G[t, 0] -= px * pw
-                for j in range(1, KE):
-                    G[t, j] -= px * Wphi[q, j] + X[q, j] * pw
-        return G
-
-    solve.gamma_from_alpha = gamma_from_alpha
-    solve.step = step
-    solve.to_alpha = lambda X, order, phi_t, Wphi: phi_pass_down(X, order, phi_t, Wphi, True)
-    return solve
+    k = linear_solver(R).kernels
+    return k.plain_sweep1 if R == 0 else k.plain_sweep
