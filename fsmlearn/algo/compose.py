@@ -29,7 +29,7 @@ from numba.typed import Dict
 from ..errors import MachineError, SymbolTableError
 from ..fsm.hashing import hash64
 from ..fsm.machine import EPSILON, PHI, Machine
-from .phi import find_label, label_index, phi_structure
+from .phi import label_index, phi_structure, phi_walk
 
 
 @nb.njit(cache=True)
@@ -63,10 +63,53 @@ def _final_fail(q, b_final, b_has_final, b_phi, b_dst, b_w, phi_final):
     return np.inf
 
 
+@nb.njit(inline="always")
+def _pair_state(ids, qa, qb, nb_states, qa_of, qb_of, n_states):
+    """The id of the result state (qa, qb), created (appended to qa_of, qb_of) if new;
+    returns (id, qa_of, qb_of, n_states)."""
+    key = qa * nb_states + qb
+    if key in ids:
+        return ids[key], qa_of, qb_of, n_states
+    d = n_states
+    ids[key] = d
+    qa_of = _grow_i(qa_of, d)
+    qb_of = _grow_i(qb_of, d)
+    qa_of[d] = qa
+    qb_of[d] = qb
+    return d, qa_of, qb_of, n_states + 1
+
+
+@nb.njit(inline="always")
+def _add_arc(r_src, r_dst, r_il, r_ol, r_w, n, src, dst, il, ol, w):
+    """Arc n of the result (the arrays grown as needed); returns the arrays."""
+    r_src = _grow_i(r_src, n)
+    r_dst = _grow_i(r_dst, n)
+    r_il = _grow_i(r_il, n)
+    r_ol = _grow_i(r_ol, n)
+    r_w = _grow_i(r_w, n)
+    r_src[n] = src
+    r_dst[n] = dst
+    r_il[n] = il
+    r_ol[n] = ol
+    r_w[n] = w
+    return r_src, r_dst, r_il, r_ol, r_w
+
+
 @nb.njit(cache=True)
 def _compose_kernel(a_start, a_src_start, a_dst, a_il, a_ol, a_w, a_final,
                     b_start, b_src_start, b_dst, b_il, b_ol, b_w, b_final, b_has_final, b_perm, b_phi,
                     phi_final, b_eps):
+    """The reachable part of a o b by breadth-first search over state pairs, -log weights.
+
+    a: start, CSR arcs (src_start int64 [na+1]; dst, il, ol int32; w float64 [Ea]) and final
+    float64 [na]; b: the same plus has_final bool [nb], perm int64 [Eb] (arcs sorted by input
+    label per state) and phi int64 [nb] (each state's phi arc, -1: none).  An arc of a with
+    output x meets b's arcs labelled x at b's state or, failing that, at the first state down
+    its phi chain that has them (the chain's weights added); a's epsilon outputs move a alone,
+    b's epsilon inputs (``b_eps``) b alone.  Returns the pairs (qa_of, qb_of int64), the final
+    weights and the arcs (src, dst int64; il, ol int32; w float64) with their counts
+    (-1, -1 for a phi cycle in b).
+    """
     nb_states = b_final.shape[0]
     ids = Dict.empty(key_type=types.int64, value_type=types.int64)
     qa_of = np.empty(16, np.int64)
@@ -84,6 +127,7 @@ def _compose_kernel(a_start, a_src_start, a_dst, a_il, a_ol, a_w, a_final,
     n_states = 1
     head = 0
     finals = np.empty(16, np.float64)
+    chain = np.empty(nb_states + 2, np.int64)
     while head < n_states:
         qa = qa_of[head]
         qb = qb_of[head]
@@ -93,95 +137,35 @@ def _compose_kernel(a_start, a_src_start, a_dst, a_il, a_ol, a_w, a_final,
         for e in range(a_src_start[qa], a_src_start[qa + 1]):
             x = a_ol[e]
             if x == EPSILON:
-                key = a_dst[e] * nb_states + qb
-                if key in ids:
-                    d = ids[key]
-                else:
-                    d = n_states
-                    ids[key] = d
-                    qa_of = _grow_i(qa_of, d)
-                    qb_of = _grow_i(qb_of, d)
-                    qa_of[d] = a_dst[e]
-                    qb_of[d] = qb
-                    n_states += 1
-                r_src = _grow_i(r_src, n_arcs)
-                r_dst = _grow_i(r_dst, n_arcs)
-                r_il = _grow_i(r_il, n_arcs)
-                r_ol = _grow_i(r_ol, n_arcs)
-                r_w = _grow_i(r_w, n_arcs)
-                r_src[n_arcs] = head
-                r_dst[n_arcs] = d
-                r_il[n_arcs] = a_il[e]
-                r_ol[n_arcs] = EPSILON
-                r_w[n_arcs] = a_w[e]
+                d, qa_of, qb_of, n_states = _pair_state(ids, a_dst[e], qb, nb_states, qa_of, qb_of, n_states)
+                r_src, r_dst, r_il, r_ol, r_w = _add_arc(r_src, r_dst, r_il, r_ol, r_w, n_arcs, head, d, a_il[e],
+                                                         EPSILON, a_w[e])
                 n_arcs += 1
                 continue
-            r = qb
+            # b's arcs labelled x, failing over phi arcs where b's state has none
+            r, k, L = phi_walk(b_src_start, b_perm, b_il, b_phi, b_dst, qb, x, chain, 0, nb_states)
+            if L < 0:
+                return qa_of, qb_of, finals, r_src, r_dst, r_il, r_ol, r_w, -1, -1
+            if k < 0:
+                continue
             acc = 0.0
-            steps = 0
-            while True:
-                lo = b_src_start[r]
-                hi = b_src_start[r + 1]
-                k = find_label(b_perm, b_il, lo, hi, x)
-                if k < hi and b_il[b_perm[k]] == x:
-                    while k < hi and b_il[b_perm[k]] == x:
-                        f = b_perm[k]
-                        key = a_dst[e] * nb_states + b_dst[f]
-                        if key in ids:
-                            d = ids[key]
-                        else:
-                            d = n_states
-                            ids[key] = d
-                            qa_of = _grow_i(qa_of, d)
-                            qb_of = _grow_i(qb_of, d)
-                            qa_of[d] = a_dst[e]
-                            qb_of[d] = b_dst[f]
-                            n_states += 1
-                        r_src = _grow_i(r_src, n_arcs)
-                        r_dst = _grow_i(r_dst, n_arcs)
-                        r_il = _grow_i(r_il, n_arcs)
-                        r_ol = _grow_i(r_ol, n_arcs)
-                        r_w = _grow_i(r_w, n_arcs)
-                        r_src[n_arcs] = head
-                        r_dst[n_arcs] = d
-                        r_il[n_arcs] = a_il[e]
-                        r_ol[n_arcs] = b_ol[f]
-                        r_w[n_arcs] = a_w[e] + acc + b_w[f]
-                        n_arcs += 1
-                        k += 1
-                    break
-                if b_phi[r] < 0:
-                    break
-                acc += b_w[b_phi[r]]
-                r = b_dst[b_phi[r]]
-                steps += 1
-                if steps > nb_states:
-                    return qa_of, qb_of, finals, r_src, r_dst, r_il, r_ol, r_w, -1, -1
+            for t in range(L):
+                acc += b_w[chain[t]]
+            hi = b_src_start[r + 1]
+            while k < hi and b_il[b_perm[k]] == x:
+                f = b_perm[k]
+                d, qa_of, qb_of, n_states = _pair_state(ids, a_dst[e], b_dst[f], nb_states, qa_of, qb_of, n_states)
+                r_src, r_dst, r_il, r_ol, r_w = _add_arc(r_src, r_dst, r_il, r_ol, r_w, n_arcs, head, d, a_il[e],
+                                                         b_ol[f], a_w[e] + acc + b_w[f])
+                n_arcs += 1
+                k += 1
         if b_eps:
             for f in range(b_src_start[qb], b_src_start[qb + 1]):
                 if b_il[f] != EPSILON:
                     continue
-                key = qa * nb_states + b_dst[f]
-                if key in ids:
-                    d = ids[key]
-                else:
-                    d = n_states
-                    ids[key] = d
-                    qa_of = _grow_i(qa_of, d)
-                    qb_of = _grow_i(qb_of, d)
-                    qa_of[d] = qa
-                    qb_of[d] = b_dst[f]
-                    n_states += 1
-                r_src = _grow_i(r_src, n_arcs)
-                r_dst = _grow_i(r_dst, n_arcs)
-                r_il = _grow_i(r_il, n_arcs)
-                r_ol = _grow_i(r_ol, n_arcs)
-                r_w = _grow_i(r_w, n_arcs)
-                r_src[n_arcs] = head
-                r_dst[n_arcs] = d
-                r_il[n_arcs] = EPSILON
-                r_ol[n_arcs] = b_ol[f]
-                r_w[n_arcs] = b_w[f]
+                d, qa_of, qb_of, n_states = _pair_state(ids, qa, b_dst[f], nb_states, qa_of, qb_of, n_states)
+                r_src, r_dst, r_il, r_ol, r_w = _add_arc(r_src, r_dst, r_il, r_ol, r_w, n_arcs, head, d, EPSILON,
+                                                         b_ol[f], b_w[f])
                 n_arcs += 1
         head += 1
     return qa_of, qb_of, finals, r_src, r_dst, r_il, r_ol, r_w, n_states, n_arcs
@@ -299,7 +283,7 @@ def trim(m: Machine) -> Machine:
     new_id = np.cumsum(keep) - 1
     arcs = keep[m.arc_src] & keep[m.dst]
     return Machine.from_arcs(int(keep.sum()), int(new_id[m.start]), m.final[keep], new_id[m.arc_src[arcs]],
-                             new_id[m.dst[arcs]], m.ilabel[arcs], None if m._acceptor else m.olabel[arcs],
+                             new_id[m.dst[arcs]], m.ilabel[arcs], m.olabel[arcs] if m.stores_olabel else None,
                              m.weight[arcs], isyms=m.isyms, osyms=m.osyms, semiring=m.semiring,
                              arc_type=m.arc_type, openfst_phi=m.openfst_phi)
 

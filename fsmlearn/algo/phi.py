@@ -66,6 +66,40 @@ def find_label(perm, ilabel, lo, hi, x):
 
 
 @nb.njit(cache=True)
+def phi_walk(src_start, perm, ilabel, phi, dst, r, x, chain, L, limit):
+    """Follow failure arcs from state r to the first state with arcs labelled x.
+
+    Args:
+        src_start, perm, ilabel, dst: the machine's CSR arrays, perm sorting each
+            state's arcs by label (:func:`label_index`).
+        phi: int64 [n] each state's phi arc (-1: none).
+        r: the state to start from; x: the label.
+        chain: int64 buffer: the phi arcs taken are written at chain[L], chain[L+1], ...
+        L: where the next phi arc goes in ``chain``; limit: the most arcs a chain may
+            hold before it counts as a cycle.
+
+    Returns:
+        (state, k, L): the state reached, ``k`` the index into ``perm`` of its first
+        arc labelled x (-1 when the chain ends without one) and the chain's new
+        length; L = -1 when the walk exceeds ``limit`` (a phi cycle).
+    """
+    while True:
+        r0 = src_start[r]
+        r1 = src_start[r + 1]
+        k = find_label(perm, ilabel, r0, r1, x)
+        if k < r1 and ilabel[perm[k]] == x:
+            return r, k, L
+        ar = phi[r]
+        if ar == -1:
+            return r, -1, L
+        if L > limit:
+            return r, -1, -1
+        chain[L] = ar
+        L += 1
+        r = dst[ar]
+
+
+@nb.njit(cache=True)
 def _phi_of(src_start, ilabel):
     n = src_start.shape[0] - 1
     phi = np.full(n, -1, np.int64)
@@ -126,35 +160,23 @@ def _exclusions(src_start, perm, ilabel, dst, has_final, phi, phi_final, fill,
             while j < hi and ilabel[perm[j]] == x:
                 j += 1
             if x != EPSILON and x != PHI:
-                r = q1
                 chain[0] = ap
-                L = 1
-                while True:
-                    r0 = src_start[r]
-                    r1 = src_start[r + 1]
-                    k = find_label(perm, ilabel, r0, r1, x)
-                    if k < r1 and ilabel[perm[k]] == x:
-                        while k < r1 and ilabel[perm[k]] == x:
-                            a2 = perm[k]
-                            if fill:
-                                neg_tail[nn] = q
-                                neg_head[nn] = dst[a2]
-                                for t in range(L):
-                                    neg_chain[nc + t] = chain[t]
-                                neg_chain[nc + L] = a2
-                                neg_ptr[nn + 1] = nc + L + 1
-                            nn += 1
-                            nc += L + 1
-                            k += 1
-                        break
-                    ar = phi[r]
-                    if ar == -1:
-                        break
-                    if L > n:
-                        return nn, nc, nfn, nfc, q, _ERR_CYCLE
-                    chain[L] = ar
-                    L += 1
-                    r = dst[ar]
+                r, k, L = phi_walk(src_start, perm, ilabel, phi, dst, q1, x, chain, 1, n)
+                if L < 0:
+                    return nn, nc, nfn, nfc, q, _ERR_CYCLE
+                r1 = src_start[r + 1]
+                while 0 <= k < r1 and ilabel[perm[k]] == x:
+                    a2 = perm[k]
+                    if fill:
+                        neg_tail[nn] = q
+                        neg_head[nn] = dst[a2]
+                        for t in range(L):
+                            neg_chain[nc + t] = chain[t]
+                        neg_chain[nc + L] = a2
+                        neg_ptr[nn + 1] = nc + L + 1
+                    nn += 1
+                    nc += L + 1
+                    k += 1
             i = j
         # final weight
         if phi_final:
