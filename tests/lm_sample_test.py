@@ -44,3 +44,12 @@ def test_sampling_needs_exactly_one_budget():
             sample_corpus(lm, **kw)
         with pytest.raises(ValueError):      # still a ValueError
             sample_text(lm, io.BytesIO(), **kw)
+
+
+def test_sample_sentences_draws_vocabulary_words_reproducibly():
+    from fsmlearn.lm.sample import sample_sentences
+    lm = _lm()
+    a = sample_sentences(lm, 20, seed=3)
+    assert len(a) == 20 and a == sample_sentences(lm, 20, seed=3) and a != sample_sentences(lm, 20, seed=4)
+    vocab = set(lm.vocab)
+    assert all(w in vocab and w not in ("<s>", "</s>") for s in a for w in s)

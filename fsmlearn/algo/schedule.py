@@ -169,8 +169,29 @@ def _radix_sort3(key, p1, p2, bits=11):
     return ka, pa, qa
 
 
+@nb.njit(inline="always")
+def _tail_head(a, arc_src, dst, backward):
+    """(tail, head) of arc a in the direction of flow."""
+    if backward:
+        return dst[a], arc_src[a]
+    return arc_src[a], dst[a]
+
+
 @nb.njit(cache=True)
 def _build(arc_src, dst, comp, ncomp, backward):
+    """The arrays of a :class:`Schedule` (its attributes from ``comp_ptr`` to ``self_ptr``, in order).
+
+    Args:
+        arc_src, dst: int32 [E] the graph's arcs (sources and destinations).
+        comp: int32 [n] each state's strongly connected component, ncomp of them,
+            numbered in Tarjan's order (sinks first).
+        backward: schedule the flow from destinations to sources.
+
+    Components are ranked in processing order; each one's states are listed
+    (ascending ids forward, descending backward) and its arcs classified into
+    external (leaving it), internal (both ends inside, grouped by head) and
+    self-loops, each kind compacted by a radix sort on (rank, ...).
+    """
     n = comp.shape[0]
     E = dst.shape[0]
     C = ncomp
@@ -199,12 +220,7 @@ def _build(arc_src, dst, comp, ncomp, backward):
     n_int = 0
     n_self = 0
     for a in range(E):
-        if backward:
-            t = dst[a]
-            h = arc_src[a]
-        else:
-            t = arc_src[a]
-            h = dst[a]
+        t, h = _tail_head(a, arc_src, dst, backward)
         ct = comp[t]
         if t == h:
             n_self += 1
@@ -226,12 +242,7 @@ def _build(arc_src, dst, comp, ncomp, backward):
     js = 0
     for i in range(E):
         a = E - 1 - i if backward else i
-        if backward:
-            t = dst[a]
-            h = arc_src[a]
-        else:
-            t = arc_src[a]
-            h = dst[a]
+        t, h = _tail_head(a, arc_src, dst, backward)
         r = rank[comp[t]]
         if t == h:
             sk[js] = r

@@ -434,6 +434,16 @@ def linear_solver(R: int):
     @nb.njit(cache=True)
     def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_warm, signed,
                   tol, max_sweeps, stats, fstats):
+        """Solve one cyclic component in place (steps 1-3 of the module docstring).
+
+        V: float64 [N, K] scaled rows of every state (the component's rows hold their
+        inputs on entry and the solution on exit); states: int32 [n] the component's
+        states in row order; a0:a1 its internal arcs (Wint [*, K] scaled weights, ih / it
+        int32 local head and tail, grouped by head), s0:s1 its self-loops (Wself, sloc
+        local state); warm: float64 [N, K] a warm start (used with use_warm); signed: the
+        system has negative arcs (verify in scaled arithmetic).  Returns a STATUS_* code
+        and fills stats / fstats (:mod:`fsmlearn.algo.convergence`'s layout).
+        """
         n = states.shape[0]
         fstats[3] = 0.0
         B = np.empty((n, K))

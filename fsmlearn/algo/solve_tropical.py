@@ -28,6 +28,12 @@ def tropical_solver():
     @nb.njit(cache=True)
     def solve(V, bp, Wext, ext_tail, ext_head, ext_arc, ext_ptr, Wint, int_tail, int_head, int_arc,
               int_ptr, Wself, self_loc, self_ptr, comp_ptr, comp_states, trivial, max_sweeps, stats):
+        """Shortest distances V (float64 [n, 2], tropical rows, filled in place) and back-pointers
+        bp (int64 [n], the arc each state's best value came through; -1 for none) over a
+        :class:`~fsmlearn.algo.schedule.Schedule`'s arrays, with the arcs' tropical rows
+        Wext / Wint / Wself in the schedule's order.  Trivial components take one pass over
+        their external arcs; a cyclic one, Bellman-Ford sweeps over its internal arcs until
+        nothing improves.  Returns a STATUS_* code (stats: 0 sweeps, 4 reason, 5 state)."""
         C = trivial.shape[0]
         c = 0
         while c < C:

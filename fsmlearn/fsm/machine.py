@@ -84,10 +84,6 @@ def _first_label_missing(labels, keys_sorted):
     return -1
 
 
-def _valid_weight(w: float, real: bool) -> bool:
-    return (0.0 <= w < math.inf) if real else (w > -math.inf)
-
-
 class Machine:
     """An immutable weighted finite-state machine (acceptor or transducer).
 
