@@ -26,7 +26,7 @@ or :class:`~fsmlearn.errors.NotConvergedError` naming the system.
 Public names: STATUS_OK, STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_REPOTENTIAL,
 WHY_NONFINITE, WHY_RATE, WHY_STAR, WHY_POTENTIAL, WHY_NEGCYCLE, RATE_CONTINUE,
 RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, SETTLE, new_rate_state, rate_step,
-raise_for_status.
+measure_change, raise_for_status.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from ..errors import DivergenceError, NotConvergedError
 __all__ = ["STATUS_OK", "STATUS_DIVERGED", "STATUS_NOT_CONVERGED", "STATUS_REPOTENTIAL",
            "WHY_NONFINITE", "WHY_RATE", "WHY_STAR", "WHY_POTENTIAL", "WHY_NEGCYCLE",
            "RATE_CONTINUE", "RATE_CONVERGED", "RATE_DIVERGED", "RATE_EXTRAPOLATE", "SETTLE",
-           "new_rate_state", "rate_step", "raise_for_status"]
+           "new_rate_state", "rate_step", "measure_change", "raise_for_status"]
 
 # a solver's result
 STATUS_OK, STATUS_DIVERGED, STATUS_NOT_CONVERGED = 0, 1, 2
@@ -82,7 +82,42 @@ def new_rate_state(rho):
 
 
 @nb.njit(cache=True)
-def rate_step(st, dn, sd, tol, extrapolate, guard, tail2):
+def measure_change(X, Y, D):
+    """Take a Jacobi sweep's result: X <- Y, D <- Y - X (old), all float64 [n, m].
+
+    Returns:
+        (dn, sd, big, bad): the largest relative change of a row (its largest
+        change over its largest value; 1 for a row leaving zero), the L1
+        change, the largest value, and a row holding a value that is not
+        finite (-1 for none).
+    """
+    n, m = X.shape
+    dn = 0.0
+    sd = 0.0
+    big = 0.0
+    bad = -1
+    for i in range(n):
+        mx = 0.0
+        d = 0.0
+        for j in range(m):
+            dj = Y[i, j] - X[i, j]
+            D[i, j] = dj
+            X[i, j] = Y[i, j]
+            mx = max(mx, abs(Y[i, j]))
+            d = max(d, abs(dj))
+            sd += abs(dj)
+        if not (mx < np.inf) or d != d:
+            bad = i
+        big = max(big, mx)
+        if mx > 0.0:
+            dn = max(dn, d / mx)
+        elif d > 0.0:
+            dn = max(dn, 1.0)
+    return dn, sd, big, bad
+
+
+@nb.njit(cache=True)
+def rate_step(st, dn, sd, tol, extrapolate, guard, tail2, stats, fstats):
     """Decide after one sweep.
 
     Args:
@@ -95,12 +130,27 @@ def rate_step(st, dn, sd, tol, extrapolate, guard, tail2):
             larger (systems with oscillating modes the one-rate model misses).
         tail2: the iterate has ``k r^k`` tails (expectation rows): bound the
             remaining error with one more ``1 / (1 - r)``.
+        stats, fstats: the solver's arrays: the last rate goes to fstats[1], the
+            largest settled rate to fstats[2] (the largest over every call) and
+            fstats[3] (this state's), the reason of a divergence to stats[4].
 
     Returns:
         RATE_CONVERGED, RATE_DIVERGED (the reason is :data:`WHY_RATE`),
         RATE_EXTRAPOLATE (add ``st[FACTOR]`` times the last change, then sweep
         on; the state is reset for the new run) or RATE_CONTINUE.
     """
+    decision = _decide(st, dn, sd, tol, extrapolate, guard, tail2)
+    fstats[1] = st[LAM]
+    fstats[2] = max(fstats[2], st[RHO])
+    fstats[3] = st[RHO]
+    if decision == RATE_DIVERGED:
+        stats[4] = WHY_RATE
+    return decision
+
+
+@nb.njit(cache=True)
+def _decide(st, dn, sd, tol, extrapolate, guard, tail2):
+    """rate_step's decision, without the bookkeeping of the solver's arrays."""
     if st[_JUST] != 0.0:
         if sd > st[_SD_BEFORE]:
             st[EXTRAP_OK] = 0.0

@@ -37,8 +37,8 @@ import numba as nb
 import numpy as np
 
 from ..errors import SemiringError
-from .convergence import (FACTOR, LAM, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, RHO, STATUS_DIVERGED,
-                          STATUS_NOT_CONVERGED, STATUS_OK, WHY_NONFINITE, WHY_RATE, new_rate_state,
+from .convergence import (FACTOR, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED,
+                          STATUS_NOT_CONVERGED, STATUS_OK, WHY_NONFINITE, measure_change, new_rate_state,
                           raise_for_status, rate_step)
 from .shortest import DEFAULT_MAX_SWEEPS, DEFAULT_TOL, SolveInfo
 
@@ -55,22 +55,14 @@ def phi_pass_rows(X, order, parent, weight, transpose):
     parent's, shallowest first)."""
     n = order.shape[0]
     m = X.shape[1]
-    if not transpose:
-        for i in range(n):
-            q = order[i]
-            r = parent[q]
-            if r >= 0:
-                k = weight[q]
-                for t in range(m):
-                    X[r, t] += k * X[q, t]
-    else:
-        for i in range(n - 1, -1, -1):
-            q = order[i]
-            r = parent[q]
-            if r >= 0:
-                k = weight[q]
-                for t in range(m):
-                    X[q, t] += k * X[r, t]
+    for i in range(n):
+        q = order[n - 1 - i if transpose else i]
+        r = parent[q]
+        if r >= 0:
+            k = weight[q]
+            to, frm = (q, r) if transpose else (r, q)
+            for t in range(m):
+                X[to, t] += k * X[frm, t]
 
 
 @nb.njit(cache=True)
@@ -120,39 +112,16 @@ def _relax(X, B, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, pare
         _apply_arcs(Y, X, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, transpose)
         phi_pass_rows(Y, order, parent, weight, transpose)
         stats[0] += 1
-        dn = 0.0
-        sd = 0.0
-        big = 0.0
-        bad = -1
-        for i in range(n):
-            mx = 0.0
-            d = 0.0
-            for t in range(m):
-                dj = Y[i, t] - X[i, t]
-                Dl[i, t] = dj
-                X[i, t] = Y[i, t]
-                mx = max(mx, abs(Y[i, t]))
-                d = max(d, abs(dj))
-                sd += abs(dj)
-            if not (mx < np.inf) or d != d:
-                bad = i
-            big = max(big, mx)
-            if mx > 0.0:
-                dn = max(dn, d / mx)
-            elif d > 0.0:
-                dn = max(dn, 1.0)
+        dn, sd, big, bad = measure_change(X, Y, Dl)
         fstats[0] = dn
         if bad >= 0 or big > _HUGE:
             stats[4] = WHY_NONFINITE
             stats[5] = max(bad, 0)
             return STATUS_DIVERGED
-        decision = rate_step(rs, dn, sd, tol, True, True, False)
-        fstats[1] = rs[LAM]
-        fstats[2] = max(fstats[2], rs[RHO])
+        decision = rate_step(rs, dn, sd, tol, True, True, False, stats, fstats)
         if decision == RATE_CONVERGED:
             return STATUS_OK
         if decision == RATE_DIVERGED:
-            stats[4] = WHY_RATE
             return STATUS_DIVERGED
         if decision == RATE_EXTRAPOLATE:
             c = rs[FACTOR]

@@ -52,9 +52,9 @@ import numba as nb
 import numpy as np
 
 from ..semiring.ops import EXP_UNSET, P2, P2X, scaled_ops
-from .convergence import (FACTOR, LAM, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, RHO, STATUS_DIVERGED,
+from .convergence import (FACTOR, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED,
                           STATUS_NOT_CONVERGED, STATUS_OK, STATUS_REPOTENTIAL, WHY_NONFINITE, WHY_POTENTIAL,
-                          WHY_RATE, WHY_STAR, new_rate_state, rate_step)
+                          WHY_STAR, new_rate_state, rate_step)
 
 __all__ = ["linear_solver", "plain_sweep_kernel", "gather_rows"]
 
@@ -410,14 +410,10 @@ def linear_solver(R: int):
             fstats[0] = dn
             if ymax > _RANGE_HI or ymin < _RANGE_LO:
                 return STATUS_REPOTENTIAL
-            decision = rate_step(rs, dn, sd, tol, True, False, False)
-            fstats[1] = rs[LAM]
-            fstats[3] = rs[RHO]
-            fstats[2] = max(fstats[2], rs[RHO])
+            decision = rate_step(rs, dn, sd, tol, True, False, False, stats, fstats)
             if decision == RATE_CONVERGED:
                 return STATUS_OK
             if decision == RATE_DIVERGED:
-                stats[4] = WHY_RATE
                 return STATUS_DIVERGED
             if decision == RATE_EXTRAPOLATE:
                 c = rs[FACTOR]

@@ -13,8 +13,8 @@ import numba as nb
 import numpy as np
 
 from ..semiring.ops import scaled_ops
-from .convergence import (FACTOR, LAM, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, RHO, STATUS_DIVERGED,
-                          STATUS_NOT_CONVERGED, STATUS_OK, WHY_NONFINITE, WHY_RATE, WHY_STAR, new_rate_state,
+from .convergence import (FACTOR, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED,
+                          STATUS_NOT_CONVERGED, STATUS_OK, WHY_NONFINITE, WHY_STAR, measure_change, new_rate_state,
                           rate_step)
 
 __all__ = ["phi_solver"]
@@ -162,27 +162,7 @@ def phi_solver(R: int):
         while stats[0] < max_sweeps:
             sweep(X, Xn, Z, Dl, B, row_ptr, col, W, self_arc, D, has_self, order, phi_t, Wphi, forward)
             stats[0] += 1
-            dn = 0.0
-            sd = 0.0
-            bad = -1
-            big = 0.0
-            for i in range(n):
-                m = 0.0
-                d = 0.0
-                for j in range(KE):
-                    dj = Xn[i, j] - X[i, j]
-                    Dl[i, j] = dj
-                    X[i, j] = Xn[i, j]
-                    m = max(m, abs(Xn[i, j]))
-                    d = max(d, abs(dj))
-                    sd += abs(dj)
-                if not (m < np.inf) or d != d:
-                    bad = i
-                big = max(big, m)
-                if m > 0.0:
-                    dn = max(dn, d / m)
-                elif d > 0.0:
-                    dn = max(dn, 1.0)
+            dn, sd, big, bad = measure_change(X, Xn, Dl)
             fstats[0] = dn
             if bad >= 0 or big > 2.0**1000:
                 stats[4] = WHY_NONFINITE
@@ -195,14 +175,11 @@ def phi_solver(R: int):
             # (R = 0) systems, and bound their tails with one more 1 / (1 - r);
             # the signed system can have oscillating modes that the one-rate
             # model misses: the guard stops extrapolating once it hurts
-            decision = rate_step(rs, dn, sd, tol, KE == 1, True, KE > 1)
-            fstats[1] = rs[LAM]
-            fstats[2] = max(fstats[2], rs[RHO])
+            decision = rate_step(rs, dn, sd, tol, KE == 1, True, KE > 1, stats, fstats)
             if decision == RATE_CONVERGED:
                 status = STATUS_OK
                 break
             if decision == RATE_DIVERGED:
-                stats[4] = WHY_RATE
                 status = STATUS_DIVERGED
                 break
             if decision == RATE_EXTRAPOLATE:
