@@ -14,7 +14,8 @@ Epsilon outputs of ``a`` move ``a`` alone; epsilon inputs of ``b`` move ``b``
 alone.  Both at once would need an epsilon filter (Mohri, Pereira and Riley
 2000) and are refused.
 
-Public names: compose, intersect, score_sequences, ScoreResult.
+Public names: compose, intersect, score_sequences, ScoreResult, trim, label_hash,
+probe_arc_hash.
 """
 
 from __future__ import annotations
@@ -328,7 +329,9 @@ def _build_label_hash(src_start, perm, il, dst, w, L, T, mask):
 
 
 @nb.njit(inline="always")
-def _probe(T, mask, key):
+def probe_arc_hash(T, mask, key):
+    """The row of ``key`` (state * L + label) in an arc hash T (float64 [cap, 3]: key, destination,
+    weight; key -1 for a free slot; ``mask = cap - 1``), or -1 when absent."""
     j = np.int64(hash64(key) & np.uint64(mask))
     kf = float(key)
     while True:
@@ -364,7 +367,7 @@ def _step(x, r, T, mask, L, phi, dst, w, n):
     steps = 0
     while True:
         if 0 <= x < L:
-            row = _probe(T, mask, r * L + x)
+            row = probe_arc_hash(T, mask, r * L + x)
             if row >= 0:
                 return row, acc
         if phi[r] < 0:
@@ -374,6 +377,15 @@ def _step(x, r, T, mask, L, phi, dst, w, n):
         steps += 1
         if steps > n:
             return -1, acc
+
+
+@nb.njit(inline="always")
+def _load_stream(k, i, sent, pos, state, tot, ptr, start):
+    """Stream k starts sentence i at the start state."""
+    sent[k] = i
+    pos[k] = ptr[i]
+    state[k] = start
+    tot[k] = 0.0
 
 
 @nb.njit(cache=True)
@@ -392,10 +404,7 @@ def _score_kernel(ptr, labels, start, dst, w, final, has_final, T, mask, L, phi,
     active = 0
     for k in range(K):
         if nxt < S:
-            sent[k] = nxt
-            pos[k] = ptr[nxt]
-            state[k] = start
-            tot[k] = 0.0
+            _load_stream(k, nxt, sent, pos, state, tot, ptr, start)
             nxt += 1
             active += 1
     while active > 0:
@@ -428,10 +437,7 @@ def _score_kernel(ptr, labels, start, dst, w, final, has_final, T, mask, L, phi,
                 done = True
             if done:
                 if nxt < S:
-                    sent[k] = nxt
-                    pos[k] = ptr[nxt]
-                    state[k] = start
-                    tot[k] = 0.0
+                    _load_stream(k, nxt, sent, pos, state, tot, ptr, start)
                     nxt += 1
                 else:
                     sent[k] = -1

@@ -33,8 +33,7 @@ import numpy as np
 
 from ..errors import FsmError, MachineError, SemiringError
 from ..fsm.machine import EPSILON, PHI, Machine
-from ..fsm.hashing import hash64
-from .compose import label_hash
+from .compose import label_hash, probe_arc_hash
 from .phi import phi_structure
 from .shortest import solve_values
 
@@ -149,21 +148,6 @@ def _cumulative(src_start, arc_p, final_p):
     return cum
 
 
-@nb.njit(inline="always")
-def _has_label(T, mask, L, q, x):
-    """Whether state q has an arc labelled x (one probe of the (state, label) hash)."""
-    key = q * L + x
-    j = np.int64(hash64(key) & np.uint64(mask))
-    kf = float(key)
-    while True:
-        k = T[j, 0]
-        if k == kf:
-            return True
-        if k < 0.0:
-            return False
-        j = (j + 1) & mask
-
-
 @nb.njit(cache=True, nogil=True)
 def _sample_kernel(num, seed, start, src_start, dst, ilabel, arc_p, arc_cum, final_p, phi_arc, phi_p,
                    has_final, T, mask, L, max_len, phi_final):
@@ -241,7 +225,7 @@ def _sample_kernel(num, seed, start, src_start, dst, ilabel, arc_p, arc_cum, fin
                             break
                     else:
                         x = ilabel[ev_arc]
-                        if x != EPSILON and _has_label(T, mask, L, parent, x):
+                        if x != EPSILON and probe_arc_hash(T, mask, parent * L + x) >= 0:
                             bad_level = j
                             break
                 if bad_level >= 0:

@@ -19,7 +19,8 @@ A graph whose arcs all satisfy ``src < dst`` is acyclic in its own numbering;
 its schedule is built without Tarjan (one component per state, the arcs in
 CSR order, reversed for backward).
 
-Public names: Schedule, build_schedule, schedule_for, graph_is_forward_ordered, csr_is_forward_ordered.
+Public names: Schedule, build_schedule, schedule_for, graph_is_forward_ordered, csr_is_forward_ordered,
+trivial_run_end.
 """
 
 from __future__ import annotations
@@ -167,6 +168,16 @@ def _radix_sort3(key, p1, p2, bits=11):
         qa, qb = qb, qa
         shift += bits
     return ka, pa, qa
+
+
+@nb.njit(cache=True)
+def trivial_run_end(trivial, c):
+    """The end of the run of trivial components (one state, no self-loop) starting at c:
+    the solvers push such runs in one flat pass over their external arcs."""
+    C = trivial.shape[0]
+    while c < C and trivial[c]:
+        c += 1
+    return c
 
 
 @nb.njit(inline="always")

@@ -55,6 +55,7 @@ from ..semiring.ops import EXP_UNSET, P2, P2X, scaled_ops
 from .convergence import (FACTOR, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED,
                           STATUS_NOT_CONVERGED, STATUS_OK, STATUS_REPOTENTIAL, WHY_NONFINITE, WHY_POTENTIAL,
                           WHY_STAR, new_rate_state, rate_step)
+from .schedule import trivial_run_end
 
 __all__ = ["linear_solver", "plain_sweep_kernel", "gather_rows"]
 
@@ -587,9 +588,7 @@ def linear_solver(R: int):
         c = 0
         while c < C:
             if trivial[c]:
-                c2 = c
-                while c2 < C and trivial[c2]:
-                    c2 += 1
+                c2 = trivial_run_end(trivial, c)
                 push_range(V, Wext, ext_tail, ext_head, ext_ptr[c], ext_ptr[c2])
                 c = c2
             else:

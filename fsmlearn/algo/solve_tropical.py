@@ -16,6 +16,7 @@ import numpy as np
 
 from ..semiring.ops import tropical_ops
 from .convergence import STATUS_DIVERGED, STATUS_OK, WHY_NEGCYCLE
+from .schedule import trivial_run_end
 
 __all__ = ["tropical_solver"]
 
@@ -38,9 +39,7 @@ def tropical_solver():
         c = 0
         while c < C:
             if trivial[c]:
-                c2 = c
-                while c2 < C and trivial[c2]:
-                    c2 += 1
+                c2 = trivial_run_end(trivial, c)
                 for e in range(ext_ptr[c], ext_ptr[c2]):
                     if fma(V, ext_head[e], V, ext_tail[e], Wext, e):
                         bp[ext_head[e]] = ext_arc[e]

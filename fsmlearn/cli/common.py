@@ -1,6 +1,6 @@
 """What the subcommand modules share: progress lines and number formatting.
 
-Public names: Progress, percent.
+Public names: Progress, percent, add_quiet, ngram_sizes.
 """
 
 from __future__ import annotations
@@ -25,3 +25,13 @@ class Progress:
 def percent(x) -> str:
     """``x`` (a fraction) as a percentage with two decimals; ``n/a`` for None or NaN."""
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"
+
+
+def add_quiet(parser) -> None:
+    """The ``-q/--quiet`` flag every long-running subcommand takes."""
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+
+
+def ngram_sizes(sizes) -> str:
+    """``1-grams 1,234, 2-grams 5,678, ...``"""
+    return ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(sizes))

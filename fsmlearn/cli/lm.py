@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ..errors import ArgumentError
-from .common import Progress
+from .common import Progress, add_quiet, ngram_sizes
 
 
 def _cutoffs(text):
@@ -49,7 +49,7 @@ def _count(args) -> int:
     cutoffs = _cutoffs(args.cutoffs)
     c = count_ngrams(_sentences(args), args.order, progress=say)
     sizes = write_web1t(c, args.output, cutoffs=cutoffs, keep_bigrams=args.keep_bigrams, progress=say)
-    say(f"wrote {args.output}: " + ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(sizes)))
+    say(f"wrote {args.output}: " + ngram_sizes(sizes))
     return 0
 
 
@@ -59,11 +59,11 @@ def _web1t(args) -> int:
     cutoffs = _cutoffs(args.cutoffs)
     c = read_web1t(args.counts, max_order=args.order, progress=say)
     print(f"{args.counts}: order {c.order}, {len(c.vocab):,} words, " +
-          ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(c.sizes)) +
+          ngram_sizes(c.sizes) +
           f", smallest counts {c.cutoffs}")
     if args.output:
         sizes = write_web1t(c, args.output, cutoffs=cutoffs, keep_bigrams=args.keep_bigrams, progress=say)
-        print(f"wrote {args.output}: " + ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(sizes)))
+        print(f"wrote {args.output}: " + ngram_sizes(sizes))
     return 0
 
 
@@ -91,7 +91,7 @@ def _estimate(args) -> int:
                   cutoffs=cutoffs, keep_bigrams=args.keep_bigrams, cut_mass=args.cut_mass,
                   progress=say)
     write_arpa(lm, args.output, progress=say)
-    say(f"wrote {args.output}: " + ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(lm.counts)))
+    say(f"wrote {args.output}: " + ngram_sizes(lm.counts))
     return 0
 
 
@@ -169,16 +169,13 @@ def _check(args) -> int:
         return 2
     if not args.quiet:
         print(f"{args.file}: valid ARPA, order {lm.order}, " +
-              ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(lm.counts)))
+              ngram_sizes(lm.counts))
     return 0
 
 
 def add_parser(sub) -> None:
     lm = sub.add_parser("lm", help="backoff n-gram language models")
     lsub = lm.add_subparsers(dest="lm_command", metavar="command")
-
-    def common(p):
-        p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
 
     p = lsub.add_parser("count", help="count n-grams of a text into a Web1T-format directory")
     p.add_argument("text", nargs="*", help="text files, one sentence per line (.gz/.bz2/.xz; - for stdin)")
@@ -187,7 +184,7 @@ def add_parser(sub) -> None:
     p.add_argument("--order", type=int, default=5)
     p.add_argument("--cutoffs", help="minimum count per order, e.g. '1 1 3 3 3' or '3' for orders >= 2")
     p.add_argument("--keep-bigrams", action="store_true", help="keep every 2-gram whatever the cutoff")
-    common(p)
+    add_quiet(p)
     p.set_defaults(func=_count)
 
     p = lsub.add_parser("web1t", help="read Web1T-format counts, print statistics, rewrite with cutoffs")
@@ -196,7 +193,7 @@ def add_parser(sub) -> None:
     p.add_argument("--order", type=int, default=None)
     p.add_argument("--cutoffs")
     p.add_argument("--keep-bigrams", action="store_true")
-    common(p)
+    add_quiet(p)
     p.set_defaults(func=_web1t)
 
     p = lsub.add_parser("estimate", help="estimate an ARPA model from text or counts")
@@ -214,13 +211,13 @@ def add_parser(sub) -> None:
     p.add_argument("--cut-mass", choices=["backoff", "interpolate"], default="backoff",
                    help="counts cut before estimation (Web1T): where a context's cut extensions' mass "
                         "goes (default: the backoff weight, as for --cutoffs)")
-    common(p)
+    add_quiet(p)
     p.set_defaults(func=_estimate)
 
     p = lsub.add_parser("compile", help="compile an ARPA model to a failure-arc acceptor")
     p.add_argument("model", help="MODEL.arpa[.gz|.bz2|.xz]")
     p.add_argument("-o", "--output", required=True)
-    common(p)
+    add_quiet(p)
     p.set_defaults(func=_compile)
 
     p = lsub.add_parser("score", help="score sentences from stdin: log10 prob (with </s>) TAB OOVs")
@@ -230,7 +227,7 @@ def add_parser(sub) -> None:
     p = lsub.add_parser("ppl", help="perplexity of a text")
     p.add_argument("model", help="a compiled model (or an .arpa file)")
     p.add_argument("text", nargs="+")
-    common(p)
+    add_quiet(p)
     p.set_defaults(func=_ppl)
 
     p = lsub.add_parser("sample", help="sample sentences from a model")
@@ -240,11 +237,11 @@ def add_parser(sub) -> None:
     g.add_argument("--tokens", type=int)
     g.add_argument("--sentences", type=int)
     p.add_argument("--seed", type=int, default=0)
-    common(p)
+    add_quiet(p)
     p.set_defaults(func=_sample)
 
     p = lsub.add_parser("check", help="validate an ARPA file (exit 0 valid; 2 and FILE:LINE: reason)")
     p.add_argument("file")
-    common(p)
+    add_quiet(p)
     p.set_defaults(func=_check)
     lm.set_defaults(func=lambda a: (lm.print_help(), 2)[1])

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import Progress, percent as _pct
+from .common import Progress, add_quiet, percent as _pct
 
 def _train(args) -> int:
     from ..data import load_tagged
@@ -101,16 +101,13 @@ def add_parser(sub) -> None:
     tg = sub.add_parser("tag", help="HMM part-of-speech taggers (train, em, eval, tag)")
     tsub = tg.add_subparsers(dest="tag_command", metavar="command")
 
-    def common(p):
-        p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
-
     p = tsub.add_parser("train", help="train a supervised (TnT-style) HMM tagger on a tagged dataset")
     p.add_argument("--data", default="wsj-train", help="tagged dataset (default wsj-train)")
     p.add_argument("-o", "--output", required=True, help="model file to write")
     p.add_argument("--order", type=int, choices=[2, 3], default=2, help="2 = bigram (default), 3 = trigram")
     p.add_argument("--tagset", choices=["penn45", "tag17"], default="penn45",
                    help="penn45 (default) or the 17-tag set")
-    common(p)
+    add_quiet(p)
     p.set_defaults(func=_train)
 
     p = tsub.add_parser("em", help="train an HMM by EM under the 17-tag dictionary (Merialdo setup)")
@@ -127,7 +124,7 @@ def add_parser(sub) -> None:
                    help="tagged data for accuracy and held-out likelihood (default wsj-small; '' for none)")
     p.add_argument("--min-count", type=int, default=5, help="tag dictionary: words seen this often (default 5)")
     p.add_argument("--chunk-tokens", type=int, default=200_000, help="tokens per lattice (default 200000)")
-    common(p)
+    add_quiet(p)
     p.set_defaults(func=_em)
 
     p = tsub.add_parser("giga200", help="train a tagger from n-grams alone (make tagger-giga200)",
@@ -154,13 +151,13 @@ def add_parser(sub) -> None:
     p.add_argument("--cut-mass", choices=["backoff", "interpolate"], default="backoff",
                    help="where each context's cut extensions' mass goes (default: its backoff weight)")
     p.add_argument("--no-corpus-em", action="store_true", help="skip EM on the sampled corpus")
-    common(p)
+    add_quiet(p)
     p.set_defaults(func=_giga200)
 
     p = tsub.add_parser("eval", help="accuracy of a model on a tagged dataset")
     p.add_argument("model")
     p.add_argument("--data", default="wsj-small", help="tagged dataset (default wsj-small)")
-    common(p)
+    add_quiet(p)
     p.set_defaults(func=_eval)
 
     p = tsub.add_parser("tag", help="tag sentences from stdin (one per line) to stdout (one tag per token)")

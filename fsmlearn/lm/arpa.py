@@ -153,6 +153,17 @@ def _parse_number(buf, s, e, pow10):
     return 0.0, True, False
 
 
+@nb.njit(inline="always")
+def _mark_slow(slow, n_slow, row, col, s, e):
+    """Record that number ``col`` (0 log10 probability, 1 backoff) of n-gram ``row``, the
+    text buf[s:e], needs Python's exact float parser; returns the new count."""
+    slow[n_slow, 0] = row
+    slow[n_slow, 1] = col
+    slow[n_slow, 2] = s
+    slow[n_slow, 3] = e
+    return n_slow + 1
+
+
 @nb.njit(cache=True)
 def _parse_block(buf, pos, end, k, count, filled, table, wbuf, woff, mask, pow10,
                  ids, lp, bo, hasbo, slow, n_slow, unigram, spans):
@@ -233,22 +244,14 @@ def _parse_block(buf, pos, end, k, count, filled, table, wbuf, woff, mask, pow10
         if not ok:
             return _E_NUMBER, pos, filled, n_slow, lines
         if not exact:
-            slow[n_slow, 0] = filled
-            slow[n_slow, 1] = 0
-            slow[n_slow, 2] = fs0
-            slow[n_slow, 3] = fe0
-            n_slow += 1
+            n_slow = _mark_slow(slow, n_slow, filled, 0, fs0, fe0)
         lp[filled] = v
         if f == k + 2:
             v, ok, exact = _parse_number(buf, last_s, last_e, pow10)
             if not ok:   # an extra word rather than a bad backoff
                 return _E_FIELDS, pos, filled, n_slow, lines
             if not exact:
-                slow[n_slow, 0] = filled
-                slow[n_slow, 1] = 1
-                slow[n_slow, 2] = last_s
-                slow[n_slow, 3] = last_e
-                n_slow += 1
+                n_slow = _mark_slow(slow, n_slow, filled, 1, last_s, last_e)
             bo[filled] = v
             hasbo[filled] = True
         else:

@@ -59,6 +59,14 @@ def _cond_event_flags(ea, crow):
     return out
 
 
+@nb.njit(inline="always")
+def _event(e, es, ed, ea, ek, arc_word, crow, blk_start):
+    """Conditioned event e: (source, destination, arc, weight, word, offset of its arc's
+    phi2 rows: block entry j is phi2 row ``offset + j``)."""
+    a = ea[e]
+    return es[e], ed[e], a, ek[e], arc_word[a], crow[a] - blk_start[a]
+
+
 @nb.njit(cache=True)
 def _cond_counts(T, V1, A2, cev, es, ea, ek, blk_start, blk_tag, phi2, crow, arc_word):
     """(trans [T+1, T+1], emit [T, V1], entropy) of the conditioned events."""
@@ -66,12 +74,7 @@ def _cond_counts(T, V1, A2, cev, es, ea, ek, blk_start, blk_tag, phi2, crow, arc
     emit = np.zeros((T, V1))
     ent = 0.0
     for i in range(cev.shape[0]):
-        e = cev[i]
-        s = es[e]
-        a = ea[e]
-        k = ek[e]
-        w = arc_word[a]
-        r0 = crow[a] - blk_start[a]
+        s, _, a, k, w, r0 = _event(cev[i], es, es, ea, ek, arc_word, crow, blk_start)
         for tp in range(T + 1):
             x = A2[s, tp] * k
             if x == 0.0:
@@ -93,12 +96,7 @@ def _add_cond_local(out, logT, logE, cev, es, ea, ek, blk_start, blk_tag, phi2, 
     conditioned events leaving s (their transitions, emissions and entropy)."""
     T1 = out.shape[1]
     for i in range(cev.shape[0]):
-        e = cev[i]
-        s = es[e]
-        a = ea[e]
-        k = ek[e]
-        w = arc_word[a]
-        r0 = crow[a] - blk_start[a]
+        s, _, a, k, w, r0 = _event(cev[i], es, es, ea, ek, arc_word, crow, blk_start)
         for tp in range(T1):
             acc = 0.0
             for j in range(blk_start[a], blk_start[a + 1]):
@@ -118,13 +116,7 @@ def _cond_block_scores(A2, U, logT, logE, cev, es, ed, ea, ek, blk_start, blk_ta
     Aw = np.zeros((K2, T1))
     B2 = np.zeros((K2, T1))
     for i in range(cev.shape[0]):
-        e = cev[i]
-        s = es[e]
-        a = ea[e]
-        k = ek[e]
-        d = ed[e]
-        w = arc_word[a]
-        r0 = crow[a] - blk_start[a]
+        s, d, a, k, w, r0 = _event(cev[i], es, ed, ea, ek, arc_word, crow, blk_start)
         for tp in range(T1):
             x = A2[s, tp] * k
             if x == 0.0:
