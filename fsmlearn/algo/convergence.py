@@ -26,7 +26,7 @@ or :class:`~fsmlearn.errors.NotConvergedError` naming the system.
 Public names: STATUS_OK, STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_REPOTENTIAL,
 WHY_NONFINITE, WHY_RATE, WHY_STAR, WHY_POTENTIAL, WHY_NEGCYCLE, RATE_CONTINUE,
 RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, SETTLE, new_rate_state, rate_step,
-measure_change, raise_for_status.
+measure_change, extrapolate, raise_for_status.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from ..errors import DivergenceError, NotConvergedError
 __all__ = ["STATUS_OK", "STATUS_DIVERGED", "STATUS_NOT_CONVERGED", "STATUS_REPOTENTIAL",
            "WHY_NONFINITE", "WHY_RATE", "WHY_STAR", "WHY_POTENTIAL", "WHY_NEGCYCLE",
            "RATE_CONTINUE", "RATE_CONVERGED", "RATE_DIVERGED", "RATE_EXTRAPOLATE", "SETTLE",
-           "new_rate_state", "rate_step", "measure_change", "raise_for_status"]
+           "new_rate_state", "rate_step", "measure_change", "extrapolate", "raise_for_status"]
 
 # a solver's result
 STATUS_OK, STATUS_DIVERGED, STATUS_NOT_CONVERGED = 0, 1, 2
@@ -81,15 +81,18 @@ def new_rate_state(rho):
     return st
 
 
+_UNBOUNDED = 2.0**1000          # a value this large means the iteration diverges
+
+
 @nb.njit(cache=True)
-def measure_change(X, Y, D):
+def measure_change(X, Y, D, stats):
     """Take a Jacobi sweep's result: X <- Y, D <- Y - X (old), all float64 [n, m].
 
     Returns:
-        (dn, sd, big, bad): the largest relative change of a row (its largest
+        (dn, sd, diverged): the largest relative change of a row (its largest
         change over its largest value; 1 for a row leaving zero), the L1
-        change, the largest value, and a row holding a value that is not
-        finite (-1 for none).
+        change, and whether a value is not finite or beyond 2**1000 (then
+        stats[4] = WHY_NONFINITE and stats[5] the first such row, or 0).
     """
     n, m = X.shape
     dn = 0.0
@@ -113,7 +116,22 @@ def measure_change(X, Y, D):
             dn = max(dn, d / mx)
         elif d > 0.0:
             dn = max(dn, 1.0)
-    return dn, sd, big, bad
+    if bad >= 0 or big > _UNBOUNDED:
+        stats[4] = WHY_NONFINITE
+        stats[5] = max(bad, 0)
+        return dn, sd, True
+    return dn, sd, False
+
+
+@nb.njit(cache=True)
+def extrapolate(X, D, st, stats):
+    """Aitken's step after RATE_EXTRAPOLATE: X += st[FACTOR] * D (the last change); counts it in stats[1]."""
+    c = st[FACTOR]
+    n, m = X.shape
+    for i in range(n):
+        for j in range(m):
+            X[i, j] += D[i, j] * c
+    stats[1] += 1
 
 
 @nb.njit(cache=True)

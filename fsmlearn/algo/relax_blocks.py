@@ -37,15 +37,11 @@ import numba as nb
 import numpy as np
 
 from ..errors import SemiringError
-from .convergence import (FACTOR, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED,
-                          STATUS_NOT_CONVERGED, STATUS_OK, WHY_NONFINITE, measure_change, new_rate_state,
-                          raise_for_status, rate_step)
+from .convergence import (RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED,
+                          STATUS_OK, extrapolate, measure_change, new_rate_state, raise_for_status, rate_step)
 from .shortest import DEFAULT_MAX_SWEEPS, DEFAULT_TOL, SolveInfo
 
 __all__ = ["relax_block_system", "phi_pass_rows"]
-
-_HUGE = 2.0**1000
-
 
 @nb.njit(cache=True)
 def phi_pass_rows(X, order, parent, weight, transpose):
@@ -101,22 +97,17 @@ def _relax(X, B, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, pare
 
     X, B: float64 [n, m]; the arc, block and forest arrays as in the module docstring.
     """
-    n, m = X.shape
     Y = np.empty_like(X)
     Dl = np.empty_like(X)
     rs = new_rate_state(0.0)
     while stats[0] < max_sweeps:
-        for i in range(n):
-            for t in range(m):
-                Y[i, t] = B[i, t]
+        Y[:] = B
         _apply_arcs(Y, X, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, transpose)
         phi_pass_rows(Y, order, parent, weight, transpose)
         stats[0] += 1
-        dn, sd, big, bad = measure_change(X, Y, Dl)
+        dn, sd, diverged = measure_change(X, Y, Dl, stats)
         fstats[0] = dn
-        if bad >= 0 or big > _HUGE:
-            stats[4] = WHY_NONFINITE
-            stats[5] = max(bad, 0)
+        if diverged:
             return STATUS_DIVERGED
         decision = rate_step(rs, dn, sd, tol, True, True, False, stats, fstats)
         if decision == RATE_CONVERGED:
@@ -124,11 +115,7 @@ def _relax(X, B, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, pare
         if decision == RATE_DIVERGED:
             return STATUS_DIVERGED
         if decision == RATE_EXTRAPOLATE:
-            c = rs[FACTOR]
-            for i in range(n):
-                for t in range(m):
-                    X[i, t] += Dl[i, t] * c
-            stats[1] += 1
+            extrapolate(X, Dl, rs, stats)
     return STATUS_NOT_CONVERGED
 
 

@@ -13,9 +13,8 @@ import numba as nb
 import numpy as np
 
 from ..semiring.ops import scaled_ops
-from .convergence import (FACTOR, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED,
-                          STATUS_NOT_CONVERGED, STATUS_OK, WHY_NONFINITE, WHY_STAR, measure_change, new_rate_state,
-                          rate_step)
+from .convergence import (RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED,
+                          STATUS_OK, WHY_STAR, extrapolate, measure_change, new_rate_state, rate_step)
 
 __all__ = ["phi_solver"]
 
@@ -148,7 +147,6 @@ def phi_solver(R: int):
     def solve(X, B, row_ptr, col, W, self_arc, order, phi_t, Wphi, forward, tol, max_sweeps, stats, fstats):
         """X: initial plain rows (gamma for forward, beta for backward), overwritten with the result.
         ``self_arc``: the own self-loops among the arcs (applied exactly)."""
-        n = X.shape[0]
         Xn = np.empty_like(X)
         Z = np.empty_like(X)
         Dl = np.empty_like(X)
@@ -162,11 +160,9 @@ def phi_solver(R: int):
         while stats[0] < max_sweeps:
             sweep(X, Xn, Z, Dl, B, row_ptr, col, W, self_arc, D, has_self, order, phi_t, Wphi, forward)
             stats[0] += 1
-            dn, sd, big, bad = measure_change(X, Xn, Dl)
+            dn, sd, diverged = measure_change(X, Xn, Dl, stats)
             fstats[0] = dn
-            if bad >= 0 or big > 2.0**1000:
-                stats[4] = WHY_NONFINITE
-                stats[5] = max(bad, 0)
+            if diverged:
                 status = STATUS_DIVERGED
                 break
             # Aitken's step assumes one geometric rate; the expectation
@@ -183,11 +179,7 @@ def phi_solver(R: int):
                 status = STATUS_DIVERGED
                 break
             if decision == RATE_EXTRAPOLATE:
-                c = rs[FACTOR]
-                for i in range(n):
-                    for j in range(KE):
-                        X[i, j] += Dl[i, j] * c
-                stats[1] += 1
+                extrapolate(X, Dl, rs, stats)
         if status == STATUS_OK and forward:
             phi_pass_down(X, order, phi_t, Wphi, True)   # alpha from gamma
         return status
