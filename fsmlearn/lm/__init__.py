@@ -3,7 +3,7 @@
 Backoff n-gram language models compiled into failure-arc (phi) acceptors
 (:mod:`.model`), their n-gram index and byte vocabulary (:mod:`.index`,
 :mod:`.vocab`), counting (:mod:`.counts`), estimation (:mod:`.estimate`),
-sampling (:mod:`.sample`), KenLM's tools (:mod:`.tools`), and the file formats
+sampling (:mod:`.sample`), scoring text and perplexity (:mod:`.score`), KenLM's tools (:mod:`.tools`), and the file formats
 ARPA (:mod:`.arpa`) and Google Web1T counts (:mod:`.web1t`).  It imports from
-``errors``, ``fsm/`` and ``algo/`` only.
+``errors``, ``fsm/``, ``data/`` (text files) and ``algo/`` only.
 """
