@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from ..errors import FsmError, MachineError, SemiringError
+from ..errors import ArgumentError, FsmError, MachineError, SemiringError
 from ..fsm.machine import EPSILON, PHI, Machine
 from .compose import label_hash, probe_arc_hash
 from .phi import phi_structure
@@ -71,7 +71,7 @@ def best_path(m: Machine) -> Path:
     """The path of least cost (tropical semiring; weights as negative logs).
 
     Raises:
-        FsmError: the machine accepts nothing.
+        MachineError: the machine accepts nothing (or its back-pointers form a cycle).
         SemiringError: the machine has phi arcs (use phi_expand first).
         DivergenceError: a negative cycle.
     """
@@ -83,7 +83,7 @@ def best_path(m: Machine) -> Path:
     w, f = m.neglog_weights()
     total = V[:, 0] + f
     if m.num_states == 0 or not np.isfinite(total).any():
-        raise FsmError("the machine accepts no string: there is no best path")
+        raise MachineError("the machine accepts no string: there is no best path")
     q = int(np.argmin(total))
     arcs = []
     s = q
@@ -93,7 +93,7 @@ def best_path(m: Machine) -> Path:
         arcs.append(a)
         s = int(src[a])
         if len(arcs) > m.num_states:
-            raise FsmError("back-pointers form a cycle (zero-weight cycle ties)")
+            raise MachineError("back-pointers form a cycle (zero-weight cycle ties)")
     if s != m.start:
         raise FsmError(f"internal error: back-pointers end at state {s}, not the start state")
     arcs = np.asarray(arcs[::-1], dtype=np.int64)
@@ -265,7 +265,7 @@ class _Sampler:
             beta = np.empty(m.num_states)
             scaled_to_neglog(Bt, beta)
         if m.start < 0 or not np.isfinite(beta[m.start]):
-            raise FsmError("the machine accepts no string: nothing to sample")
+            raise MachineError("the machine accepts no string: nothing to sample")
         w, f = m.neglog_weights()
         with np.errstate(over="ignore", invalid="ignore"):
             arc_p = np.exp(beta[m.arc_src] - w - beta[m.dst])
@@ -313,10 +313,11 @@ def sample_paths(m: Machine, num: int, seed: int = 0, max_length: int | None = N
             result depends on (seed, num, threads).
 
     Raises:
-        FsmError: the machine accepts nothing, or max_length was exceeded.
+        MachineError: the machine accepts nothing, or a path reaches a dead end.
+        ArgumentError: num < 0, or max_length was exceeded.
     """
     if num < 0:
-        raise FsmError(f"num must be >= 0, got {num}")
+        raise ArgumentError(f"num must be >= 0, got {num}")
     sp = m.cached(("sampler", bool(phi_final), bool(normalised)),
                   lambda: _Sampler(m, phi_final, bool(normalised)))
     T, mask, L = label_hash(m) if m.has_phi else (np.full((1, 3), -1.0), 0, 1)
@@ -356,10 +357,10 @@ def sample_paths(m: Machine, num: int, seed: int = 0, max_length: int | None = N
             ptr[off + 1:off + n + 1] = p_[1:] + base
             base += a_.shape[0]
     if err == 1:
-        raise FsmError(f"sample {done}: reached a state with no way to continue (weights do not sum "
+        raise MachineError(f"sample {done}: reached a state with no way to continue (weights do not sum "
                        "to the backward value; is the machine consistent?)")
     if err == 2:
         raise MachineError("phi chain longer than 63 levels while sampling")
     if err == 3:
-        raise FsmError(f"sample {done}: path longer than max_length={max_length}")
+        raise ArgumentError(f"sample {done}: path longer than max_length={max_length}")
     return Samples(ptr, arcs)
