@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo bench bench-lm clean tagger-giga200
+.PHONY: install test fuzz demo bench bench-lm clean tagger-giga200
 
 install: $(STAMP)
 
@@ -20,6 +20,11 @@ $(STAMP): setup.cfg pyproject.toml scripts/build_kenlm.sh
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# the readers' fuzz suite (issue 16) at FUZZ_EXAMPLES inputs per reader; prints the tally
+FUZZ_EXAMPLES ?= 10000
+fuzz: $(STAMP)
+	FSMLEARN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/fuzz_*_test.py
 
 demo: $(STAMP)
 	$(VENV)/bin/fsmlearn demo

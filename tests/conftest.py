@@ -163,3 +163,13 @@ def tiny_machines(draw, max_states=4, max_arcs=6, cyclic=True, max_weight=0.3, m
     if not any(final):
         final[draw(st.integers(0, n - 1))] = 0.5
     return Machine.from_arcs(n, 0, np.array(final), src, dst, lab, weight=w, semiring="real")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The fuzz tests' tally per reader (``make fuzz`` prints it; see tests/fuzz.py)."""
+    from fuzz import report_tally
+    lines = report_tally()
+    if lines:
+        terminalreporter.section("fuzz: inputs tried per reader and the answers")
+        for line in lines:
+            terminalreporter.write_line(line)
