@@ -7,7 +7,8 @@ callers who do not know fsmlearn can still catch them.
 
 Public names: FsmError, MachineError, SymbolTableError, FileFormatError,
 NpzFormatError, OpenFstFormatError, SemiringError, DivergenceError,
-NotConvergedError, ArpaFormatError, CorpusFormatError, CorpusNotFoundError,
+NotConvergedError, ArpaFormatError (ArpaCountError, ArpaSectionError,
+ArpaValueError, ArpaDuplicateError, ArpaContextError), CorpusFormatError, CorpusNotFoundError,
 DatasetError, TagError, ArgumentError, ModelError,
 ModelFormatError, ToolNotFoundError, ToolFailedError, ToolUsageError.
 """
@@ -64,7 +65,34 @@ class OpenFstFormatError(FileFormatError):
 
 
 class ArpaFormatError(FileFormatError):
-    """An ARPA language-model file is malformed (carries file and line)."""
+    """An ARPA language-model file is malformed (carries file and line).
+
+    The subclasses name the kinds of problem a reader of the format must
+    tell apart (as KenLM's reader does); a line that does not parse is an
+    ``ArpaFormatError`` itself.
+    """
+
+
+class ArpaCountError(ArpaFormatError):
+    """A header count disagrees with its section, or is more than the file can hold."""
+
+
+class ArpaSectionError(ArpaFormatError):
+    """A section is missing, out of order, or the file ends before ``\\end\\``."""
+
+
+class ArpaValueError(ArpaFormatError):
+    """A number that is not one, a log10 probability that is not finite or above 0,
+    or a backoff weight that is not finite."""
+
+
+class ArpaDuplicateError(ArpaFormatError):
+    """An n-gram (or a word among the 1-grams) listed twice."""
+
+
+class ArpaContextError(ArpaFormatError):
+    """An n-gram whose context (its first k - 1 words) is not listed, or a model
+    without ``<s>``, ``</s>`` or ``<unk>`` among its 1-grams."""
 
 
 class CorpusFormatError(FileFormatError):

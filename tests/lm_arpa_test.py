@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fsmlearn.lm.arpa import check_arpa, read_arpa, write_arpa
-from fsmlearn.errors import ArpaFormatError
+from fsmlearn.errors import ArpaContextError, ArpaFormatError
 
 GOOD = """some comment before the header
 
@@ -93,10 +93,10 @@ def test_check_finds_missing_context(tmp_path):
     bad = bad.replace("ngram 2=4\n", "ngram 2=4\nngram 3=1\n").replace(
         "\\end\\", "\\3-grams:\n-0.1\tthe the cat\n\n\\end\\")
     p = write(tmp_path, bad)
-    read_arpa(p)   # the format is fine
-    with pytest.raises(ArpaFormatError, match=r"3-gram 'the the cat' has no context 2-gram") as e:
-        check_arpa(p)
-    assert e.value.line == 22
+    for read in (read_arpa, check_arpa):
+        with pytest.raises(ArpaContextError, match=r"3-gram 'the the cat' has no context") as e:
+            read(p)
+        assert e.value.line == 22
 
 
 @pytest.mark.parametrize("name", ["out.arpa", "out.arpa.gz", "out.arpa.xz"])
@@ -139,3 +139,56 @@ def test_cli_check(tmp_path):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"{bad}:11: not a number")
+
+
+@pytest.mark.parametrize("bad,kind,line,needle", [
+    (GOOD.replace("-0.7\tthe\t-0.2", "0.7\tthe\t-0.2"), "ArpaValueError", 11, "not finite and at most 0"),
+    (GOOD.replace("-0.7\tthe\t-0.2", "nan\tthe\t-0.2"), "ArpaValueError", 11, "not finite"),
+    (GOOD.replace("-0.7\tthe\t-0.2", "-inf\tthe\t-0.2"), "ArpaValueError", 11, "not finite"),
+    (GOOD.replace("-0.7\tthe\t-0.2", "-0.7\tthe\tinf"), "ArpaValueError", 11, "backoff weight inf"),
+    (GOOD.replace("-0.7\tthe\t-0.2", "-0.7\tthe\t1e999"), "ArpaValueError", 11, "not finite"),
+    (GOOD.replace("-0.7\tthe\t-0.2", "-0.7\tthe\t-1_0"), "ArpaFormatError", 11, "wrong number of fields"),
+    (GOOD.replace("-0.5\tthe cat", "-0.5\t<s> the"), "ArpaDuplicateError", 16, "'<s> the' is listed twice"),
+    (GOOD.replace("-1.0\t<unk>\t0", "-1.0\tdog\t0"), "ArpaContextError", 7, "no <unk> among the 1-grams"),
+    (GOOD.replace("ngram 2=3", "ngram 2=99999999999"), "ArpaCountError", 5, "more lines than the file's"),
+    (GOOD.replace("ngram 2=3", "ngram 2=2"), "ArpaCountError", 17, "more 2-grams than the header's count 2"),
+    (GOOD.replace("\\2-grams:", "\\3-grams:"), "ArpaSectionError", 14, "expected the \\2-grams: section"),
+    ("", "ArpaSectionError", 1, "the file is empty"),
+])
+def test_each_kind_of_problem_has_its_own_error(tmp_path, bad, kind, line, needle):
+    import fsmlearn.errors as errors
+    p = write(tmp_path, bad)
+    with pytest.raises(ArpaFormatError) as e:
+        read_arpa(p)
+    assert type(e.value) is getattr(errors, kind), repr(e.value)
+    assert needle in str(e.value)
+    assert e.value.line == line and str(e.value).startswith(f"{p}:{line}: "), str(e.value)
+
+
+def test_a_count_no_file_could_hold_is_refused_before_allocating(tmp_path):
+    """A compressed file's size says nothing about its lines: the arrays grow with the lines
+    read, so a header promising 10**15 n-grams ends in a count error, not a MemoryError."""
+    p = write(tmp_path, GOOD.replace("ngram 2=3", "ngram 2=1000000000000000"), "m.arpa.gz")
+    with pytest.raises(ArpaFormatError, match="declares 1,000,000,000,000,000 2-grams but the section has 3"):
+        read_arpa(p)
+
+
+def test_sections_longer_than_the_first_allocation_grow(tmp_path):
+    """More n-grams than the first allocation (65,536) and words than the first hash."""
+    n = 70_000
+    words = [f"w{i}" for i in range(n)]
+    lines = ["\\data\\", f"ngram 1={n + 3}", f"ngram 2={n}", "", "\\1-grams:",
+             "-1\t<unk>\t0", "-99\t<s>\t0", "-1\t</s>"]
+    lines += [f"-5.5\t{w}\t-0.5" for w in words]
+    lines += ["", "\\2-grams:"] + [f"-0.25\t<s> {w}" for w in words] + ["", "\\end\\", ""]
+    lm = read_arpa(write(tmp_path, "\n".join(lines)))
+    assert lm.counts == [n + 3, n] and lm.vocab[3 + n - 1] == words[-1]
+    assert (lm.logprob[1] == -0.25).all() and (lm.ngrams[1][:, 1] == np.arange(3, n + 3)).all()
+
+
+def test_a_word_that_is_not_utf8_is_named(tmp_path):
+    p = tmp_path / "m.arpa"
+    p.write_bytes(GOOD.replace("-0.8 cat", "-0.8 c\xffat").encode("latin-1"))
+    with pytest.raises(ArpaFormatError, match=r"word is not UTF-8 \(byte 0xff\)") as e:
+        read_arpa(p)
+    assert e.value.line == 12

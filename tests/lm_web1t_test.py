@@ -44,10 +44,54 @@ def test_reader_errors(tmp_path):
         read_web1t(d)
     assert e.value.line == 2 and "word 'cat' is not in 1gms/vocab" in str(e.value)
     (d / "2gms" / "2gm-0000").write_text("<S> the\t2\nthe </S>\tmany\n")
-    with pytest.raises(CorpusFormatError, match="bad count 'many'"):
+    with pytest.raises(CorpusFormatError, match="count 'many' is not a positive integer"):
         read_web1t(d)
-    with pytest.raises(CorpusFormatError, match="no 1gms/vocab"):
+    with pytest.raises(CorpusFormatError, match="not a directory"):
         read_web1t(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("change,where,line,needle", [
+    (("2gms/2gm-0000", "<S> the\t2\nthe </S>\t0\n"), "2gms/2gm-0000", 2, "count '0' is not a positive"),
+    (("2gms/2gm-0000", "the </S>\t2\n<S> the\t2\n"), "2gms/2gm-0000", 2, "out of order"),
+    (("2gms/2gm-0000", "<S> the\t2\n<S> the\t2\n"), "2gms/2gm-0000", 2, "listed twice"),
+    (("2gms/2gm-0000", "<S> the\t2\nthe </S>\t9\n"), "2gms/2gm-0000", 2, "count 9 exceeds"),
+    (("2gms/2gm-0000", "<S> the the\t2\n"), "2gms/2gm-0000", 1, "expected 2 words"),
+    (("2gms/2gm-0000", "<S> the\t2\t3\n"), "2gms/2gm-0000", 1, "with one TAB"),
+    (("2gms/2gm-0000", b"<S> th\xe9\t2\n"), "2gms/2gm-0000", 1, "not UTF-8 text (tried utf-8; byte 0xe9)"),
+    (("1gms/vocab", "the\t5\n<S>\t2\nthe\t1\n"), "1gms/vocab", 3, "word 'the' listed twice"),
+    (("1gms/vocab", "the\t-5\n"), "1gms/vocab", 1, "count '-5' is not a positive integer"),
+    (("2gms/2gm-0002", "x\t1\n"), "2gms", None, "2gm-0001 is missing"),
+    (("2gms/notes.txt", "x"), "2gms", None, "unexpected file 'notes.txt'"),
+    (("4gms/4gm-0000", "a b c d\t1\n"), "", None, "3gms/ is missing but 4gms/ is present"),
+    (("2gms/2gm.idx", "2gm-0000\t<S> the\n2gm-0001\tthe cat\n"), "2gms/2gm.idx", None, "the index lists"),
+    (("2gms/2gm-0000.gz", b"\x1f\x8b\x08\x00garbage"), "2gms", None, "same file number"),
+])
+def test_every_problem_of_a_count_directory_is_named(tmp_path, change, where, line, needle):
+    d = tmp_path / "w"
+    (d / "1gms").mkdir(parents=True)
+    (d / "1gms" / "vocab").write_text("the\t5\n<S>\t2\n</S>\t2\n")
+    (d / "2gms").mkdir()
+    (d / "2gms" / "2gm-0000").write_text("<S> the\t2\nthe </S>\t2\n")
+    name, content = change
+    (d / name).parent.mkdir(parents=True, exist_ok=True)
+    (d / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(CorpusFormatError) as e:
+        read_web1t(d)
+    assert needle in str(e.value), str(e.value)
+    assert e.value.path == str(d / where).rstrip("/") and e.value.line == line, str(e.value)
+
+
+def test_a_broken_gzip_file_is_named(tmp_path):
+    import gzip
+    d = tmp_path / "w"
+    (d / "1gms").mkdir(parents=True)
+    (d / "1gms" / "vocab").write_text("the\t5\n<S>\t2\n</S>\t2\n")
+    (d / "2gms").mkdir()
+    data = gzip.compress(b"<S> the\t2\nthe </S>\t2\n" * 50)
+    (d / "2gms" / "2gm-0000.gz").write_bytes(data[:len(data) // 2])
+    with pytest.raises(CorpusFormatError, match="cannot decompress or read") as e:
+        read_web1t(d)
+    assert e.value.path == str(d / "2gms" / "2gm-0000.gz")
 
 
 def test_lines_are_in_byte_order_with_prefixes_and_unicode(tmp_path):
@@ -67,3 +111,13 @@ def test_lines_are_in_byte_order_with_prefixes_and_unicode(tmp_path):
         a = {tuple(c.vocab[i] for i in r): int(n) for r, n in zip(c.ngrams[k], c.counts[k])}
         b = {tuple(back.vocab[i] for i in r): int(n) for r, n in zip(back.ngrams[k], back.counts[k])}
         assert a == b
+
+
+def test_fuzz_found_a_count_beyond_int64():
+    """tests/data/fuzz/lm/web1t-count-overflow: a vocabulary count of 23 digits ended in an
+    OverflowError from the count array; now a located error."""
+    from pathlib import Path
+    d = Path(__file__).parent / "data" / "fuzz" / "lm" / "web1t-count-overflow"
+    with pytest.raises(CorpusFormatError, match="larger than a 64-bit count can hold") as e:
+        read_web1t(d)
+    assert e.value.path == str(d / "1gms" / "vocab") and e.value.line == 1

@@ -38,17 +38,20 @@ import numba as nb
 import numpy as np
 
 from ..data.text import open_text
-from ..errors import ArpaFormatError, MachineError
+from ..errors import (ArpaContextError, ArpaCountError, ArpaDuplicateError, ArpaFormatError,
+                      ArpaSectionError, ArpaValueError, MachineError)
 from ..fsm.atomic import atomic_path
-from .model import BackoffLM, compile_lm
-from .vocab import DIGIT_0, NEWLINE, SPACE, TAB, ByteVocab, is_space, line_end, next_token, vocab_find
+from .index import NGramIndex, NGramIndexError
+from .model import BOS, EOS, UNK, BackoffLM, compile_lm
+from .vocab import (DIGIT_0, NEWLINE, SPACE, TAB, ByteVocab, build_table, is_space, line_end, next_token,
+                    vocab_find)
 
 _BLOCK = 64 << 20
 _HEADER_RE = re.compile(rb"^ngram\s+(\d+)\s*=\s*(\d+)\s*$")
 _SECTION_RE = re.compile(rb"^\\(\d+)-grams:\s*$")
 
-# parser status codes
-_OK, _STOP, _E_FIELDS, _E_NUMBER, _E_WORD, _E_TOO_MANY, _E_DUP_UNIGRAM = 0, 1, 2, 3, 4, 5, 6
+# parser status codes (_FULL: the arrays are full before the header's count; the caller grows them)
+_OK, _STOP, _E_FIELDS, _E_NUMBER, _E_WORD, _E_TOO_MANY, _E_DUP_UNIGRAM, _FULL = 0, 1, 2, 3, 4, 5, 6, 7
 _REASONS = {
     _E_FIELDS: "wrong number of fields for a {k}-gram (expected {k} words after the probability, "
                "then an optional numeric backoff)",
@@ -180,14 +183,15 @@ def _parse_block(buf, pos, end, k, count, filled, table, wbuf, woff, mask, pow10
             (:mod:`fsmlearn.lm.vocab`; table int64 [cap], wbuf uint8,
             woff int64 [V + 1]).
         pow10: float64 [23], see :func:`_parse_number`.
-        ids: int32 [count, k], out: word ids (not written for unigrams).
-        lp, bo: float64 [count], out: log10 probability and backoff.
-        hasbo: bool [count], out: whether the line gave a backoff.
+        ids: int32 [cap, k], out: word ids (not written for unigrams); cap <= count
+            is the rows allocated so far (``_FULL`` when they are used up).
+        lp, bo: float64 [cap], out: log10 probability and backoff.
+        hasbo: bool [cap], out: whether the line gave a backoff.
         slow: int64 [S, 4], out: (row, 0 = logprob / 1 = backoff, field
             start, field end) of each number left to the slow parse.
         n_slow: rows of ``slow`` already used.
         unigram: bool, k == 1: record word spans instead of looking words up.
-        spans: int64 [count, 2], out for unigrams: each word's (start, end)
+        spans: int64 [cap, 2], out for unigrams: each word's (start, end)
             in ``buf``; the caller adds the words to the hash between blocks.
 
     Returns:
@@ -209,8 +213,8 @@ def _parse_block(buf, pos, end, k, count, filled, table, wbuf, woff, mask, pow10
             ts += 1
         if ts == te or buf[ts] == _BACKSLASH:
             return _STOP, pos, filled, n_slow, lines
-        if filled >= count:
-            return _E_TOO_MANY, pos, filled, n_slow, lines
+        if filled >= lp.shape[0]:
+            return (_E_TOO_MANY if lp.shape[0] >= count else _FULL), pos, filled, n_slow, lines
         # split into fields
         f = 0
         i = ts
@@ -364,7 +368,29 @@ class _Lines:
 
 
 def read_arpa(path, progress=None) -> BackoffLM:
-    """Read an ARPA file (plain, .gz, .bz2, .xz) into a :class:`BackoffLM`.
+    """Read an ARPA file (plain, .gz, .bz2, .xz) into a :class:`BackoffLM`, checking all of it.
+
+    Accepted forms (those of KenLM's and SRILM's writers; anything else is an error):
+
+    - anything before the line ``\\data\\`` is ignored; then one line
+      ``ngram K=COUNT`` per order K = 1, 2, ..., N in order (blank lines
+      allowed), each COUNT a decimal integer; for a plain file, the counts must
+      fit in the file's size (a k-gram line takes at least 2k + 2 bytes) before
+      anything is allocated from them, and arrays grow with the lines read, so
+      a count no file could hold never allocates its memory;
+    - sections ``\\1-grams:`` .. ``\\N-grams:`` in order, each ending at a blank
+      line or the next section, with exactly COUNT lines ``logprob w1 .. wk
+      [backoff]``, fields separated by spaces or tabs (CR before the newline is
+      allowed); the highest order has no backoff;
+    - ``logprob``: a decimal number (optionally signed, with a fraction and an
+      exponent), finite and at most 0 (``-99``, KenLM's and SRILM's log of zero
+      for ``<s>``, is an ordinary value); ``backoff``: a finite decimal number;
+      ``nan``, ``inf`` and the like are refused;
+    - words: UTF-8 without whitespace; every word of a k-gram (k >= 2) is
+      among the 1-grams; no word and no n-gram is listed twice; every k-gram's
+      context (its first k - 1 words) is listed; ``<s>``, ``</s>`` and ``<unk>``
+      are among the 1-grams;
+    - the file ends with ``\\end\\`` (anything after it is ignored).
 
     Args:
         path: the file.
@@ -372,81 +398,124 @@ def read_arpa(path, progress=None) -> BackoffLM:
 
     Returns:
         The model; word ids are the positions of the words among the 1-grams.
+        Its ``index`` (the n-grams' hash index, built for the checks) is kept
+        for :func:`compile_lm`.
 
     Raises:
-        ArpaFormatError: with file, line and offending text.
+        ArpaFormatError: a line that does not parse, or a word missing from the
+            1-grams; its subclasses ArpaCountError (a count that disagrees with its
+            section or that the file cannot hold), ArpaSectionError (sections
+            missing or out of order, no ``\\end\\``), ArpaValueError (a bad number),
+            ArpaDuplicateError, ArpaContextError.  Each names the file, the
+            1-based line and the offending text.
     """
     path = Path(path)
     say = progress or (lambda msg: None)
     try:
         f = open_text(path, "rb")
+        size = path.stat().st_size if _ext(path) == "" else None
     except OSError as e:
         raise ArpaFormatError(f"cannot open: {e.strerror}", path) from None
     try:
         with f:
-            return _read(f, path, say)
+            return _read(f, path, say, size)
     except ArpaFormatError:
         raise
     except (EOFError, OSError, lzma.LZMAError, zlib.error) as e:
         raise ArpaFormatError(f"cannot decompress or read: {e}", path) from None
 
 
-def _err(path, line, text, reason):
-    return ArpaFormatError(f"{reason}: {text[:200]!r}", path, line)
+def _err(path, line, text, reason, kind=ArpaFormatError):
+    return kind(f"{reason}: {text[:200]!r}", path, line)
 
 
-def _read(f, path, say) -> BackoffLM:
-    L = _Lines(f)
-    # header: skip anything before \data\
+def _grow(a: np.ndarray, cap: int) -> np.ndarray:
+    out = np.empty((cap,) + a.shape[1:], a.dtype)
+    out[:a.shape[0]] = a
+    return out
+
+
+def _read_header(L: _Lines, path, size):
+    """The ``\\data\\`` header: {order: count}, the first section line, the counts' lines."""
     while True:
         raw = L.readline()
         if raw is None:
-            raise ArpaFormatError("no \\data\\ header", path, L.line - 1)
+            if L.line == 1:
+                raise ArpaSectionError("the file is empty", path, 1)
+            raise ArpaSectionError("no \\data\\ header", path, L.line - 1)
         if raw.strip() == b"\\data\\":
             break
-    counts = {}
+    counts, where = {}, {}
     while True:
         raw = L.readline()
         if raw is None:
-            raise ArpaFormatError("file ends inside the \\data\\ header", path, L.line - 1)
+            raise ArpaSectionError("the file ends inside the \\data\\ header", path, L.line - 1)
         s = raw.strip()
         if not s:
-            if counts:
-                continue
             continue
         m = _HEADER_RE.match(s)
         if m:
             k, c = int(m.group(1)), int(m.group(2))
             if k != len(counts) + 1:
                 raise _err(path, L.line - 1, raw.decode("utf-8", "replace"),
-                           f"expected the count of {len(counts) + 1}-grams")
+                           f"expected the count of {len(counts) + 1}-grams", ArpaSectionError)
             counts[k] = c
+            where[k] = L.line - 1
             continue
         if _SECTION_RE.match(s):
             break
         raise _err(path, L.line - 1, raw.decode("utf-8", "replace"), "bad header line (expected 'ngram K=COUNT')")
     if not counts:
-        raise ArpaFormatError("the \\data\\ header declares no n-gram counts", path, L.line - 1)
+        raise ArpaSectionError("the \\data\\ header declares no n-gram counts", path, L.line - 1)
+    if size is not None:
+        need = 0
+        for k, c in counts.items():
+            need += c * (2 * k + 2)
+            if need > size:
+                raise ArpaCountError(f"the header declares {c:,} {k}-grams: more lines than the file's "
+                                     f"{size:,} bytes can hold", path, where[k])
+    return counts, raw
+
+
+def _check_values(path, k, lp, bo, hb, line0):
+    """Every log10 probability finite and <= 0, every given backoff finite (line0: the section's first line)."""
+    bad = ~(np.isfinite(lp) & (lp <= 0.0))
+    if bad.any():
+        r = int(np.argmax(bad))
+        raise ArpaValueError(f"log10 probability {float(lp[r])!r} of a {k}-gram is not finite and at most 0",
+                             path, line0 + r)
+    bad = hb & ~np.isfinite(bo)
+    if bad.any():
+        r = int(np.argmax(bad))
+        raise ArpaValueError(f"backoff weight {float(bo[r])!r} of a {k}-gram is not finite", path, line0 + r)
+
+
+def _read(f, path, say, size) -> BackoffLM:
+    L = _Lines(f)
+    counts, header_line = _read_header(L, path, size)
     N = len(counts)
-    ngrams, logprob, backoff, hasbo = [], [], [], []
-    table = np.full(1 << max(4, int(math.ceil(math.log2(max(2, counts[1]) * 2)))), -1, np.int64)
+    ngrams, logprob, backoff, hasbo, first_line = [], [], [], [], []
+    vcap = min(counts[1], 1 << 16)
+    table = np.full(1 << max(4, int(math.ceil(math.log2(max(2, vcap) * 2)))), -1, np.int64)
     mask = table.size - 1
     wbuf = np.empty(1 << 16, np.uint8)
-    woff = np.zeros(counts[1] + 1, np.int64)
+    woff = np.zeros(vcap + 1, np.int64)
     n_words = 0
     vocab: list[str] = []
     pow10 = _POW10
-    header_line = raw
     for k in range(1, N + 1):
         m = _SECTION_RE.match(header_line.strip())
         if not m or int(m.group(1)) != k:
-            raise _err(path, L.line - 1, header_line.decode("utf-8", "replace"), f"expected the \\{k}-grams: section")
+            raise _err(path, L.line - 1, header_line.decode("utf-8", "replace"),
+                       f"expected the \\{k}-grams: section", ArpaSectionError)
         count = counts[k]
-        ids = np.empty((count, k), np.int32)
-        lp = np.empty(count)
-        bo = np.empty(count)
-        hb = np.empty(count, np.bool_)
-        spans = np.empty((count if k == 1 else 0, 2), np.int64)
+        line0 = L.line
+        cap = min(count, 1 << 16)
+        ids = np.empty((cap, k), np.int32)
+        lp = np.empty(cap)
+        bo = np.empty(cap)
+        hb = np.empty(cap, np.bool_)
+        spans = np.empty((cap if k == 1 else 0, 2), np.int64)
         filled = 0
         slow = np.empty((1 << 20, 4), np.int64)
         while True:
@@ -455,7 +524,6 @@ def _read(f, path, say) -> BackoffLM:
             if L.pos >= end:
                 break
             start_line = L.line
-            start_pos = L.pos
             st, pos, new_filled, n_slow, lines = _parse_block(
                 L.buf, L.pos, end, k, count, filled, table, wbuf, woff, mask, pow10,
                 ids, lp, bo, hb, slow, 0, k == 1, spans)
@@ -467,62 +535,103 @@ def _read(f, path, say) -> BackoffLM:
                 try:
                     vals = mat.view(f"S{width}").ravel().astype(np.float64)
                 except ValueError:
-                    for r in range(n_slow):   # find the culprit for the message
-                        row, which, s0, e0 = sl[r]
+                    vals = None
+                if vals is None or np.isnan(vals).any():
+                    for r in range(n_slow):   # the culprit, by Python's parser, for the message
+                        row, which, s0, e0 = (int(x) for x in sl[r])
+                        text = L.buf[s0:e0].tobytes()
                         try:
-                            float(L.buf[s0:e0].tobytes())
+                            v = float(text)
                         except ValueError:
-                            raise _err(path, start_line + int(row) - filled, L.line_text(int(s0)),
-                                       "not a number") from None
-                    raise
+                            v = None
+                        if v is None or b"_" in text or not math.isfinite(v):
+                            raise _err(path, start_line + row - filled, L.line_text(s0),
+                                       "not a number" if v is None or b"_" in text
+                                       else f"{'log10 probability' if which == 0 else 'backoff weight'} "
+                                            f"{text.decode('ascii', 'replace')} is not finite", ArpaValueError)
+                    raise ArpaFormatError("a number the parser could not read", path, start_line)
                 rows, which = sl[:, 0], sl[:, 1]
                 lp[rows[which == 0]] = vals[which == 0]
                 bo[rows[which == 1]] = vals[which == 1]
             if k == 1 and new_filled > filled:
+                if new_filled + 1 > woff.size:      # room for the words: grow and rehash
+                    woff = _grow(woff, min(counts[1], 2 * new_filled) + 1)
+                    table = np.full(1 << int(math.ceil(math.log2(2 * (woff.size - 1)))), -1, np.int64)
+                    mask = table.size - 1
+                    build_table(wbuf, woff[:n_words + 1], table, mask)
                 n_words, wbuf, dup = _add_words(L.buf, spans, filled, new_filled, table, wbuf, woff, n_words, mask)
                 for r in range(filled, new_filled if dup < 0 else dup):
-                    vocab.append(L.buf[spans[r, 0]:spans[r, 1]].tobytes().decode("utf-8", "replace"))
+                    word = L.buf[spans[r, 0]:spans[r, 1]].tobytes()
+                    try:
+                        vocab.append(word.decode("utf-8"))
+                    except UnicodeDecodeError as e:
+                        raise _err(path, start_line + (r - filled), L.line_text(int(spans[r, 0])),
+                                   f"word is not UTF-8 (byte {word[e.start]:#04x})") from None
                 if dup >= 0:
                     line = start_line + (dup - filled)
-                    raise _err(path, line, L.line_text(int(spans[dup, 0]) - 0), _REASONS[_E_DUP_UNIGRAM])
+                    raise _err(path, line, L.line_text(int(spans[dup, 0])), _REASONS[_E_DUP_UNIGRAM],
+                               ArpaDuplicateError)
             L.line = start_line + lines
             L.pos = pos
             filled = new_filled
             if st == _STOP:
                 break
+            if st == _FULL:
+                cap = min(count, 2 * cap)
+                ids, lp, bo, hb = _grow(ids, cap), _grow(lp, cap), _grow(bo, cap), _grow(hb, cap)
+                if k == 1:
+                    spans = _grow(spans, cap)
+                continue
             if st != _OK:
                 reason = _REASONS[st].format(k=k, count=count)
-                raise _err(path, L.line, L.line_text(pos), reason)
+                kind = {_E_NUMBER: ArpaValueError, _E_TOO_MANY: ArpaCountError}.get(st, ArpaFormatError)
+                raise _err(path, L.line, L.line_text(pos), reason, kind)
             if filled and filled % 5_000_000 < lines:
                 say(f"read {filled:,} of {count:,} {k}-grams")
         if filled != count:
-            raise ArpaFormatError(f"the header declares {count} {k}-grams but the section has {filled}",
-                                  path, L.line)
+            raise ArpaCountError(f"the header declares {count:,} {k}-grams but the section has {filled:,}",
+                                 path, L.line)
+        lp, bo, hb, ids = lp[:filled], bo[:filled], hb[:filled], ids[:filled]
+        _check_values(path, k, lp, bo, hb, line0)
         if k == 1:
             ids[:, 0] = np.arange(count, dtype=np.int32)   # word id = unigram position
-        if k == N:
-            if hb[:filled].any():
-                r = int(np.argmax(hb[:filled]))
-                raise ArpaFormatError(f"a {k}-gram of the highest order has a backoff weight "
-                                      f"(row {r + 1} of the section)", path, L.line - filled + r)
+        if k == N and hb.any():
+            r = int(np.argmax(hb))
+            raise ArpaFormatError(f"a {k}-gram of the highest order has a backoff weight", path, line0 + r)
         ngrams.append(ids)
         logprob.append(lp)
         backoff.append(bo)
         hasbo.append(hb)
+        first_line.append(line0)
         say(f"read {filled:,} {k}-grams")
         # skip blank lines to the next header
         while True:
             raw = L.readline()
             if raw is None:
-                raise ArpaFormatError("file ends before \\end\\", path, L.line - 1)
+                raise ArpaSectionError("the file ends before \\end\\", path, L.line - 1)
             if raw.strip():
                 break
         header_line = raw
         if k < N:
             continue
         if header_line.strip() != b"\\end\\":
-            raise _err(path, L.line - 1, header_line.decode("utf-8", "replace"), "expected \\end\\")
-    return BackoffLM(vocab, ngrams, logprob, backoff, hasbo)
+            raise _err(path, L.line - 1, header_line.decode("utf-8", "replace"), "expected \\end\\",
+                       ArpaSectionError)
+    for w in (BOS, EOS, UNK):
+        if w not in vocab:
+            raise ArpaContextError(f"no {w} among the 1-grams", path, first_line[0] - 1)
+    try:
+        index = NGramIndex(ngrams, len(vocab))
+    except NGramIndexError as e:
+        k = len(e.row)
+        words = " ".join(vocab[int(x)] for x in e.row)
+        line = first_line[k - 1] + e.index
+        if e.kind == "missing":
+            raise ArpaContextError(f"{k}-gram {words!r} has no context: its first {k - 1} words are not "
+                                   f"listed among the {k - 1}-grams", path, line) from None
+        raise ArpaDuplicateError(f"{k}-gram {words!r} is listed twice", path, line) from None
+    say("checked contexts and duplicates")
+    return BackoffLM(vocab, ngrams, logprob, backoff, hasbo, index=index)
 
 
 def check_arpa(path) -> BackoffLM:

@@ -80,12 +80,14 @@ def find_ngram(words, V, uni, keys, vals, mask):
 
 
 class NGramIndexError(Exception):
-    """An n-gram without its prefix, or listed twice (row holds its words)."""
+    """An n-gram without its prefix, or listed twice (``row`` holds its words,
+    ``index`` its position among the n-grams of its order)."""
 
-    def __init__(self, kind: str, row):
+    def __init__(self, kind: str, row, index: int = -1):
         super().__init__(kind)
         self.kind = kind
         self.row = row
+        self.index = index
 
 
 class NGramIndex:
@@ -122,8 +124,11 @@ class NGramIndex:
         self.uni = np.full(self.V, -1, np.int64)
         u = ngrams[0][:, 0]
         if np.unique(u).size != u.size:
-            vals, cnt = np.unique(u, return_counts=True)
-            raise NGramIndexError("duplicate", np.array([vals[np.argmax(cnt > 1)]]))
+            seen = np.zeros(self.V, bool)
+            for i, w in enumerate(u):     # the second occurrence of the first repeated word
+                if seen[w]:
+                    raise NGramIndexError("duplicate", np.array([w]), i)
+                seen[w] = True
         self.uni[u] = np.arange(u.size)
         prefixes = [np.full(u.size, -1, np.int64)]
         for k in range(2, self.N + 1):
@@ -133,7 +138,7 @@ class NGramIndex:
             bad = _index_order(rows, self.V, self.uni, self.keys, self.vals, self.mask,
                                int(self.offsets[k - 1]), pre, err)
             if bad >= 0:
-                raise NGramIndexError("missing" if err[0] == 1 else "duplicate", rows[bad].copy())
+                raise NGramIndexError("missing" if err[0] == 1 else "duplicate", rows[bad].copy(), int(bad))
             prefixes.append(pre)
         self.prefix = np.concatenate(prefixes)
         self.suffix = np.empty(total, np.int64)

@@ -64,6 +64,9 @@ class BackoffLM(NGramTables):
     logprob: list
     backoff: list
     has_backoff: list = field(default_factory=list)
+    #: the n-grams' hash index when the reader built it (read_arpa does, to check
+    #: contexts and duplicates); compile_lm reuses it instead of building another
+    index: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if not self.has_backoff:
@@ -326,7 +329,7 @@ def compile_lm(lm: BackoffLM, progress=None) -> CompiledLM:
     bos, eos = wid[BOS], wid[EOS]
     N = lm.order
     try:
-        idx = NGramIndex(lm.ngrams, V)
+        idx = lm.index if isinstance(lm.index, NGramIndex) else NGramIndex(lm.ngrams, V)
     except NGramIndexError as e:
         words = " ".join(lm.vocab[int(x)] for x in e.row)
         k = len(e.row)

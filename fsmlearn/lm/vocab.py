@@ -8,7 +8,7 @@ structure text files (:data:`TAB`, :data:`SPACE`, :data:`NEWLINE`,
 :data:`DIGIT_0`) are module-level ints here, which numba kernels read as
 compile-time constants.
 
-Public names: WordIndex, NGramTables, ByteVocab, word_bytes, fnv1a, vocab_find, encode_lines, is_space,
+Public names: WordIndex, NGramTables, ByteVocab, word_bytes, fnv1a, vocab_find, build_table, encode_lines, is_space,
 line_end, next_token,
 TAB, SPACE, NEWLINE, DIGIT_0.
 """
@@ -106,7 +106,7 @@ def vocab_find(buf, s, e, table, wbuf, woff, mask):
 
 
 @nb.njit(cache=True)
-def _build_table(wbuf, woff, table, mask):
+def build_table(wbuf, woff, table, mask):
     """Insert every word of (wbuf, woff) into the empty hash table (int64, -1 = free)."""
     for w in range(woff.shape[0] - 1):
         _, slot = vocab_find(wbuf, woff[w], woff[w + 1], table, wbuf, woff, mask)
@@ -206,7 +206,7 @@ class ByteVocab:
             cap *= 2
         self.table = np.full(cap, -1, np.int64)
         self.mask = cap - 1
-        _build_table(self.wbuf, self.woff, self.table, self.mask)
+        build_table(self.wbuf, self.woff, self.table, self.mask)
 
     def encode(self, text: bytes, unk: int):
         """(ptr, ids, oov) of UTF-8 text, one sentence per line."""

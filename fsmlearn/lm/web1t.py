@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import tempfile
+import zlib
 from pathlib import Path
 
 import numba as nb
@@ -40,99 +41,223 @@ _TO_WEB1T = {BOS: "<S>", EOS: "</S>", UNK: "<UNK>"}
 _LINES_PER_FILE = 10_000_000
 
 
+_ONE_GMS_EXTRA = {"total", "vocab_cs", "vocab_cs.gz", "vocab.idx"}
+_ASCII_SPACE = re.compile(r"[ \t\r\n\x0b\x0c]")
+_COUNT = re.compile(rb"[0-9]+")
+
+
 def _open(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
-def _order_files(root: Path, k: int) -> list[Path]:
-    if k == 1:
-        for name in ("vocab.gz", "vocab"):
-            p = root / "1gms" / name
-            if p.exists():
-                return [p]
-        return []
-    d = root / f"{k}gms"
-    if not d.is_dir():
-        return []
-    pat = re.compile(rf"^{k}gm-\d+(\.gz)?$")
-    return sorted(p for p in d.iterdir() if pat.match(p.name))
+def _layout(root: Path, max_order: int | None) -> dict:
+    """{order: [files]} of a Web1T directory, checked: the vocabulary, orders 2.. without a
+    gap, each order's files numbered 0000.. without a gap, no file the layout does not have,
+    and each ``Ngm.idx`` listing exactly the order's files."""
+    if not root.is_dir():
+        raise CorpusFormatError("not a directory (a Web1T count directory holds 1gms/, 2gms/, ...)", root)
+    one = root / "1gms"
+    if not one.is_dir():
+        raise CorpusFormatError("no 1gms/ folder", root)
+    vocab = [one / n for n in ("vocab", "vocab.gz") if (one / n).exists()]
+    if len(vocab) != 1:
+        raise CorpusFormatError("expected exactly one of 1gms/vocab and 1gms/vocab.gz, found "
+                                f"{len(vocab)}", one)
+    for p in sorted(one.iterdir()):
+        if p.name not in _ONE_GMS_EXTRA and p != vocab[0]:
+            raise CorpusFormatError(f"unexpected file {p.name!r} in 1gms/ (expected vocab[.gz], "
+                                    f"vocab_cs[.gz], total)", one)
+    present = sorted(int(m.group(1)) for p in root.iterdir()
+                     if p.is_dir() and (m := re.fullmatch(r"(\d+)gms", p.name)))
+    orders = list(range(1, len(present) + 1))
+    if present != orders:
+        missing = min(set(range(1, max(present) + 1)) - set(present))
+        raise CorpusFormatError(f"{missing}gms/ is missing but {max(present)}gms/ is present", root)
+    files = {1: vocab}
+    for k in orders[1:]:
+        if max_order is not None and k > max_order:
+            break
+        d = root / f"{k}gms"
+        pat = re.compile(rf"^{k}gm-(\d{{4}})(\.gz)?$")
+        numbered = {}
+        for p in sorted(d.iterdir()):
+            m = pat.match(p.name)
+            if m:
+                i = int(m.group(1))
+                if i in numbered:
+                    raise CorpusFormatError(f"{numbered[i].name} and {p.name} are the same file number", d)
+                numbered[i] = p
+            elif p.name != f"{k}gm.idx":
+                raise CorpusFormatError(f"unexpected file {p.name!r} in {k}gms/ (expected "
+                                        f"{k}gm-NNNN[.gz] and {k}gm.idx)", d)
+        if not numbered:
+            raise CorpusFormatError(f"no n-gram files ({k}gm-0000[.gz], ...)", d)
+        for i in range(len(numbered)):
+            if i not in numbered:
+                raise CorpusFormatError(f"{k}gm-{i:04d} is missing (files up to "
+                                        f"{k}gm-{max(numbered):04d} are present)", d)
+        files[k] = [numbered[i] for i in range(len(numbered))]
+        idx = d / f"{k}gm.idx"
+        if idx.exists():
+            listed = [ln.split(b"\t", 1)[0] for ln in idx.read_bytes().split(b"\n") if ln.strip()]
+            names = [p.name.encode() for p in files[k]]
+            if listed != names:
+                raise CorpusFormatError(f"the index lists {[n.decode('utf-8', 'replace') for n in listed][:5]} "
+                                        f"but the folder holds {[n.decode() for n in names][:5]}", idx)
+    return files
+
+
+def _lines(path: Path):
+    """(line number, text without its newline) of a count file; invalid UTF-8 and a broken
+    compressed stream are named errors."""
+    try:
+        with _open(path) as f:
+            for ln, raw in enumerate(f, 1):
+                try:
+                    yield ln, raw.rstrip(b"\n").decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise CorpusFormatError(f"not UTF-8 text (tried utf-8; byte {raw[e.start]:#04x}): "
+                                            f"{raw[:200]!r}", path, ln) from None
+    except (OSError, EOFError, zlib.error) as e:
+        raise CorpusFormatError(f"cannot decompress or read: {e}", path) from None
+
+
+def _count(text: str, path, ln, line) -> int:
+    c = text.encode()
+    if not _COUNT.fullmatch(c) or int(c) < 1:
+        raise CorpusFormatError(f"count {text[:40]!r} is not a positive integer: {line[:200]!r}", path, ln)
+    if len(c) > 18 and int(c) >= 2**63:
+        raise CorpusFormatError(f"count {text[:40]!r} is larger than a 64-bit count can hold: {line[:200]!r}",
+                                path, ln)
+    return int(c)
 
 
 def read_web1t(root, max_order: int | None = None, progress=None) -> NGramCounts:
-    """Read a Web1T-style count directory.
+    """Read a Web1T-style count directory, checking all of it.
+
+    Accepted forms (those of LDC2006T13 and :func:`write_web1t`):
+
+    - ``1gms/vocab`` or ``1gms/vocab.gz`` (one of them), lines ``word<TAB>count``;
+      ``1gms/`` may also hold ``total`` and ``vocab_cs[.gz]`` (not read);
+    - ``Kgms/Kgm-NNNN[.gz]`` for K = 2, 3, ... without a gap in the orders,
+      files numbered from 0000 without a gap, and an optional ``Kgm.idx``
+      that lists exactly those files; nothing else in these folders;
+    - n-gram lines ``w1 w2 .. wK<TAB>count``, words separated by one space,
+      every word listed in the vocabulary, the lines of an order (across
+      its files) in strictly increasing byte order of their words (no
+      n-gram twice);
+    - counts: decimal integers >= 1; an n-gram's count is at most the
+      vocabulary's count of each of its words;
+    - words: non-empty UTF-8 without ASCII whitespace, each listed once in
+      the vocabulary; ``<S>``/``</S>``/``<UNK>`` or ``<s>``/``</s>``/``<unk>``.
 
     Args:
-        root: the directory (with ``1gms/vocab[.gz]`` and ``Ngms/Ngm-NNNN[.gz]``).
+        root: the directory.
         max_order: read orders up to this one (default: every order present).
         progress: optional callable(str).
 
     Returns:
-        NGramCounts; ``cutoffs`` hold the smallest count seen per order.
+        NGramCounts; ``<s>`` and ``</s>`` are added with count 0 when the
+        vocabulary lacks them; ``cutoffs`` hold the smallest count seen per order.
 
     Raises:
-        CorpusFormatError: a missing vocabulary, a line without a count, a
-            wrong number of words, an unknown word (file and line).
+        CorpusFormatError: naming the file (or folder), the line and the
+            offending text: a missing or extra file, a gap in the orders or
+            the file numbers, a line without a TAB or a count, a count that is
+            not a positive integer or exceeds a word's count, an n-gram of the
+            wrong order, a word not in the vocabulary or listed twice there,
+            lines out of order, invalid UTF-8, a broken compressed file.
     """
     root = Path(root)
     say = progress or (lambda msg: None)
-    files = _order_files(root, 1)
-    if not files:
-        raise CorpusFormatError("no 1gms/vocab or 1gms/vocab.gz", root)
+    layout = _layout(root, max_order)
+    vpath = layout[1][0]
     vocab, counts1 = [], []
     wid = {}
-    with _open(files[0]) as f:
-        for ln, line in enumerate(f, 1):
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) != 2 or not parts[1].strip().isdigit():
-                raise CorpusFormatError(f"expected 'word<TAB>count': {line.rstrip()[:200]!r}", files[0], ln)
-            w = _TO_OURS.get(parts[0], parts[0])
-            if w in wid:
-                raise CorpusFormatError(f"word {w!r} listed twice", files[0], ln)
-            wid[w] = len(vocab)
-            vocab.append(w)
-            counts1.append(int(parts[1]))
-    for w in (BOS, EOS):
-        if w not in wid:
-            wid[w] = len(vocab)
-            vocab.append(w)
-            counts1.append(0)
+    for ln, line in _lines(vpath):
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise CorpusFormatError(f"expected 'word<TAB>count': {line[:200]!r}", vpath, ln)
+        w = _TO_OURS.get(parts[0], parts[0])
+        if not w or _ASCII_SPACE.search(w):
+            raise CorpusFormatError(f"word {parts[0]!r} is empty or holds whitespace", vpath, ln)
+        if w in wid:
+            raise CorpusFormatError(f"word {w!r} listed twice", vpath, ln)
+        counts1.append(_count(parts[1], vpath, ln, line))
+        wid[w] = len(vocab)
+        vocab.append(w)
+    if not vocab:
+        raise CorpusFormatError("the vocabulary is empty", vpath, 1)
+    c1 = np.asarray(counts1, np.int64)
     ngrams = [np.arange(len(vocab), dtype=np.int32)[:, None]]
-    cs = [np.asarray(counts1, np.int64)]
-    k = 2
-    while max_order is None or k <= max_order:
-        files = _order_files(root, k)
-        if not files:
-            break
+    cs = [c1]
+    for k in sorted(layout)[1:]:
         rows, cnt = array.array("i"), array.array("q")
-        for p in files:
-            with _open(p) as f:
-                for ln, line in enumerate(f, 1):
-                    tab = line.rfind("\t")
-                    if tab < 0:
-                        raise CorpusFormatError(f"no TAB before the count: {line.rstrip()[:200]!r}", p, ln)
-                    words = line[:tab].split(" ")
-                    if len(words) != k:
-                        raise CorpusFormatError(f"expected {k} words: {line.rstrip()[:200]!r}", p, ln)
-                    try:
-                        row = [wid[_TO_OURS.get(w, w)] for w in words]
-                    except KeyError as e:
-                        raise CorpusFormatError(f"word {e.args[0]!r} is not in 1gms/vocab", p, ln) from None
-                    c = line[tab + 1:].strip()
-                    if not c.isdigit():
-                        raise CorpusFormatError(f"bad count {c!r}", p, ln)
-                    rows.extend(row)
-                    cnt.append(int(c))
+        where = []           # (file, first row, line of that row) per file
+        for p in layout[k]:
+            where.append((p, len(cnt)))
+            for ln, line in _lines(p):
+                tab = line.find("\t")
+                if tab < 0 or line.find("\t", tab + 1) >= 0:
+                    raise CorpusFormatError(f"expected 'w1 .. w{k}<TAB>count' with one TAB: {line[:200]!r}",
+                                            p, ln)
+                words = line[:tab].split(" ")
+                if len(words) != k:
+                    raise CorpusFormatError(f"expected {k} words separated by single spaces: {line[:200]!r}",
+                                            p, ln)
+                try:
+                    rows.extend([wid[_TO_OURS.get(w, w)] for w in words])
+                except KeyError as e:
+                    raise CorpusFormatError(f"word {e.args[0]!r} is not in {vpath.parent.name}/{vpath.name}: "
+                                            f"{line[:200]!r}", p, ln) from None
+                cnt.append(_count(line[tab + 1:], p, ln, line))
             say(f"read {p.name}: {len(cnt):,} {k}-grams so far")
         arr = np.frombuffer(rows, np.int32).reshape(-1, k).copy() if cnt else np.zeros((0, k), np.int32)
         c = np.frombuffer(cnt, np.int64).copy() if cnt else np.zeros(0, np.int64)
         del rows, cnt
+        _check_order_and_counts(arr, c, c1, vocab, k, where)
         order = np.lexsort(arr.T[::-1])
         ngrams.append(arr[order])
         cs.append(c[order])
-        k += 1
+    for w in (BOS, EOS):
+        if w not in wid:
+            wid[w] = len(vocab)
+            vocab.append(w)
+            ngrams[0] = np.arange(len(vocab), dtype=np.int32)[:, None]
+            cs[0] = np.append(cs[0], 0)
     cut = [int(c.min()) if c.size else 1 for c in cs]
     cut[0] = 1
     return NGramCounts(vocab, ngrams, cs, cut)
+
+
+def _check_order_and_counts(arr, c, c1, vocab, k, where) -> None:
+    """Rows in strictly increasing byte order of their words, counts at most each word's."""
+    def locate(i, reason):
+        f = max(j for j in range(len(where)) if where[j][1] <= i)
+        p, first = where[f]
+        # line numbers count the file's lines; row i is line i - first + 1
+        words = " ".join(_TO_WEB1T.get(vocab[w], vocab[w]) for w in arr[i])
+        return CorpusFormatError(f"{reason}: {words!r}", p, int(i - first + 1))
+    if arr.shape[0] == 0:
+        return
+    too_big = c > c1[arr].min(axis=1)
+    if too_big.any():
+        i = int(np.argmax(too_big))
+        raise locate(i, f"count {int(c[i])} exceeds the vocabulary's count of one of its words")
+    enc = [_TO_WEB1T.get(w, w).encode("utf-8") for w in vocab]
+    rank = np.empty(len(enc), np.int64)
+    rank[sorted(range(len(enc)), key=enc.__getitem__)] = np.arange(len(enc))
+    r = rank[arr]
+    undecided = np.ones(r.shape[0] - 1, bool)
+    bad = np.zeros(r.shape[0] - 1, bool)
+    for j in range(k):
+        a, b = r[:-1, j], r[1:, j]
+        bad |= undecided & (a > b)
+        undecided &= a == b
+    if bad.any() or undecided.any():
+        i = int(np.argmax(bad | undecided)) + 1
+        reason = "listed twice" if undecided[i - 1] else "out of order (the lines must be in byte order)"
+        raise locate(i, reason)
 
 
 @nb.njit(cache=True)
