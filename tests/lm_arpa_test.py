@@ -192,3 +192,21 @@ def test_a_word_that_is_not_utf8_is_named(tmp_path):
     with pytest.raises(ArpaFormatError, match=r"word is not UTF-8 \(byte 0xff\)") as e:
         read_arpa(p)
     assert e.value.line == 12
+
+
+@pytest.mark.parametrize("name", ["out.arpa", "out.arpa.gz"])
+def test_a_failed_write_leaves_nothing_behind(tmp_path, name):
+    """An error half-way (here from the progress callback after the 1-grams) leaves neither the
+    file nor a temporary file; an existing file is kept as it was."""
+    lm = read_arpa(write(tmp_path / "..", GOOD, "src.arpa"))
+
+    def fail(msg):
+        raise KeyboardInterrupt(msg)
+    out = tmp_path / name
+    with pytest.raises(KeyboardInterrupt):
+        write_arpa(lm, out, progress=fail)
+    assert list(tmp_path.iterdir()) == []
+    out.write_bytes(b"old")
+    with pytest.raises(KeyboardInterrupt):
+        write_arpa(lm, out, progress=fail)
+    assert [p.name for p in tmp_path.iterdir()] == [name] and out.read_bytes() == b"old"

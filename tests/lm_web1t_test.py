@@ -121,3 +121,20 @@ def test_fuzz_found_a_count_beyond_int64():
     with pytest.raises(CorpusFormatError, match="larger than a 64-bit count can hold") as e:
         read_web1t(d)
     assert e.value.path == str(d / "1gms" / "vocab") and e.value.line == 1
+
+
+def test_a_failed_write_leaves_nothing_behind(tmp_path):
+    c = count_ngrams(["a b c", "b c a"], 3)
+    out = tmp_path / "w"
+
+    def fail(msg):
+        raise KeyboardInterrupt(msg)
+    with pytest.raises(KeyboardInterrupt):
+        write_web1t(c, out, progress=fail)
+    assert list(tmp_path.iterdir()) == []
+    write_web1t(c, out)
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    with pytest.raises(KeyboardInterrupt):
+        write_web1t(c, out, cutoffs=2, progress=fail)
+    assert [p.name for p in tmp_path.iterdir()] == ["w"]
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
