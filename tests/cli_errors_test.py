@@ -17,10 +17,11 @@ def run(*args, cwd=None):
                           capture_output=True, text=True, cwd=cwd)
 
 
-def errors(stderr: str) -> list[str]:
-    """The error lines of stderr (progress lines come before them), checked to be its last."""
+def errors(stderr: str, path) -> list[str]:
+    """The error lines of stderr (progress lines come before them): 'fsmlearn: error: FILE:...'
+    (``lm check`` prints 'FILE:LINE: reason' alone), checked to be its last."""
     lines = stderr.strip().splitlines()
-    out = [x for x in lines if x.startswith("fsmlearn: error: ")]
+    out = [x for x in lines if x.startswith("fsmlearn: error: ") or x.startswith(str(path))]
     assert out and lines[-1] == out[-1], stderr
     return out
 
@@ -37,7 +38,7 @@ def test_a_bad_arpa_file_is_one_located_line_and_exit_2(tmp_path, bad, line, nee
     args = ["lm", command, src] + (["-o", tmp_path / "m.fsm"] if command == "compile" else [])
     r = run(*args)
     assert r.returncode == 2, r.stderr
-    lines = errors(r.stderr)
+    lines = errors(r.stderr, src)
     assert len(lines) == 1 and f"{src}:{line}: " in lines[0] and needle in lines[0], r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.arpa"]
 
@@ -50,5 +51,5 @@ def test_a_bad_count_directory_is_one_located_line_and_exit_2(tmp_path):
     (d / "2gms" / "2gm-0000").write_text("the </S>\t2\n<S> the\t2\n")
     r = run("lm", "web1t", d)
     assert r.returncode == 2
-    lines = errors(r.stderr)
+    lines = errors(r.stderr, d)
     assert len(lines) == 1 and f"{d / '2gms' / '2gm-0000'}:2: out of order" in lines[0], r.stderr
