@@ -13,7 +13,8 @@ The readers of :mod:`fsmlearn.data.readers` take their bytes from
 from :func:`strict_lines` (UTF-8 or a
 :class:`~fsmlearn.errors.CorpusFormatError` naming the line) or
 :func:`lenient_lines` (UTF-8, falling back per line to Windows-1252 and then
-Latin-1, for the raw-text corpora).
+Latin-1, for the raw-text corpora).  A corrupt archive, or a member that cannot
+be decompressed, raises a CorpusFormatError naming the archive (or member).
 
 Public names: CORPORA, TEXT_CORPORA, data_dir, corpus_path, fileids,
 read_members, strict_lines, lenient_lines.
@@ -24,7 +25,9 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import struct
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,11 +128,12 @@ def fileids(corpus: str, data_dir=None) -> list[str]:
     Raises:
         DatasetError: unknown corpus, or ``ud_english_ewt`` (a single file).
         CorpusNotFoundError: the archive is missing.
+        CorpusFormatError: the archive cannot be read (names it).
     """
     if corpus == "ud_english_ewt":
         raise DatasetError("ud_english_ewt is a single .conllu.gz file; it has no file ids")
     zpath = corpus_path(corpus, data_dir)
-    with zipfile.ZipFile(zpath) as zf:
+    with _open_zip(zpath) as zf:
         root = _archive_root(zf, zpath)
         names = [n[len(root):] for n in zf.namelist() if n.startswith(root) and not n.endswith("/")]
     pattern = {
@@ -147,6 +151,27 @@ def _where(zpath: Path, member: str) -> str:
     return f"{zpath}/{member}"
 
 
+# what zipfile and its decompressors raise on a corrupt archive (lzma.LZMAError derives from
+# Exception alone; it is matched by name so that lzma, an optional module, is not imported)
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
+               NotImplementedError, RuntimeError, ValueError, OverflowError, struct.error)
+
+
+def _zip_failure(e: Exception) -> bool:
+    return isinstance(e, _ZIP_ERRORS) or type(e).__name__ == "LZMAError"
+
+
+def _open_zip(zpath: Path) -> zipfile.ZipFile:
+    """The archive opened for reading, or a CorpusFormatError naming it."""
+    try:
+        return zipfile.ZipFile(zpath)
+    except Exception as e:          # noqa: BLE001 - re-raised unless a corrupt archive
+        if isinstance(e, FileNotFoundError) or not _zip_failure(e):
+            raise
+        raise CorpusFormatError(f"cannot decompress: not a readable zip archive "
+                                f"({type(e).__name__}: {e})", zpath) from None
+
+
 def read_members(corpus: str, ids, data_dir) -> Iterator[tuple[str, bytes]]:
     """The bytes of a corpus's archive members, one member in memory at a time.
 
@@ -162,9 +187,12 @@ def read_members(corpus: str, ids, data_dir) -> Iterator[tuple[str, bytes]]:
     Raises:
         DatasetError: unknown corpus.
         CorpusNotFoundError: the archive or a member is missing.
+        CorpusFormatError: the archive or a member cannot be read or decompressed
+            (names the archive, or ``<archive>/<member>``; the message says "cannot
+            decompress").
     """
     zpath = corpus_path(corpus, data_dir)
-    with zipfile.ZipFile(zpath) as zf:
+    with _open_zip(zpath) as zf:
         root = _archive_root(zf, zpath)
         if ids is None:
             ids = fileids(corpus, data_dir)
@@ -172,12 +200,17 @@ def read_members(corpus: str, ids, data_dir) -> Iterator[tuple[str, bytes]]:
             ids = [ids]
         for fid in ids:
             member = root + fid
+            where = _where(zpath, member)
             try:
                 data = zf.read(member)
             except KeyError:
-                raise CorpusNotFoundError(f"{zpath} has no member {member!r}",
-                                          _where(zpath, member)) from None
-            yield _where(zpath, member), data
+                raise CorpusNotFoundError(f"{zpath} has no member {member!r}", where) from None
+            except Exception as e:      # noqa: BLE001 - re-raised unless a corrupt archive
+                if not _zip_failure(e):
+                    raise
+                raise CorpusFormatError(f"cannot decompress this member of the archive "
+                                        f"({type(e).__name__}: {e})", where) from None
+            yield where, data
 
 
 def strict_lines(where: str, data: bytes) -> list[str]:
@@ -191,7 +224,8 @@ def strict_lines(where: str, data: bytes) -> list[str]:
         The lines, a list of str without ``\\n`` or ``\\r\\n``.
 
     Raises:
-        CorpusFormatError: the bytes are not UTF-8; names the line and quotes it.
+        CorpusFormatError: the bytes are not UTF-8 (the only encoding tried);
+            names the line and the column, and quotes the line's bytes.
     """
     try:
         text = data.decode("utf-8")
@@ -200,8 +234,9 @@ def strict_lines(where: str, data: bytes) -> list[str]:
         start = data.rfind(b"\n", 0, e.start) + 1
         end = data.find(b"\n", e.start)
         bad = data[start:end if end >= 0 else len(data)]
-        raise CorpusFormatError(f"not UTF-8 text (byte {data[e.start]:#04x}): {bad!r}",
-                                where, line) from None
+        raise CorpusFormatError(f"not UTF-8 text (decoded as UTF-8, strictly; invalid byte "
+                                f"{data[e.start]:#04x} at byte {e.start - start + 1} of the "
+                                f"line): {bad!r}", where, line) from None
     return text.replace("\r\n", "\n").split("\n")
 
 
