@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pynini
@@ -164,14 +165,15 @@ def test_corrupt_npz_files(tmp_path, rng):
     garbage.write_bytes(b"not a zip at all")
     with pytest.raises(NpzFormatError, match="garbage.npz"):
         Machine.load(garbage)
-    # a valid zip whose arrays do not form a machine: the message names file and arc
+    # a valid zip whose arrays do not form a machine: the message names file, array and arc
     with np.load(good) as z:
         arrays = {k: z[k] for k in z.files}
     arrays["dst"] = arrays["dst"].copy()
     arrays["dst"][3] = 99
     tampered = tmp_path / "tampered.npz"
     np.savez(tampered, **arrays)
-    with pytest.raises(MachineError, match=r"tampered.npz: arc 3 .*destination state 99"):
+    with pytest.raises(NpzFormatError, match=r"tampered.npz: array 'dst': arc 3 \(state \d\) has "
+                                             r"destination 99, out of range for 5 states"):
         Machine.load(tampered)
     arrays.pop("weight")
     np.savez(tampered, **arrays)
@@ -218,3 +220,72 @@ def test_errors_are_fsm_errors():
     assert issubclass(MachineError, FsmError) and issubclass(MachineError, ValueError)
     with pytest.raises(FsmError):
         Machine(start=0, final=[0.0], src_start=[0, 1], dst=[2], ilabel=[1], weight=[0.0])
+
+
+# ------------------------------------------------- inputs that once broke the readers
+# (found by tests/fuzz_models_test.py; kept in tests/data/fuzz/models/)
+STORED = Path(__file__).parent / "data" / "fuzz" / "models"
+
+
+@pytest.mark.parametrize("name, match", [
+    # were ValueError / OverflowError / TypeError from int() of a metadata value
+    ("machine-start-not-int.npz", r"metadata 'start' is 'tropical'; expected an integer"),
+    ("machine-start-inf.npz", r"metadata 'start' is inf; expected an integer"),
+    ("machine-phi-not-int.npz", r"metadata 'openfst_phi' is 'fsmlearn-machine'; expected an OpenFst label"),
+    ("machine-available-list.npz", r"metadata 'osyms_available' is \[\]; expected a key"),
+    # was a RecursionError from json
+    ("machine-deep-json.npz", r"array 'meta': corrupt metadata: maximum recursion depth"),
+    # were SymbolTableErrors naming neither the file nor the array
+    ("machine-label-not-in-isyms.npz", r"array 'ilabel': arc 1 \(state 0\) has input label 10, which is not a "
+                                       r"key of the input symbol table \(array 'isyms_keys'\)"),
+    ("machine-olabel-not-in-osyms.npz", r"array 'olabel': arc 0 \(state 0\) has output label 4, which is not a "
+                                        r"key of the output symbol table \(array 'osyms_keys'\)"),
+    # src_start [0, 2, -2**63, -1, 9]: np.diff wrapped around, the check passed and the
+    # validation kernel read out of bounds (an IndexError, or worse)
+    ("machine-src-start-wraps.npz", r"array 'src_start': entry 2 is -9223372036854775808, below entry 1 \(2\)"),
+    # was a MemoryError: np.load allocated the declared 4 PB before reading
+    ("machine-forged-shape.npz", r"array 'dst': the header declares shape \(999999999999999,\) of int32 "
+                                 r"\(3999999999999996 bytes\) but the member holds 48 bytes"),
+])
+def test_stored_npz_inputs_raise_located_errors(name, match):
+    with pytest.raises(NpzFormatError, match=match) as e:
+        Machine.load(STORED / name)
+    assert str(STORED / name) in str(e.value)
+
+
+@pytest.mark.parametrize("name, match", [
+    # were MachineError / SymbolTableError naming neither the file nor the byte
+    ("fst-nan-weight.fst", r"arc 1 of state 0 \(byte 219\): weight nan is invalid"),
+    ("fst-start-out-of-range.fst", r"the header's start state 216172782113783808 is out of range for 0 states"),
+    ("fst-negative-label.fst", r"arc 3 of state 2 \(byte 376\): input label -1082130432 is negative"),
+    ("fst-negative-dst.fst", r"arc 4 of state 2 \(byte 392\): destination state -268435456 is out of range "
+                             r"for 4 states"),
+    ("fst-dst-out-of-range.fst", r"arc 3 of state 1 \(byte 285\): destination state 262148 is out of range"),
+    ("fst-label-not-in-isyms.fst", r"arc 4 of state 2 \(byte 321\): input label 4 is not in the input "
+                                   r"symbol table 'words'"),
+    ("fst-symbol-key-range.fst", r"symbol table at byte 63: .*key 1099511627524 for 'w4' is outside"),
+    ("fst-symbol-key-twice.fst", r"symbol table at byte 61: .*key 0 has two symbols"),
+    # were MemoryError / ValueError ('array is too big'): counts of arcs or states that the
+    # data cannot hold were allocated, or overflowed the scan's byte position
+    ("fst-huge-arc-count.fst", r"truncated or corrupt in state 3 of 5: its record at byte 321 declares "
+                               r"461842991413301504 arcs of 20 bytes; 178 bytes follow"),
+    ("fst-arc-count-wraps.fst", r"truncated or corrupt in state 2 of 5: its record at byte 285 declares"),
+    ("fst-huge-state-count.fst", r"the header declares 9187283445301116933 states; the 320 bytes from byte "
+                                 r"193 hold at most 20"),
+    ("fst-many-states.fst", r"the header declares 21474836485 states"),
+])
+def test_stored_openfst_inputs_raise_located_errors(name, match):
+    with pytest.raises(OpenFstFormatError, match=match) as e:
+        Machine.read(STORED / name)
+    assert str(STORED / name) in str(e.value)
+
+
+def test_symbol_table_rejects_keys_that_are_not_integers():
+    for keys, match in [([1.5], "key 1.5 is not an integer"), (["x"], "key 'x' is not an integer"),
+                        ([True], "key True is not an integer"), ([2**70], "key 1180591620717411303424 is outside"),
+                        (np.array([1.0]), "keys must be integers, got float64")]:
+        with pytest.raises(SymbolTableError, match=match):
+            SymbolTable(["a"], keys)
+    with pytest.raises(SymbolTableError, match="available key 'x' is not an integer"):
+        SymbolTable(["a"], available_key="x")
+    assert SymbolTable(["a", "b"], np.array([0, 5], np.int32)).keys.tolist() == [0, 5]

@@ -4,6 +4,7 @@ malformed file raising ModelFormatError naming the file."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -70,8 +71,8 @@ def test_load_errors(tmp_path):
 
     cases = [
         (tmp_path / "missing.hmm", "no such file"),
-        (write("shape.hmm", log_emit=arrays["log_emit"][:, :-1]), "log_emit has shape"),
-        (write("trans.hmm", log_trans=arrays["log_trans"][:-1]), "log_trans has shape"),
+        (write("shape.hmm", log_emit=arrays["log_emit"][:, :-1]), r"array 'log_emit': has shape \(3, 4\); expected \(3, 5\)"),
+        (write("trans.hmm", log_trans=arrays["log_trans"][:-1]), r"array 'log_trans': has shape \(3, 4\); expected \(4, 4\)"),
         (write("rows.hmm", log_emit=arrays["log_emit"] + 0.1), "sums to"),
         (write("nan.hmm", log_trans=np.full_like(arrays["log_trans"], np.nan)), "not a log probability"),
         (write("nometa.hmm", meta=None), "no 'meta' array"),
@@ -92,3 +93,23 @@ def test_load_errors(tmp_path):
         with pytest.raises(ModelFormatError, match=msg) as e:
             HMM.load(path)
         assert str(path) in str(e.value)
+
+
+# ------------------------------------------------- inputs that once broke the reader
+# (found by tests/fuzz_models_test.py; kept in tests/data/fuzz/models/)
+STORED = Path(__file__).parent / "data" / "fuzz" / "models"
+
+
+@pytest.mark.parametrize("name, match", [
+    # were loaded as models that score unknown words with -inf/NaN arithmetic
+    ("hmm-theta-inf.hmm", r"array 'unk_scalars': entry 0 \(theta\) is -inf; must be finite and >= 0"),
+    ("hmm-negative-count.hmm", r"array 'unk_count': entry 15 is -1.0; counts must be finite and > 0"),
+    # was an OverflowError from int(inf)
+    ("hmm-max-suffix-inf.hmm", r"array 'unk_scalars': entry 1 \(max_suffix\) is inf; must be a whole number"),
+    # was a RecursionError from json
+    ("hmm-deep-json.hmm", r"array 'meta': corrupt metadata: maximum recursion depth"),
+])
+def test_stored_inputs_raise_located_errors(name, match):
+    with pytest.raises(ModelFormatError, match=match) as e:
+        HMM.load(STORED / name)
+    assert str(STORED / name) in str(e.value)

@@ -81,6 +81,7 @@ def _seed_lm(cfg: Giga200Config, cache: Path, say):
     if st.fresh():
         say(f"seed LM: cached {st.path}")
         return CompiledLM.load(st.path)
+    st.start()
     say(f"seed LM: counting {cfg.seed_order}-grams of {cfg.seed_text}")
     counts = count_ngrams(iter_dataset_words(cfg.seed_text), cfg.seed_order, progress=say)
     lm = estimate(counts, progress=say)
@@ -103,6 +104,7 @@ def _stand_in(cfg: Giga200Config, cache: Path, say):
         say(f"stand-in corpus: cached {st.path} ({corpus.num_tokens:,} tokens)")
         return corpus
     seed_lm = _seed_lm(cfg, cache, say)
+    st.start()
     t0 = time.time()
     say(f"sampling {cfg.tokens:,} tokens from the seed LM (seed {cfg.seed})")
     ptr, ids = sample_corpus(seed_lm, tokens=cfg.tokens, seed=cfg.seed, threads=cfg.threads,
@@ -129,6 +131,7 @@ def _count_dir(cfg: Giga200Config, cache: Path, corpus, say) -> Path:
     if st.fresh():
         say(f"n-gram counts: cached {st.path}")
         return st.path
+    st.start()
     t0 = time.time()
     say(f"counting {cfg.order}-grams of the stand-in corpus at cutoff {cfg.cutoff} (2-grams all kept)")
     counts = count_corpus(corpus.ptr, corpus.ids, corpus.vocab, cfg.order, cfg.cutoff,

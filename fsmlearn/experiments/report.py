@@ -40,7 +40,7 @@ def peak_rss_mb() -> float:
 class Stage:
     """A cached stage of an experiment: ``path`` plus ``path.params.json`` recording
     the parameters it was built with; it is fresh when both exist and the
-    parameters are the same."""
+    parameters are the same.  Build it between :meth:`start` and :meth:`done`."""
 
     def __init__(self, path: Path, params: dict):
         self.path = Path(path)
@@ -54,6 +54,11 @@ class Stage:
             return json.loads(self.stamp.read_text()) == self.params
         except ValueError:
             return False
+
+    def start(self) -> None:
+        """Forget the recorded parameters: call before (re)building ``path``, so that a
+        build that fails half-way never leaves a stage that looks fresh."""
+        self.stamp.unlink(missing_ok=True)
 
     def done(self) -> None:
         """Record the parameters: call after ``path`` is complete."""

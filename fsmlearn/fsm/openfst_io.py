@@ -5,7 +5,7 @@ writing and parsing OpenFst's binary format directly (the format written by
 ``VectorFst::Write``: an ``FstHeader``, optional symbol tables, then for each
 state its final weight, its arc count and its arcs), in numba.
 
-Public names: encode_vector_fst, decode_vector_fst, WEIGHT_BYTES.
+Public names: encode_vector_fst, decode_vector_fst, arc_byte, WEIGHT_BYTES.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import struct
 import numba as nb
 import numpy as np
 
-from ..errors import OpenFstFormatError
+from ..errors import OpenFstFormatError, SymbolTableError
 from .symbols import SymbolTable
 
 FST_MAGIC = 2125659606
@@ -61,20 +61,26 @@ class _Reader:
 
 
 def _read_symtab(r: _Reader) -> SymbolTable:
+    at = r.pos
     magic = r.i32()
     if magic != SYMTAB_MAGIC:
         raise OpenFstFormatError(f"bad symbol table magic {magic} at byte {r.pos - 4}", r.what)
     name = r.string()
     available = r.i64()
     size = r.i64()
-    if size < 0:
-        raise OpenFstFormatError(f"symbol table {name!r} has negative size {size}", r.what)
+    left = len(r.buf) - r.pos
+    if size < 0 or size > left // 12:      # each symbol takes at least 12 bytes
+        raise OpenFstFormatError(f"symbol table {name!r} at byte {at} declares {size} symbols; "
+                                 f"{left} bytes follow (truncated or corrupt)", r.what)
     syms = []
     keys = []
     for _ in range(size):
         syms.append(r.string())
         keys.append(r.i64())
-    return SymbolTable(syms, keys, name=name, available_key=available)
+    try:
+        return SymbolTable(syms, keys, name=name, available_key=available)
+    except SymbolTableError as e:
+        raise OpenFstFormatError(f"symbol table at byte {at}: {e}", r.what) from None
 
 
 def _write_string(out: list, s: str) -> None:
@@ -94,7 +100,9 @@ def _write_symtab(out: list, t: SymbolTable) -> None:
 
 @nb.njit(cache=True)
 def _scan_states(buf, pos, nstates, wbytes):
-    """Byte offsets of each state's record and its arc count; -1 on truncation."""
+    """Byte offsets of each state's record (and of the end) and its arc count, and
+    the number of states read: less than ``nstates`` when state ``s`` is truncated
+    (its arc count is negative or needs more bytes than follow)."""
     offs = np.empty(nstates + 1, np.int64)
     narcs = np.empty(nstates, np.int64)
     rec = 12 + wbytes
@@ -104,12 +112,10 @@ def _scan_states(buf, pos, nstates, wbytes):
         if pos + wbytes + 8 > n:
             return offs, narcs, s
         k = buf[pos + wbytes:pos + wbytes + 8].view(np.int64)[0]
-        if k < 0:
+        if k < 0 or k > (n - pos - wbytes - 8) // rec:    # (no overflow: k is bounded first)
             return offs, narcs, s
         narcs[s] = k
         pos += wbytes + 8 + k * rec
-        if pos > n:
-            return offs, narcs, s
     offs[nstates] = pos
     return offs, narcs, nstates
 
@@ -172,10 +178,16 @@ def decode_vector_fst(data: bytes, what: str = "<OpenFst data>") -> dict:
     Returns:
         dict with ``arc_type`` (str), ``start`` (int), ``final`` (float64 [N]),
         ``src_start`` (int64 [N+1]), ``ilabel``, ``olabel``, ``dst`` (int32 [E]),
-        ``weight`` (float64 [E]), ``isyms``, ``osyms`` (SymbolTable or None).
+        ``weight`` (float64 [E]), ``isyms``, ``osyms`` (SymbolTable or None),
+        ``state_offset`` (int64 [N+1]: the byte offset of each state's record,
+        for messages; see :func:`arc_byte`).
 
     Raises:
-        OpenFstFormatError: bad magic, unsupported FST or arc type, truncation.
+        OpenFstFormatError: bad magic, unsupported FST or arc type, a corrupt
+            symbol table, a count of states or arcs that the data cannot hold,
+            a start state out of range, truncation, bytes after the last state
+            (the message gives the byte offset).  Arcs and weights are checked
+            by the :class:`~fsmlearn.fsm.machine.Machine` built from the result.
     """
     r = _Reader(data, what)
     magic = r.i32()
@@ -198,10 +210,25 @@ def decode_vector_fst(data: bytes, what: str = "<OpenFst data>") -> dict:
     isyms = _read_symtab(r) if flags & HAS_ISYMBOLS else None
     osyms = _read_symtab(r) if flags & HAS_OSYMBOLS else None
     wbytes = WEIGHT_BYTES[arc_type]
+    left = len(data) - r.pos
+    if nstates > left // (wbytes + 8):       # each state takes at least wbytes + 8 bytes
+        raise OpenFstFormatError(f"the header declares {nstates} states; the {left} bytes from byte {r.pos} "
+                                 f"hold at most {left // (wbytes + 8)} (truncated or corrupt)", what)
+    if not -1 <= start < nstates:
+        raise OpenFstFormatError(f"the header's start state {start} is out of range for {nstates} states", what)
     buf = np.frombuffer(data, dtype=np.uint8)
     offs, narcs, done = _scan_states(buf, r.pos, nstates, wbytes)
     if done != nstates:
-        raise OpenFstFormatError(f"truncated in state {done} of {nstates}", what)
+        at = int(offs[done])
+        if at + wbytes + 8 > len(data):
+            raise OpenFstFormatError(f"truncated in state {done} of {nstates} (its record at byte {at})", what)
+        k = struct.unpack_from("<q", data, at + wbytes)[0]
+        raise OpenFstFormatError(f"truncated or corrupt in state {done} of {nstates}: its record at byte {at} "
+                                 f"declares {k} arcs of {12 + wbytes} bytes; {len(data) - at - wbytes - 8} "
+                                 "bytes follow", what)
+    if offs[nstates] != len(data):
+        raise OpenFstFormatError(f"{len(data) - int(offs[nstates])} bytes follow the last state "
+                                 f"(from byte {int(offs[nstates])})", what)
     E = int(narcs.sum())
     final = np.empty(nstates, np.float64)
     src_start = np.empty(nstates + 1, np.int64)
@@ -211,7 +238,15 @@ def decode_vector_fst(data: bytes, what: str = "<OpenFst data>") -> dict:
     dst = np.empty(E, np.int32)
     _decode_states(buf, offs, narcs, wbytes, final, src_start, ilabel, olabel, weight, dst)
     return dict(arc_type=arc_type, start=int(start), final=final, src_start=src_start,
-                ilabel=ilabel, olabel=olabel, weight=weight, dst=dst, isyms=isyms, osyms=osyms)
+                ilabel=ilabel, olabel=olabel, weight=weight, dst=dst, isyms=isyms, osyms=osyms,
+                state_offset=offs)
+
+
+def arc_byte(d: dict, a: int, s: int) -> int:
+    """The byte offset of arc ``a`` (of state ``s``) in the data :func:`decode_vector_fst`
+    parsed into ``d``: its input label; the output label, weight and destination follow."""
+    wbytes = WEIGHT_BYTES[d["arc_type"]]
+    return int(d["state_offset"][s]) + wbytes + 8 + (a - int(d["src_start"][s])) * (12 + wbytes)
 
 
 def encode_vector_fst(arc_type: str, start: int, final: np.ndarray, src_start: np.ndarray,

@@ -27,8 +27,9 @@ class SymbolTable:
         available_key: OpenFst's next free key; default ``max(keys) + 1``.
 
     Raises:
-        SymbolTableError: duplicate keys or symbols, keys out of int32 range,
-            or a symbol that is not a string.
+        SymbolTableError: duplicate keys or symbols, keys that are not
+            integers or are out of int32 range, an available key that is not
+            an integer, or a symbol that is not a string.
     """
 
     __slots__ = ("_keys", "_symbols", "_by_symbol", "_by_key", "name", "available_key")
@@ -39,7 +40,21 @@ class SymbolTable:
         if keys is None:
             keys = np.arange(len(symbols), dtype=np.int64)
         else:
-            keys = np.asarray(list(keys) if not isinstance(keys, np.ndarray) else keys, dtype=np.int64)
+            keys = list(keys) if not isinstance(keys, np.ndarray) else keys
+            if isinstance(keys, np.ndarray) and keys.dtype.kind not in "iu":
+                raise SymbolTableError(f"symbol table {name!r}: keys must be integers, got {keys.dtype}")
+            if not isinstance(keys, np.ndarray) and not all(isinstance(k, (int, np.integer))
+                                                            and not isinstance(k, bool) for k in keys):
+                bad = next(k for k in keys if not isinstance(k, (int, np.integer)) or isinstance(k, bool))
+                raise SymbolTableError(f"symbol table {name!r}: key {bad!r} is not an integer")
+            try:
+                keys = np.asarray(keys, dtype=np.int64)
+            except OverflowError:
+                big = next(k for k in keys if not -2**63 <= int(k) < 2**63)
+                raise SymbolTableError(f"symbol table {name!r}: key {big} is outside 0..{_INT32_MAX}") from None
+        if available_key is not None and (not isinstance(available_key, (int, np.integer))
+                                          or isinstance(available_key, bool)):
+            raise SymbolTableError(f"symbol table {name!r}: available key {available_key!r} is not an integer")
         if keys.shape != (len(symbols),):
             raise SymbolTableError(f"symbol table {name!r}: {len(symbols)} symbols but {keys.size} keys")
         by_symbol = {}

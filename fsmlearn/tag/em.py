@@ -102,9 +102,15 @@ class Corpus:
 
     def save(self, folder) -> None:
         """Write ``ptr.npy``, ``ids.npy``, ``vocab.npy`` (packed UTF-8) and
-        ``vocab_offsets.npy`` plus ``corpus.json`` into ``folder`` (each file atomically)."""
+        ``vocab_offsets.npy`` plus ``corpus.json`` into ``folder`` (each file atomically).
+
+        ``corpus.json`` marks a complete corpus: an old one is removed first and the
+        new one written last, so that a save that fails half-way (over an old corpus
+        too) leaves a folder that :meth:`load` refuses, never a mixture of two corpora.
+        """
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
+        (folder / "corpus.json").unlink(missing_ok=True)
         blob, offs = pack_strings(self.vocab)
         for name, a in (("ptr", self.ptr), ("ids", self.ids), ("vocab", blob), ("vocab_offsets", offs)):
             atomic_write(folder / f"{name}.npy", lambda f, a=a: np.save(f, np.asarray(a)))
