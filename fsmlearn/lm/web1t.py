@@ -297,6 +297,39 @@ def _render_lines(rows, cnt, wbuf, woff):
     return out[:p]
 
 
+def _replace_dir(new: Path, root: Path) -> None:
+    """Put folder ``new`` in the place of ``root``: one atomic exchange where the system has
+    it (Linux renameat2 RENAME_EXCHANGE), else the old folder moved aside and moved back
+    if the second rename fails."""
+    if not root.exists():
+        os.rename(new, root)
+        return
+    if _exchange(new, root):
+        shutil.rmtree(new, ignore_errors=True)     # ``new`` now holds the old folder
+        return
+    old = Path(tempfile.mkdtemp(prefix=root.name + ".", suffix=".old", dir=root.parent))
+    os.rename(root, old / "x")
+    try:
+        os.rename(new, root)
+    except BaseException:
+        os.rename(old / "x", root)
+        shutil.rmtree(old, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically with renameat2(RENAME_EXCHANGE); False where unsupported."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    AT_FDCWD, RENAME_EXCHANGE = -100, 2
+    return fn(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0
+
+
 def write_web1t(counts: NGramCounts, root, cutoffs=None, keep_bigrams: bool = False,
                 gzip_files: bool = True, progress=None) -> list[int]:
     """Write counts as a Web1T-style directory, replacing ``root`` atomically.
@@ -370,13 +403,7 @@ def write_web1t(counts: NGramCounts, root, cutoffs=None, keep_bigrams: bool = Fa
             (d / f"{k}gm.idx").write_text("".join(idx_lines), encoding="utf-8")
             written.append(int(keep.sum()))
             say(f"wrote {written[-1]:,} {k}-grams (cutoff {cut[k - 1]})")
-        if root.exists():
-            old = Path(tempfile.mkdtemp(prefix=root.name + ".", suffix=".old", dir=root.parent))
-            os.rename(root, old / "x")
-            os.rename(tmp, root)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, root)
+        _replace_dir(tmp, root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
