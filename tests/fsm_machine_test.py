@@ -233,6 +233,8 @@ STORED = Path(__file__).parent / "data" / "fuzz" / "models"
     ("machine-start-inf.npz", r"metadata 'start' is inf; expected an integer"),
     ("machine-phi-not-int.npz", r"metadata 'openfst_phi' is 'fsmlearn-machine'; expected an OpenFst label"),
     ("machine-available-list.npz", r"metadata 'osyms_available' is \[\]; expected a key"),
+    # was a TypeError ('unhashable type: list') from the membership test of arc_type
+    ("machine-arc-type-list.npz", r"metadata 'arc_type' is \[\]; expected one of standard, log, log64"),
     # was a RecursionError from json
     ("machine-deep-json.npz", r"array 'meta': corrupt metadata: maximum recursion depth"),
     # were SymbolTableErrors naming neither the file nor the array

@@ -521,7 +521,11 @@ def _meta(f: NpzFile, key: str, ok, want: str, *default):
             return default[0]
         raise f.fail(f"metadata lacks {key!r}")
     v = f.meta[key]
-    if not ok(v):
+    try:
+        good = ok(v)
+    except TypeError:          # e.g. a list where a name was expected: unhashable in ``v in SET``
+        good = False
+    if not good:
         raise f.fail(f"metadata {key!r} is {v!r}; expected {want}")
     return v
 
