@@ -28,3 +28,14 @@ def test_stage_is_fresh_only_with_the_same_parameters(tmp_path):
     assert st.fresh() and not Stage(tmp_path / "thing", {"n": 2}).fresh()
     st.stamp.write_text("{broken")
     assert not st.fresh()
+
+
+def test_a_stage_being_rebuilt_is_not_fresh(tmp_path):
+    """Stage.start drops the stamp: a rebuild that dies half-way never looks up to date."""
+    st = Stage(tmp_path / "thing", {"n": 1})
+    (tmp_path / "thing").write_text("old")
+    st.done()
+    assert st.fresh()
+    st.start()
+    (tmp_path / "thing").write_text("half")     # ... and the build fails here
+    assert not Stage(tmp_path / "thing", {"n": 1}).fresh()

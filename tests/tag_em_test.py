@@ -203,3 +203,28 @@ def test_em_on_wsj_train_improves_accuracy(wsj):
     # the returned model is the evaluation model of the last iteration
     ptr, ids, oov = encode_sentences(model, [[w for w, _ in s] for s in small])
     assert log_likelihood(model, ptr, ids, oov) / ids.size == pytest.approx(held[3], rel=1e-9)
+
+
+def test_a_corpus_save_that_fails_half_way_is_refused_by_load(tmp_path, monkeypatch):
+    """corpus.json is removed first and written last: a save over an old corpus that dies
+    half-way leaves a folder load refuses, not a mixture of the two corpora."""
+    from fsmlearn.errors import ModelFormatError
+    import importlib
+    em_module = importlib.import_module("fsmlearn.tag.em")
+    old = encode_corpus([["a", "b"], ["b"]])
+    old.save(tmp_path / "corp")
+    new = encode_corpus([["x", "y", "z"]])
+    calls = []
+    real = em_module.atomic_write
+
+    def dying(path, write):
+        calls.append(path.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt("killed")
+        return real(path, write)
+    monkeypatch.setattr(em_module, "atomic_write", dying)
+    with pytest.raises(KeyboardInterrupt):
+        new.save(tmp_path / "corp")
+    with pytest.raises(ModelFormatError, match="corpus"):
+        Corpus.load(tmp_path / "corp")
+    assert not [p for p in (tmp_path / "corp").iterdir() if "tmp" in p.name]
