@@ -8,19 +8,23 @@ from __future__ import annotations
 import math
 
 from .arpa import read_arpa
+from .mapfile import is_mapped_file
 from .model import CompiledLM, compile_lm
 
 __all__ = ["load_lm", "ARPA_SUFFIXES", "perplexity"]
 
-#: file names read as ARPA text (compiled on the fly); anything else is a compiled ``.npz`` machine
+#: file names read as ARPA text (compiled on the fly), unless the file is a compiled LM; anything
+#: else is a compiled model
 ARPA_SUFFIXES = (".arpa", ".arpa.gz", ".arpa.bz2", ".arpa.xz", ".lm", ".lm.gz")
 
 
 def load_lm(path, progress=None) -> CompiledLM:
-    """A compiled model from an ARPA file (by its suffix, :data:`ARPA_SUFFIXES`;
-    compiled in memory) or from a model saved by :meth:`CompiledLM.save`."""
+    """A compiled model from a file :meth:`CompiledLM.save` wrote (recognised by its
+    first bytes, mapped, whatever its name), else an ARPA file (by its suffix,
+    :data:`ARPA_SUFFIXES`; compiled in memory), else a compiled model of the
+    previous format (a machine ``.npz``)."""
     p = str(path)
-    if p.endswith(ARPA_SUFFIXES):
+    if not is_mapped_file(p) and p.endswith(ARPA_SUFFIXES):
         return compile_lm(read_arpa(p, progress=progress), progress=progress)
     return CompiledLM.load(p)
 
