@@ -9,7 +9,7 @@ import kenlm
 import pytest
 
 from lm_model_test import conll_sentences
-from fsmlearn.lm.tools import run_lmplz
+from fsmlearn.lm.tools import find_tool, run_lmplz
 
 
 def fsmlearn(*args, stdin=None):
@@ -44,6 +44,51 @@ def test_compile_and_score_match_kenlm(files):
         assert float(lp) == pytest.approx(k.score(s, bos=True, eos=True), abs=1e-4)
         assert int(oov) == sum(1 for w in s.split() if w not in k)
     del vocab
+
+
+def _query_fields(out: str):
+    """KenLM query's output as tokens: (word, id, n-gram length, log10 prob) per word,
+    ("Total", value, OOVs) per line, and the summary lines as (name, value)."""
+    rows = []
+    for line in out.splitlines():
+        if ":\t" in line:
+            name, value = line.split(":\t")
+            rows.append((name, float(value)))
+            continue
+        for part in line.split("\t"):
+            if part.startswith("Total: "):
+                _, total, _, oov = part.split(" ")
+                rows.append(("Total", float(total), int(oov)))
+            else:
+                word, rest = part.rsplit("=", 1)
+                i, n, p = rest.split(" ")
+                rows.append((word, int(i), int(n), float(p)))
+    return rows
+
+
+def test_query_prints_what_kenlm_query_prints(files):
+    d = files
+    r = fsmlearn("lm", "compile", "-q", d / "ken.arpa", "-o", d / "query.fsm")
+    assert r.returncode == 0, r.stderr
+    held = (d / "held.txt").read_text().splitlines()[:150] + ["unseen words here", "", "<unk> the", " a\tb  "]
+    text = "\n".join(held) + "\n"
+    for opts in ([], ["-n"], ["-v", "sentence"], ["-v", "summary"], ["--threads", "2"]):
+        ours = fsmlearn("lm", "query", *opts, d / "query.fsm", stdin=text)
+        assert ours.returncode == 0, ours.stderr
+        ken = subprocess.run([find_tool("query"), *[o for o in opts if o not in ("--threads", "2")], str(d / "ken.arpa")],
+                             input=text, capture_output=True, text=True)
+        a, b = _query_fields(ours.stdout), _query_fields(ken.stdout)
+        assert len(a) == len(b) > 0, opts
+        for x, y in zip(a, b):
+            assert x[0] == y[0], (opts, x, y)
+            if x[0] == "Total":
+                assert x[1] == pytest.approx(y[1], abs=1e-4) and x[2] == y[2]
+            elif len(x) == 2:
+                assert x[1] == pytest.approx(y[1], rel=1e-6), (opts, x, y)
+            else:
+                assert x[1:3] == y[1:3] and x[3] == pytest.approx(y[3], abs=2e-6), (opts, x, y)
+        # the same to the byte: KenLM's float32 arithmetic is reproduced
+        assert ours.stdout == ken.stdout, opts
 
 
 def test_count_estimate_ppl_and_sample(files):
@@ -85,6 +130,9 @@ def test_every_user_error_is_one_line_and_exit_2(files):
         (("lm", "estimate", files / "train.txt", "--cutoffs", "x", "-o", files / "c"), "cutoffs must be >= 1"),
         (("lm", "estimate", files / "train.txt", "--kn-discounts", "0.5 a", "-o", files / "c"), "--kn-discounts"),
         (("lm", "ppl", files / "absent.fsm", files / "held.txt"), "absent.fsm"),
+        (("lm", "query", files / "absent.fsm"), "absent.fsm: no such file"),
+        (("lm", "query", files / "train.txt"), "not a fsmlearn compiled language model"),
+        (("lm", "query", "--threads", "-1", files / "train.txt"), "--threads must be >= 0"),
     ]
     bad = files / "bad.arpa"
     bad.write_text("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0\t<s>\nnot-a-number\t</s>\n\n\\end\\\n")

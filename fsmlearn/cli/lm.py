@@ -6,6 +6,8 @@ Subcommands:
     estimate  text or counts -> ARPA (modified Kneser-Ney, Witten-Bell, absolute)
     compile   ARPA -> compiled failure-arc acceptor
     score     sentences on stdin -> log10 probability and OOV count per line
+    query     sentences on stdin -> KenLM query's output (per word: id, n-gram length,
+              log10 probability; per sentence: total and OOVs; perplexity)
     ppl       perplexity of a text file
     sample    sample sentences (a synthetic corpus) from a model
     check     validate an ARPA file (exit 0 valid, 2 with FILE:LINE: reason)
@@ -101,8 +103,10 @@ def _compile(args) -> int:
     say = Progress(args.quiet)
     lm = read_arpa(args.model, progress=say)
     c = compile_lm(lm, progress=say)
-    c.save(args.output)
-    say(f"wrote {args.output}: {c.machine.num_states:,} states, {c.machine.num_arcs:,} arcs")
+    del lm      # the n-gram tables and their index: freed before the arc hash is built
+    say(f"writing {args.output}: {c.machine.num_states:,} states, {c.machine.num_arcs:,} arcs")
+    size = c.save(args.output)
+    say(f"wrote {args.output}: {c.machine.num_states:,} states, {c.machine.num_arcs:,} arcs, {size / 1e6:,.0f} MB")
     return 0
 
 
@@ -124,6 +128,17 @@ def _score(args) -> int:
     if batch:
         flush()
     out.flush()
+    return 0
+
+
+def _query(args) -> int:
+    from ..lm.query import write_query
+    from ..lm.score import load_lm
+    if args.threads < 0:
+        raise ArgumentError(f"--threads must be >= 0, got {args.threads}")
+    write_query(load_lm(args.model), sys.stdin.buffer, sys.stdout.buffer, sentence_context=not args.n,
+                verbosity=args.verbosity, threads=args.threads)
+    sys.stdout.flush()
     return 0
 
 
@@ -223,6 +238,16 @@ def add_parser(sub) -> None:
     p = lsub.add_parser("score", help="score sentences from stdin: log10 prob (with </s>) TAB OOVs")
     p.add_argument("model", help="a compiled model (or an .arpa file)")
     p.set_defaults(func=_score)
+
+    p = lsub.add_parser("query", help="score sentences from stdin as KenLM's query prints them: "
+                                      "word=id n-gram-length log10prob per word, Total and OOV per line")
+    p.add_argument("model", help="a compiled model (or an .arpa file)")
+    p.add_argument("-n", action="store_true", help="do not wrap the input in <s> and </s>")
+    p.add_argument("-v", "--verbosity", choices=["word", "sentence", "summary"], default="word",
+                   help="word (default): each word, each line's total and the summary; sentence: the totals; "
+                        "summary: the perplexities and counts")
+    p.add_argument("--threads", type=int, default=0, help="scoring threads (default 0: all of numba's)")
+    p.set_defaults(func=_query)
 
     p = lsub.add_parser("ppl", help="perplexity of a text")
     p.add_argument("model", help="a compiled model (or an .arpa file)")
