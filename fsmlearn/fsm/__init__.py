@@ -1,6 +1,7 @@
 """Layer 1: the machine (array-backed weighted FSMs) and its file formats.
 
-Modules: machine (Machine, labels EPSILON and PHI), symbols (SymbolTable),
+Modules: machine (Machine, labels EPSILON and PHI), machine_files (its .npz and
+OpenFst files, validated when read), symbols (SymbolTable),
 openfst_io (OpenFst binary VectorFst), npz (NpzFile: reading fsmlearn .npz
 files), strings (lists of strings as flat arrays), atomic (atomic writes),
 hashing (int64 hash tables for numba kernels).
