@@ -13,11 +13,12 @@ import pytest
 
 from conftest import backoff_machine
 from lm_model_test import conll_sentences
-from fsmlearn.algo.compose import PARALLEL_MIN_LABELS, ScoreTables, score_sequences, score_tables
+from fsmlearn.algo.score import PARALLEL_MIN_LABELS, ScoreTables, score_sequences, score_tables
 from fsmlearn.errors import ArgumentError, MachineError, ModelFormatError
 from fsmlearn.lm.arpa import read_arpa
 from fsmlearn.lm.mapfile import MAGIC
-from fsmlearn.lm.model import LM_FORMAT, CompiledLM, compile_lm, epsilon_approximation
+from fsmlearn.lm.compiled import LM_FORMAT, CompiledLM
+from fsmlearn.lm.model import compile_lm, epsilon_approximation
 from fsmlearn.lm.query import kenlm_float, score_words
 from fsmlearn.lm.score import load_lm
 from fsmlearn.lm.tools import run_lmplz
@@ -72,7 +73,7 @@ def test_the_machine_is_rebuilt_exactly(model):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
     assert lm.vocab == c.vocab and b.isyms.find("the") == a.isyms.find("the")
     # the machine uses the mapped arc hash (sampling, paths) instead of building one
-    from fsmlearn.algo.compose import label_hash
+    from fsmlearn.algo.score import label_hash
     assert label_hash(b)[0] is lm.tables.arcs
 
 

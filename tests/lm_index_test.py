@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fsmlearn.lm.index import NGramIndex
-from fsmlearn.lm.model import _sort_arcs
+from fsmlearn.lm.compiled import sort_arcs
 
 
 def _closed_ngrams(rng, V, N, per_order, drop_suffixes):
@@ -68,7 +68,7 @@ def test_sorted_arcs_follow_lexsort():
     wt = rng.random(src.size)
     src_start = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=src_start[1:])
-    d, x, w = _sort_arcs(src, dst, lab, wt, src_start)
+    d, x, w = sort_arcs(src, dst, lab, wt, src_start)
     order = np.lexsort((lab, src))
     assert d.dtype == np.int32 and x.dtype == np.int32
     assert np.array_equal(d, dst[order]) and np.array_equal(x, lab[order]) and np.array_equal(w, wt[order])

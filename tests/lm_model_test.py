@@ -110,7 +110,7 @@ def _bigram_test(c, machine, n=40000, seed=3):
 
 def _final(c, prefix):
     """log10 p(</s> | <s> prefix): score(prefix) minus the score without </s>."""
-    from fsmlearn.algo.compose import score_sequences
+    from fsmlearn.algo.score import score_sequences
     ptr, lab, _ = c.encode([prefix])
     with_end = score_sequences(c.machine, ptr, lab, final=True).weight[0]
     without = score_sequences(c.machine, ptr, lab, final=False).weight[0]

@@ -7,7 +7,8 @@ relaxation of linear semirings), solve_phi (phi systems), solve_tropical
 rule and the errors it ends in), relax_blocks (systems with matrix-valued
 rows over a phi forest), phi (failure-arc machines as linear systems),
 posteriors (forward-backward, arc posteriors, expectations, gradients), paths
-(best path, sampling), compose (composition, intersection, scoring).
+(best path, sampling), compose (composition, intersection), score
+(scoring label sequences without a product).
 
 Public names: shortest_distance, forward, backward, total_weight, SolveInfo,
 forward_backward, ForwardBackward, arc_posteriors, final_posteriors,
@@ -16,7 +17,8 @@ relax_block_system, phi_pass_rows, Path, Samples, best_path, sample_paths,
 compose, intersect, score_sequences, ScoreResult, trim.
 """
 
-from .compose import ScoreResult, compose, intersect, score_sequences, trim
+from .compose import compose, intersect, trim
+from .score import ScoreResult, score_sequences
 from .paths import Path, Samples, best_path, sample_paths
 from .phi import linear_system, phi_expand, phi_structure
 from .posteriors import (ForwardBackward, arc_posteriors, expectation, final_posteriors,

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import ArgumentError, FsmError, MachineError, SemiringError
 from ..fsm.machine import EPSILON, PHI, Machine
-from .compose import label_hash, probe_arc_hash
+from .score import label_hash, probe_arc_hash
 from .phi import phi_structure
 from .shortest import solve_values
 

@@ -21,7 +21,7 @@ import numba as nb
 import numpy as np
 
 from ..errors import ArgumentError
-from .model import BOS, EOS, UNK
+from .vocab import BOS, EOS, UNK
 from .vocab import NGramTables
 
 

@@ -40,9 +40,10 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from ..algo.compose import probe_arc_hash
+from ..algo.score import probe_arc_hash
 from ..errors import ArgumentError
-from .model import EOS, LN10, CompiledLM
+from .compiled import CompiledLM
+from .vocab import EOS, LN10
 
 __all__ = ["WordScores", "score_words", "write_query", "kenlm_float", "VERBOSITY"]
 

@@ -20,7 +20,7 @@ import numpy as np
 from ..algo.paths import sample_paths
 from ..errors import ArgumentError
 from ..fsm.machine import EPSILON, PHI
-from .model import CompiledLM
+from .compiled import CompiledLM
 from .vocab import NEWLINE, SPACE, word_bytes
 
 DEFAULT_BATCH = 200_000

@@ -9,7 +9,8 @@ import math
 
 from .arpa import read_arpa
 from .mapfile import is_mapped_file
-from .model import CompiledLM, compile_lm
+from .compiled import CompiledLM
+from .model import compile_lm
 
 __all__ = ["load_lm", "ARPA_SUFFIXES", "perplexity"]
 

@@ -10,13 +10,20 @@ compile-time constants.
 
 Public names: WordIndex, NGramTables, ByteVocab, word_bytes, fnv1a, vocab_find, build_table, encode_lines, is_space,
 line_end, next_token,
-TAB, SPACE, NEWLINE, DIGIT_0.
+TAB, SPACE, NEWLINE, DIGIT_0; the markers BOS, EOS, UNK and LN10 = ln 10.
 """
 
 from __future__ import annotations
 
+import math
+
 import numba as nb
 import numpy as np
+
+BOS = "<s>"
+EOS = "</s>"
+UNK = "<unk>"
+LN10 = math.log(10.0)
 
 TAB = ord("\t")
 NEWLINE = ord("\n")

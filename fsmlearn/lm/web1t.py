@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import CorpusFormatError
 from .counts import NGramCounts
-from .model import BOS, EOS, UNK
+from .vocab import BOS, EOS, UNK
 from .vocab import DIGIT_0, NEWLINE, SPACE, TAB
 
 _TO_OURS = {"<S>": BOS, "</S>": EOS, "<UNK>": UNK}
