@@ -26,7 +26,7 @@ from ..errors import ArgumentError, MachineError, ModelFormatError
 from ..fsm.machine import PHI, Machine
 from ..fsm.symbols import SymbolTable
 from .mapfile import MappedFile, write_mapped
-from .vocab import (BOS, LN10, UNK, ByteVocab, WordIndex, encode_lines, line_end, next_token,
+from .vocab import (BOS, LN10, UNK, ByteVocab, WordIndex, encode_lines, encode_span, line_end, next_token,
                     vocab_find)
 
 
@@ -179,24 +179,7 @@ def _encode_parts(buf, cuts, table, wbuf, woff, mask, unk):
     ids = np.empty(nt[P], np.int32)
     oov = np.zeros(ns[P], np.int64)
     for j in nb.prange(P):
-        s = ns[j]
-        t = nt[j]
-        i = cuts[j]
-        hi = cuts[j + 1]
-        while i < hi:
-            e = line_end(buf, i, hi)
-            a, k = next_token(buf, i, e)
-            while a < e:
-                w, _ = vocab_find(buf, a, k, table, wbuf, woff, mask)
-                if w < 0:
-                    w = unk
-                    oov[s] += 1
-                ids[t] = w
-                t += 1
-                a, k = next_token(buf, k, e)
-            s += 1
-            ptr[s] = t
-            i = e + 1
+        encode_span(buf, cuts[j], cuts[j + 1], table, wbuf, woff, mask, unk, ptr, ids, oov, ns[j], nt[j])
     return ptr, ids, oov
 
 

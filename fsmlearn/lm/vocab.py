@@ -8,7 +8,7 @@ structure text files (:data:`TAB`, :data:`SPACE`, :data:`NEWLINE`,
 :data:`DIGIT_0`) are module-level ints here, which numba kernels read as
 compile-time constants.
 
-Public names: WordIndex, NGramTables, ByteVocab, word_bytes, fnv1a, vocab_find, build_table, encode_lines, is_space,
+Public names: WordIndex, NGramTables, ByteVocab, word_bytes, fnv1a, vocab_find, build_table, encode_lines, encode_span, is_space,
 line_end, next_token,
 TAB, SPACE, NEWLINE, DIGIT_0; the markers BOS, EOS, UNK and LN10 = ln 10.
 """
@@ -182,24 +182,32 @@ def encode_lines(buf, table, wbuf, woff, mask, unk):
     ptr = np.zeros(S + 1, np.int64)
     ids = np.empty(T, np.int32)
     oov = np.zeros(S, np.int64)
-    s = 0
-    t = 0
-    i = 0
-    while i < n:
-        j = line_end(buf, i, n)
-        a, k = next_token(buf, i, j)
-        while a < j:
+    encode_span(buf, 0, n, table, wbuf, woff, mask, unk, ptr, ids, oov, 0, 0)
+    return ptr, ids, oov
+
+
+@nb.njit(inline="always")
+def encode_span(buf, i, hi, table, wbuf, woff, mask, unk, ptr, ids, oov, s, t):
+    """Word ids of the lines of buf[i:hi] (complete lines), one sentence per line, written
+    from sentence ``s`` and token ``t`` on: ``ids[t..]`` the words' ids (``unk`` for a word
+    not in the hash, counted in ``oov[s]``), ``ptr[s + 1]`` each sentence's end.  Returns
+    the next (s, t).  The one loop of :func:`encode_lines` and of the compiled model's
+    parallel encoder."""
+    while i < hi:
+        e = line_end(buf, i, hi)
+        a, k = next_token(buf, i, e)
+        while a < e:
             w, _ = vocab_find(buf, a, k, table, wbuf, woff, mask)
             if w < 0:
                 w = unk
                 oov[s] += 1
             ids[t] = w
             t += 1
-            a, k = next_token(buf, k, j)
+            a, k = next_token(buf, k, e)
         s += 1
         ptr[s] = t
-        i = j + 1
-    return ptr, ids, oov
+        i = e + 1
+    return s, t
 
 
 class ByteVocab:
