@@ -324,3 +324,66 @@ def test_the_valid_directory_reads():
 def test_fuzz_web1t(which, data):
     valid = _web1t_files()[which]
     _web1t_case(which, data.draw(mutated(valid)))
+
+
+# ------------------------------------------------------------------ compiled LM
+def _compiled_bytes() -> bytes:
+    import tempfile
+    from pathlib import Path
+
+    from fsmlearn.lm.model import compile_lm
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "m.arpa"
+        src.write_bytes(VALID_ARPA)
+        out = Path(d) / "m.fsm"
+        compile_lm(read_arpa(src)).save(out)
+        return out.read_bytes()
+
+
+VALID_COMPILED = _compiled_bytes()
+SENTENCES = ["the cat sat", "cat", "dog the cat sat", ""]
+
+
+def _load_and_score(path):
+    from fsmlearn.lm.compiled import CompiledLM
+    lm = CompiledLM.load(path, verify=True)
+    return lm.score(SENTENCES)
+
+
+def _check_scores(result):
+    scores, oov = result
+    # a changed word (its bytes or hash slot) makes another, valid vocabulary: OOVs may move
+    assert scores.shape == (len(SENTENCES),)
+    assert all(0 <= o <= len(s.split()) for o, s in zip(oov.tolist(), SENTENCES))
+    assert not np.isnan(scores).any() and (scores <= 1e-9).all(), scores
+
+
+def test_the_valid_compiled_model_scores_as_its_arpa():
+    scores, _ = check_reader("compiled LM", _load_and_score, VALID_COMPILED, "m.fsm", binary=True,
+                             check=_check_scores)
+    # <s> the cat sat </s>: <s> the -0.3, <s> the cat -0.01, the cat sat -0.02, then
+    # cat sat </s> is not listed: backoff of 'cat sat' (0) + sat </s> -0.1
+    assert abs(scores[0] - (-0.3 - 0.01 - 0.02 - 0.1)) < 1e-9
+
+
+@fuzz_settings()
+@given(data=mutated(VALID_COMPILED, numbers=False))
+def test_fuzz_compiled_lm(data):
+    check_reader("compiled LM", _load_and_score, data, "m.fsm", binary=True, check=_check_scores)
+
+
+@fuzz_settings()
+@given(data=st.data())
+def test_fuzz_compiled_lm_values(data):
+    """Overwrite 8 aligned bytes of the array area with a float64 (NaN, inf, negative, huge,
+    an integer's bits): load(verify=True) names the array and entry, or the model still
+    scores finite log-probabilities."""
+    import struct
+    raw = bytearray(VALID_COMPILED)
+    hlen = struct.unpack("<Q", raw[8:16])[0]
+    start = (16 + hlen + 63) // 64 * 64
+    pos = data.draw(st.integers(start // 8, len(raw) // 8 - 1)) * 8
+    value = data.draw(st.sampled_from([float("nan"), float("inf"), -float("inf"), -1.0, 1e300, -0.5,
+                                       3.0, 1e9, 0.0]))
+    raw[pos:pos + 8] = struct.pack("<d", value)
+    check_reader("compiled LM", _load_and_score, bytes(raw), "m.fsm", binary=True, check=_check_scores)

@@ -272,3 +272,31 @@ def test_kenlm_float_formats_numbers_as_kenlm():
     assert [kenlm_float(x) for x in (0.0, -1.0, -0.3659708, -99.0, -1.5e-7, -2.5e-6, 1e21, -12.5)] == \
         ["0", "-1", "-0.3659708", "-99", "-1.5e-7", "-0.0000025", "1e21", "-12.5"]
     assert kenlm_float(4.463928416632886, single=False) == "4.463928416632886"
+
+
+@pytest.mark.parametrize("array,value,match", [
+    ("arcs", float("nan"), r"array 'arcs': row \d+: cost nan is not a -ln probability"),
+    ("arcs", -1.0, r"array 'arcs': row \d+: cost -1.0 is not a -ln probability"),
+    ("final", float("nan"), r"array 'final': entry \d+ is nan"),
+    ("back_cost", float("inf"), r"array 'back_cost': entry \d+ is inf"),
+])
+def test_verify_checks_the_weights(model, tmp_path, array, value, match):
+    """NaN, negative or infinite costs where a -ln probability or weight must be: verify names
+    the array and entry (they would otherwise turn into NaN or wrong scores silently)."""
+    _, c, path = model
+    data, h, H = _header(path)
+    buf = bytearray(data)
+    off = h["arrays"][array]["offset"]
+    if array == "arcs":
+        a = np.frombuffer(buf, np.float64, count=(h["meta"]["hash_mask"] + 1) * 3, offset=off).reshape(-1, 3)
+        a[np.flatnonzero(a[:, 0] >= 0)[0], 2] = value
+    else:
+        n = h["meta"]["num_states"]
+        a = np.frombuffer(buf, np.float64, count=n, offset=off)
+        back = np.frombuffer(buf, np.int32, count=n, offset=h["arrays"]["back"]["offset"])
+        a[int(np.flatnonzero(back >= 0)[0])] = value
+    p = tmp_path / "w.fsm"
+    p.write_bytes(bytes(buf))
+    with pytest.raises(ModelFormatError, match=match) as e:
+        CompiledLM.load(p, verify=True)
+    assert str(p) in str(e.value)

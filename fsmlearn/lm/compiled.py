@@ -188,14 +188,16 @@ PARALLEL_ENCODE_BYTES = 1 << 20
 
 
 @nb.njit(cache=True)
-def _check_tables(T, L, n, back, hist_len, order):
+def _check_tables(T, L, n, back, back_cost, final, hist_len, order):
     """Every value of a compiled-LM file's tables, checked (:meth:`CompiledLM.verify`).
 
     Returns (status, where): 1 hash row ``where``'s key is not a free slot (-1) nor
     state * L + label with state < n and 1 <= label < L; 2 its destination is out of
     range; 3 state ``where``'s failure state is out of range; 4 its history length is
     not in [0, order); 5 its failure state's history is not shorter than its own
-    (which rules out cycles); 0 when all are good.
+    (which rules out cycles); 6 hash row ``where``'s cost is not a -ln probability
+    (finite, >= 0); 7 state ``where``'s failure cost is not finite; 8 its final cost
+    is NaN or negative (+inf: not final); 0 when all are good.
     """
     lim = float(n) * L
     for j in range(T.shape[0]):
@@ -207,6 +209,9 @@ def _check_tables(T, L, n, back, hist_len, order):
         d = T[j, 1]
         if not (d >= 0.0 and d < n and d == np.floor(d)):
             return 2, j
+        c = T[j, 2]
+        if not (c >= 0.0 and c < np.inf):
+            return 6, j
     for s in range(n):
         b = back[s]
         if b < -1 or b >= n:
@@ -214,6 +219,10 @@ def _check_tables(T, L, n, back, hist_len, order):
         h = hist_len[s]
         if h < 0 or h >= order:
             return 4, s
+        if b >= 0 and not np.isfinite(back_cost[s]):
+            return 7, s
+        if not final[s] >= 0.0:
+            return 8, s
     for s in range(n):
         b = back[s]
         if b >= 0 and hist_len[b] >= hist_len[s]:
@@ -611,7 +620,8 @@ class CompiledLM(WordIndex):
             return
         t = self.tables
         f = self._file["file"]
-        status, where = _check_tables(t.arcs, t.num_labels, t.num_states, t.back, self.hist_len, self.order)
+        status, where = _check_tables(t.arcs, t.num_labels, t.num_states, t.back, t.back_cost, t.final,
+                                      self.hist_len, self.order)
         if status == 1:
             raise f.bad("arcs", f"row {where}: key {float(t.arcs[where, 0])!r} is neither -1 (free) nor "
                                 f"state * {t.num_labels} + label with a state below {t.num_states} and a label >= 1")
@@ -622,6 +632,14 @@ class CompiledLM(WordIndex):
             raise f.bad("back", f"entry {where} is {int(t.back[where])}; expected -1 or a state below {t.num_states}")
         if status == 4:
             raise f.bad("hist_len", f"entry {where} is {int(self.hist_len[where])}; expected 0..{self.order - 1}")
+        if status == 6:
+            raise f.bad("arcs", f"row {where}: cost {float(t.arcs[where, 2])!r} is not a -ln probability "
+                                "(finite, >= 0)")
+        if status == 7:
+            raise f.bad("back_cost", f"entry {where} is {float(t.back_cost[where])!r}; expected a finite -ln weight")
+        if status == 8:
+            raise f.bad("final", f"entry {where} is {float(t.final[where])!r}; expected a -ln weight >= 0 "
+                                 "(inf: not final)")
         if status == 5:
             b = int(t.back[where])
             raise f.bad("back", f"entry {where} is {b}, whose history ({int(self.hist_len[b])} words) is not "
