@@ -26,7 +26,7 @@ from ..errors import ArgumentError, MachineError, ModelFormatError
 from ..fsm.machine import PHI, Machine
 from ..fsm.symbols import SymbolTable
 from .mapfile import MappedFile, write_mapped
-from .vocab import (BOS, LN10, UNK, ByteVocab, WordIndex, encode_lines, encode_span, line_end, next_token,
+from .vocab import (BOS, LN10, UNK, ByteVocab, WordIndex, count_span, encode_lines, encode_span,
                     vocab_find)
 
 
@@ -158,20 +158,7 @@ def _encode_parts(buf, cuts, table, wbuf, woff, mask, unk):
     ns = np.zeros(P + 1, np.int64)
     nt = np.zeros(P + 1, np.int64)
     for j in nb.prange(P):
-        s = 0
-        t = 0
-        i = cuts[j]
-        hi = cuts[j + 1]
-        while i < hi:
-            e = line_end(buf, i, hi)
-            s += 1
-            a, k = next_token(buf, i, e)
-            while a < e:
-                t += 1
-                a, k = next_token(buf, k, e)
-            i = e + 1
-        ns[j + 1] = s
-        nt[j + 1] = t
+        ns[j + 1], nt[j + 1] = count_span(buf, cuts[j], cuts[j + 1])
     for j in range(P):
         ns[j + 1] += ns[j]
         nt[j + 1] += nt[j]

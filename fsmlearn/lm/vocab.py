@@ -8,7 +8,7 @@ structure text files (:data:`TAB`, :data:`SPACE`, :data:`NEWLINE`,
 :data:`DIGIT_0`) are module-level ints here, which numba kernels read as
 compile-time constants.
 
-Public names: WordIndex, NGramTables, ByteVocab, word_bytes, fnv1a, vocab_find, build_table, encode_lines, encode_span, is_space,
+Public names: WordIndex, NGramTables, ByteVocab, word_bytes, fnv1a, vocab_find, build_table, encode_lines, count_span, encode_span, is_space,
 line_end, next_token,
 TAB, SPACE, NEWLINE, DIGIT_0; the markers BOS, EOS, UNK and LN10 = ln 10.
 """
@@ -167,23 +167,28 @@ def encode_lines(buf, table, wbuf, woff, mask, unk):
         ``ids[ptr[s]:ptr[s + 1]]``; ``oov[s]`` counts its unknown tokens.
     """
     n = buf.shape[0]
-    # count lines and tokens
-    S = 0
-    T = 0
-    i = 0
-    while i < n:
-        j = line_end(buf, i, n)
-        S += 1
-        a, k = next_token(buf, i, j)
-        while a < j:
-            T += 1
-            a, k = next_token(buf, k, j)
-        i = j + 1
+    S, T = count_span(buf, 0, n)
     ptr = np.zeros(S + 1, np.int64)
     ids = np.empty(T, np.int32)
     oov = np.zeros(S, np.int64)
     encode_span(buf, 0, n, table, wbuf, woff, mask, unk, ptr, ids, oov, 0, 0)
     return ptr, ids, oov
+
+
+@nb.njit(inline="always")
+def count_span(buf, i, hi):
+    """(lines, tokens) of buf[i:hi] (complete lines): the sizes :func:`encode_span` fills."""
+    S = 0
+    T = 0
+    while i < hi:
+        e = line_end(buf, i, hi)
+        S += 1
+        a, k = next_token(buf, i, e)
+        while a < e:
+            T += 1
+            a, k = next_token(buf, k, e)
+        i = e + 1
+    return S, T
 
 
 @nb.njit(inline="always")
