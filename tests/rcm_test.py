@@ -1,0 +1,156 @@
+"""Reified context models: RCMS contexts against their definition, inference against brute force."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fsmlearn.errors import ArgumentError
+from fsmlearn.rcm import BOS, STAR, NGramRCM, rcms
+from fsmlearn.rcm.contexts import ContextLayer, expand, f_lookup, merge, select_top
+
+
+def random_model(rng, Y, n, outside=0.0, scale=1.0):
+    symbols = list(range(Y)) + [STAR, BOS]
+    theta = {k: scale * rng.normal() for k in itertools.product(symbols, repeat=n)
+             for k in [k + (y,) for y in range(Y)]}
+    return NGramRCM(Y, n, theta, outside)
+
+
+def exact_scores(model, L, unary=None):
+    """Every labelling of length L and its score under the exact n-th order model."""
+    out = {}
+    for ys in itertools.product(range(model.num_labels), repeat=L):
+        s = 0.0
+        for i in range(1, L + 1):
+            s += model.theta.get(model.key(tuple(ys[:i - 1]), i, ys[i - 1]), 0.0)
+            if unary is not None:
+                s += unary[i - 1, ys[i - 1]]
+        out[ys] = s
+    return out
+
+
+@pytest.mark.parametrize("Y,n,L", [(2, 1, 5), (3, 2, 4), (2, 3, 6)])
+def test_with_room_for_every_suffix_rcms_is_exact_inference(Y, n, L):
+    """B >= |Y|^L: every context is a whole prefix, no feature sees a star, and the
+    normaliser and marginals are those of the n-th order model (brute force, 1e-9)."""
+    rng = np.random.default_rng(Y * 10 + n)
+    model = random_model(rng, Y, n)
+    unary = rng.normal(size=(L, Y))
+    r = rcms(model, L, B=Y ** L, unary=unary)
+    scores = exact_scores(model, L, unary)
+    logz = np.logaddexp.reduce(list(scores.values()))
+    assert abs(r.log_partition() - logz) < 1e-9
+    marg = np.zeros((L, Y))
+    for ys, s in scores.items():
+        for i, y in enumerate(ys):
+            marg[i, y] += np.exp(s - logz)
+    assert np.abs(r.marginals() - marg).max() < 1e-9
+    best = max(scores, key=scores.get)
+    labels, score = r.best()
+    assert tuple(labels) == best and abs(score - scores[best]) < 1e-9
+
+
+@settings(max_examples=40, deadline=None)
+@given(Y=st.integers(1, 4), n=st.integers(0, 3), L=st.integers(1, 6), B=st.integers(0, 12),
+       seed=st.integers(0, 2**31))
+def test_contexts_have_coverage_closure_and_f_is_the_least_ancestor(Y, n, L, B, seed):
+    """At every position: the root is present (coverage); contexts are distinct suffix sets
+    (closure: two suffixes' sets are nested or disjoint); the depth-first merge sends each
+    expanded element to its least ancestor (f_lookup, by definition); the lcs array is the
+    true common suffix length; and every labelling's context chain holds its prefix."""
+    rng = np.random.default_rng(seed)
+    model = random_model(rng, Y, n)
+    prev = ContextLayer.initial()
+    layers = [prev]
+    for i in range(1, L + 1):
+        S = np.array([model.scores(s, i, k == len(prev) - 1, None) for k, s in enumerate(prev.suffixes)])
+        parent, label, suffixes, lcs = expand(prev, Y)
+        logf = prev.forward[parent] + S[parent, label]
+        active = select_top(logf, B)
+        layer, owner = merge(suffixes, lcs, active, logf)
+        assert layer.suffixes[-1] == () and len(set(layer.suffixes)) == len(layer.suffixes)
+        assert len(layer) == int(active.sum()) + 1 and active.sum() <= B
+        for e, suf in enumerate(suffixes):
+            assert owner[e] == f_lookup(layer, suf)
+        for k in range(len(layer) - 1):
+            a, b = layer.suffixes[k], layer.suffixes[k + 1]
+            common = 0
+            while common < min(len(a), len(b)) and a[-1 - common] == b[-1 - common]:
+                common += 1
+            assert layer.lcs[k] == common
+        # forward mass: each context's is the log-sum of what it absorbed
+        for k in range(len(layer)):
+            got = logf[owner == k]
+            assert np.isclose(layer.forward[k], np.logaddexp.reduce(got) if got.size else -np.inf)
+        layers.append(layer)
+        prev = layer
+    r = rcms(model, L, B)
+    for ys in itertools.islice(itertools.product(range(Y), repeat=L), 50):
+        state = 0
+        for i, y in enumerate(ys, 1):
+            arcs = [a for a in r.machine.out_arcs(state) if r.machine.ilabel[a] == y + 1]
+            assert len(arcs) == 1
+            state = int(r.machine.dst[arcs[0]])
+            suf = r.layers[i].suffixes[state - r.layer_start[i]]
+            assert tuple(ys[i - len(suf):i]) == suf        # the context holds y_{1:i}
+
+
+@settings(max_examples=25, deadline=None)
+@given(Y=st.integers(1, 4), n=st.integers(0, 2), L=st.integers(1, 7), B=st.integers(0, 6),
+       seed=st.integers(0, 2**31))
+def test_marginals_sum_to_one(Y, n, L, B, seed):
+    rng = np.random.default_rng(seed)
+    r = rcms(random_model(rng, Y, n), L, B, unary=rng.normal(size=(L, Y)))
+    m = r.marginals()
+    assert m.shape == (L, Y) and np.allclose(m.sum(axis=1), 1.0, atol=1e-9) and (m >= 0).all()
+
+
+def beam_search(model, L, B, unary):
+    """Plain beam search: the B best prefixes at every position by their exact scores."""
+    beam = {(): 0.0}
+    for i in range(1, L + 1):
+        grown = {}
+        for pre, s in beam.items():
+            for y in range(model.num_labels):
+                grown[pre + (y,)] = s + model.theta.get(model.key(pre, i, y), 0.0) + unary[i - 1, y]
+        best = sorted(grown.items(), key=lambda kv: -kv[1])[:B]
+        beam = dict(best)
+    return beam
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_beam_search_is_rcms_with_minus_infinity_outside_the_beam(seed):
+    """Section 4.1: weight -inf on the root context makes RCMS beam search: the contexts are
+    the beam's prefixes and the normaliser sums the final beam."""
+    rng = np.random.default_rng(seed)
+    Y, n, L, B = 3, 2, 6, 4
+    model = random_model(rng, Y, n, outside=-np.inf)
+    unary = rng.normal(size=(L, Y))
+    r = rcms(model, L, B, unary=unary)
+    beam = beam_search(model, L, B, unary)
+    assert set(r.layers[L].suffixes[:-1]) == set(beam)
+    assert abs(r.log_partition() - np.logaddexp.reduce(list(beam.values()))) < 1e-9
+    labels, score = r.best()
+    assert tuple(labels) == max(beam, key=beam.get)
+
+
+def test_a_learned_outside_weight_moves_mass_between_the_beam_and_the_rest():
+    rng = np.random.default_rng(3)
+    base = random_model(rng, 3, 2)
+    z = [rcms(NGramRCM(3, 2, base.theta, w), 6, 3).log_partition() for w in (-np.inf, -2.0, 0.0, 2.0)]
+    assert z[0] < z[1] < z[2] < z[3]
+
+
+def test_bad_arguments_are_named():
+    m = NGramRCM(2, 1, {})
+    with pytest.raises(ArgumentError, match="length must be >= 1"):
+        rcms(m, 0, 3)
+    with pytest.raises(ArgumentError, match=r"unary has shape \(2, 3\); expected \(2, 2\)"):
+        rcms(m, 2, 3, unary=np.zeros((2, 3)))
+    with pytest.raises(ArgumentError, match="num_labels must be >= 1"):
+        NGramRCM(0, 1, {})
