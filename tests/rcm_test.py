@@ -154,3 +154,46 @@ def test_bad_arguments_are_named():
         rcms(m, 2, 3, unary=np.zeros((2, 3)))
     with pytest.raises(ArgumentError, match="num_labels must be >= 1"):
         NGramRCM(0, 1, {})
+
+
+# ----------------------------------------------------------------------------- learning
+@pytest.mark.parametrize("B,outside", [(3, 0.0), (2, -1.5), (100, 0.0)])
+def test_the_gradient_matches_finite_differences(B, outside):
+    """d log p(y) / d theta_k and d / d outside against central differences (contexts held by
+    the selection, which a step of 1e-6 does not change here)."""
+    from fsmlearn.rcm.learn import OUTSIDE, sequence_gradient
+    rng = np.random.default_rng(7)
+    Y, n, L = 3, 2, 5
+    model = random_model(rng, Y, n, outside=outside)
+    y = rng.integers(0, Y, L)
+    unary = rng.normal(size=(L, Y))
+    ll, g = sequence_gradient(model, y, B, unary)
+    assert ll < 0
+    keys = sorted((k for k in g if k != OUTSIDE), key=lambda k: -abs(g[k]))[:6] + [OUTSIDE]
+    eps = 1e-6
+    for k in keys:
+        def at(delta):
+            m = NGramRCM(Y, n, dict(model.theta), model.outside)
+            if k == OUTSIDE:
+                m.outside += delta
+            else:
+                m.theta[k] = m.theta.get(k, 0.0) + delta
+            return sequence_gradient(m, y, B, unary)[0]
+        fd = (at(eps) - at(-eps)) / (2 * eps)
+        assert abs(fd - g.get(k, 0.0)) < 1e-5, (k, fd, g.get(k))
+
+
+def test_adagrad_raises_the_likelihood_of_the_training_data():
+    from fsmlearn.rcm.learn import train_supervised
+    rng = np.random.default_rng(1)
+    Y, n = 3, 2
+    teacher = random_model(rng, Y, n, scale=2.0)
+    data = []
+    for _ in range(30):
+        r = rcms(teacher, 6, 50)
+        data.append(r.best()[0] if rng.random() < 0.3 else rng.integers(0, Y, 6))
+    student = NGramRCM(Y, n, {}, 0.0)
+    curve = train_supervised(student, data, B=4, passes=4)
+    assert curve[-1] > curve[0] + 0.5 and all(np.isfinite(curve))
+    with pytest.raises(ArgumentError, match="labels must be a non-empty sequence of labels 0..2"):
+        train_supervised(student, [[0, 3]], B=4)

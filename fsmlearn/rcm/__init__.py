@@ -5,11 +5,14 @@ Contexts chosen at run time by RCMS (:mod:`~fsmlearn.rcm.contexts`: expand,
 select the B heaviest, merge the rest into their least ancestors) compile into
 a layered acyclic machine (:mod:`~fsmlearn.rcm.model`), on which the engine's
 forward-backward, posteriors and best path do all inference; beam search is
-the degenerate case with weight -inf on the root context.  Imports ``errors``,
+the degenerate case with weight -inf on the root context; learning by AdaGrad
+on the approximate log-likelihood (:mod:`~fsmlearn.rcm.learn`).  Imports ``errors``,
 ``fsm/`` and ``algo/`` only.
 """
 
 from .contexts import ContextLayer
+from .learn import AdaGrad, sequence_gradient, train_supervised
 from .model import BOS, STAR, NGramRCM, RCMSResult, rcms
 
-__all__ = ["ContextLayer", "NGramRCM", "RCMSResult", "rcms", "STAR", "BOS"]
+__all__ = ["ContextLayer", "NGramRCM", "RCMSResult", "rcms", "STAR", "BOS", "AdaGrad", "sequence_gradient",
+           "train_supervised"]
