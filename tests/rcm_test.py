@@ -197,3 +197,72 @@ def test_adagrad_raises_the_likelihood_of_the_training_data():
     assert curve[-1] > curve[0] + 0.5 and all(np.isfinite(curve))
     with pytest.raises(ArgumentError, match="labels must be a non-empty sequence of labels 0..2"):
         train_supervised(student, [[0, 3]], B=4)
+
+
+# ------------------------------------------------------------------------- decipherment
+def test_the_plaintext_lm_is_a_distribution_for_every_history():
+    from fsmlearn.rcm.decipher import AbsoluteDiscountLM
+    rng = np.random.default_rng(0)
+    seqs = [rng.integers(0, 5, rng.integers(1, 8)) for _ in range(40)]
+    lm = AbsoluteDiscountLM(seqs, 5, 2)
+    for h in [(), (0,), (-2,), (-2, 3), (1, 2), (4, 4), (-2, 0)]:
+        p = lm.prob(h)
+        assert p.shape == (5,) and abs(p.sum() - 1) < 1e-12 and (p > 0).all()
+    with pytest.raises(ArgumentError, match="outside 0..4"):
+        AbsoluteDiscountLM([[0, 5]], 5, 2)
+
+
+def test_with_room_for_every_suffix_the_decipherment_model_is_the_exact_hmm():
+    """RCMS with B >= |Y|^L on the decipherment model equals the exact second-order HMM
+    (transitions from the LM by the full history, emissions as unary): brute force."""
+    from fsmlearn.rcm.decipher import AbsoluteDiscountLM, DecipherModel
+    rng = np.random.default_rng(2)
+    V, L = 3, 4
+    lm = AbsoluteDiscountLM([rng.integers(0, V, 6) for _ in range(20)], V, 2)
+    log_emit = np.log(rng.dirichlet(np.ones(V), size=V))
+    x = rng.integers(0, V, L)
+    unary = log_emit[:, x].T
+    r = rcms(DecipherModel(lm), L, V ** L, unary)
+    tot = []
+    for ys in itertools.product(range(V), repeat=L):
+        s, hist = 0.0, (-2,)
+        for i, y in enumerate(ys):
+            s += np.log(lm.prob(hist)[y]) + unary[i, y]
+            hist = hist + (y,)
+        tot.append(s)
+    assert abs(r.log_partition() - np.logaddexp.reduce(tot)) < 1e-9
+
+
+def test_em_with_rcms_recovers_a_substitution_cipher():
+    """A 1:1 substitution of text from a peaked second-order chain: EM (Laplace 0.01) with
+    RCMS contexts (B = 8) raises the likelihood, and the best of four restarts maps every
+    cipher symbol right."""
+    from fsmlearn.rcm.decipher import AbsoluteDiscountLM, DecipherModel, em_step, mapping_accuracy
+    rng = np.random.default_rng(5)
+    V = 5
+    T = rng.dirichlet(np.full(V, 0.15), size=(V, V))
+    def sample(m):
+        out = []
+        a, b = rng.integers(V), rng.integers(V)
+        for _ in range(m):
+            c = rng.choice(V, p=T[a, b])
+            out.append(c)
+            a, b = b, c
+        return out
+    plain = [sample(8) for _ in range(200)]
+    key = rng.permutation(V)
+    cipher = [[int(key[y]) for y in sample(8)] for _ in range(60)]
+    lm = AbsoluteDiscountLM(plain, V, 2)
+    model = DecipherModel(lm)
+    truth = np.argsort(key)                                              # cipher symbol x was plaintext truth[x]
+    runs = []
+    for _ in range(4):                                                   # EM has local optima: restarts
+        log_emit = np.log(rng.dirichlet(np.ones(V), size=V))
+        lls = []
+        for _ in range(20):
+            log_emit, ll, counts = em_step(model, cipher, log_emit, B=8)
+            lls.append(ll)
+        assert lls[-1] >= lls[0]
+        runs.append((lls[-1], mapping_accuracy(counts, truth)))
+    best_ll, best_acc = max(runs)
+    assert best_acc == 1.0, runs

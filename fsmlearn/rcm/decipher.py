@@ -1,0 +1,134 @@
+"""Decipherment with reified context models (Steinhardt and Liang 2015, section 6).
+
+The plaintext is an n-th order Markov chain over words, estimated from
+plaintext by absolute discounting (discount 0.25, smoothing 0.01 of the
+unigram base, as in the paper); the ciphertext is the plaintext under an
+unknown 1:1 substitution, modelled as an emission table p(x | y) learned by
+EM with Laplace smoothing 0.01.  RCMS chooses contexts per ciphertext
+sequence; a context's history for the transition is its determined suffix
+(the whole prefix with ``<s>`` before it when it reaches the start), so a
+context with a star backs off to the lower-order estimate: the n-gram
+features of equation 6 with weights log p(y | history).  The E-step's
+posteriors are the engine's marginals on the RCMS machine.
+
+Public names: AbsoluteDiscountLM, DecipherModel, em_step, mapping_accuracy.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from ..errors import ArgumentError
+from .model import rcms
+
+__all__ = ["AbsoluteDiscountLM", "DecipherModel", "em_step", "mapping_accuracy"]
+
+_BOS = -2
+
+
+class AbsoluteDiscountLM:
+    """Interpolated absolute discounting over labels 0..V-1, histories up to n labels
+    (``<s>`` = -2 may start a history).
+
+    p(y | h) = max(c(h y) - D, 0) / c(h) + D * N1+(h .) / c(h) * p(y | h'), h' = h without its
+    first label; the base p(y) = (c(y) + s) / (N + s V).  A history never seen backs off whole.
+    """
+
+    def __init__(self, sequences, num_labels: int, n: int, discount: float = 0.25, smoothing: float = 0.01):
+        if num_labels < 1 or n < 0 or not 0 < discount < 1 or smoothing <= 0:
+            raise ArgumentError(f"need num_labels >= 1, n >= 0, 0 < discount < 1, smoothing > 0; got "
+                                f"{num_labels}, {n}, {discount}, {smoothing}")
+        self.V, self.n, self.D = num_labels, n, discount
+        self.next = defaultdict(lambda: np.zeros(num_labels))     # history -> counts of the next label
+        uni = np.zeros(num_labels)
+        for seq in sequences:
+            seq = [int(v) for v in seq]
+            if any(v < 0 or v >= num_labels for v in seq):
+                raise ArgumentError(f"a sequence holds a label outside 0..{num_labels - 1}: {seq[:20]}")
+            padded = [_BOS] + seq          # one <s>: a history reaches back at most to it
+            for t in range(1, len(padded)):
+                uni[padded[t]] += 1
+                for k in range(1, min(n, t) + 1):
+                    self.next[tuple(padded[t - k:t])][padded[t]] += 1
+        self.base = (uni + smoothing) / (uni.sum() + smoothing * num_labels)
+        self.log_base = np.log(self.base)
+        self._cache: dict = {}
+
+    def prob(self, history: tuple) -> np.ndarray:
+        """p(. | history), float64 [V] (a distribution)."""
+        history = tuple(history[-self.n:]) if self.n else ()
+        got = self._cache.get(history)
+        if got is not None:
+            return got
+        if not history:
+            p = self.base
+        else:
+            lower = self.prob(history[1:])
+            c = self.next.get(history)
+            if c is None or c.sum() == 0:
+                p = lower
+            else:
+                tot = c.sum()
+                p = np.maximum(c - self.D, 0) / tot + self.D * np.count_nonzero(c) / tot * lower
+        self._cache[history] = p
+        return p
+
+
+class DecipherModel:
+    """The decipherment HMM seen by :func:`fsmlearn.rcm.model.rcms`: transitions from the
+    plaintext LM by each context's determined history, plus the per-position emission scores
+    passed as ``unary`` (log p(x_i | y))."""
+
+    def __init__(self, lm: AbsoluteDiscountLM, outside: float = 0.0):
+        self.lm = lm
+        self.num_labels = lm.V
+        self.outside = outside
+
+    def scores(self, suffix: tuple, i: int, is_root: bool, unary_row) -> np.ndarray:
+        """log p(y | history of the context) (+ unary, + the outside weight on the root at i >= 2)."""
+        hist = suffix if len(suffix) < i - 1 else (_BOS,) + tuple(suffix)
+        s = np.log(self.lm.prob(hist))
+        if unary_row is not None:
+            s = s + unary_row
+        if is_root and i >= 2 and self.outside != 0.0:
+            s = s + self.outside
+        return s
+
+
+def em_step(model: DecipherModel, ciphertexts, log_emit: np.ndarray, B: int, laplace: float = 0.01):
+    """One EM iteration for the substitution table.
+
+    Args:
+        model: transitions.
+        ciphertexts: sequences of cipher symbols 0..C-1.
+        log_emit: float64 [V, C], log p(x | y).
+        B: RCMS context size.
+        laplace: add-``laplace`` smoothing of the expected counts.
+
+    Returns:
+        (new log_emit [V, C], total log-likelihood under the RCMS contexts, expected counts [V, C]).
+    """
+    V, C = log_emit.shape
+    counts = np.zeros((V, C))
+    ll = 0.0
+    for x in ciphertexts:
+        x = np.asarray(x, np.int64)
+        unary = log_emit[:, x].T
+        r = rcms(model, x.size, B, unary)
+        marg = r.marginals()
+        np.add.at(counts.T, x, marg)
+        ll += r.log_partition()
+    sm = counts + laplace
+    return np.log(sm / sm.sum(axis=1, keepdims=True)), ll, counts
+
+
+def mapping_accuracy(counts: np.ndarray, truth: np.ndarray, weights=None) -> float:
+    """The fraction of cipher symbols whose most expected plaintext (the argmax over y of the
+    expected counts [V, C]) is the true one (``truth[x]``), weighted by ``weights`` (e.g. token
+    counts) when given."""
+    guess = counts.argmax(axis=0)
+    ok = (guess == np.asarray(truth)).astype(float)
+    w = np.ones_like(ok) if weights is None else np.asarray(weights, float)
+    return float((ok * w).sum() / w.sum())
