@@ -69,10 +69,12 @@ def test_contexts_have_coverage_closure_and_f_is_the_least_ancestor(Y, n, L, B, 
     layers = [prev]
     for i in range(1, L + 1):
         S = np.array([model.scores(s, i, k == len(prev) - 1, None) for k, s in enumerate(prev.suffixes)])
-        parent, label, suffixes, lcs = expand(prev, Y)
+        parent, label, lens, lcs = expand(prev, Y)
+        suffixes = [prev.suffixes[p] + (int(y),) for p, y in zip(parent, label)]
+        assert lens.tolist() == [len(t) for t in suffixes]
         logf = prev.forward[parent] + S[parent, label]
         active = select_top(logf, B)
-        layer, owner = merge(suffixes, lcs, active, logf)
+        layer, owner = merge(prev, parent, label, lens, lcs, active, logf)
         assert layer.suffixes[-1] == () and len(set(layer.suffixes)) == len(layer.suffixes)
         assert len(layer) == int(active.sum()) + 1 and active.sum() <= B
         for e, suf in enumerate(suffixes):

@@ -23,16 +23,17 @@ The resulting sets satisfy coverage (the root is in every C_i) and closure
 f_i(c_{i-1}, y_i) (the smallest context of C_i containing c_{i-1} x {y_i}) is
 the index the merge assigns.
 
-Public names: ContextLayer, expand, select_top, merge, f_lookup.
+Public names: ContextLayer, expand, suffix_of, select_top, merge, f_lookup.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 
-__all__ = ["ContextLayer", "expand", "select_top", "merge", "f_lookup"]
+__all__ = ["ContextLayer", "expand", "suffix_of", "select_top", "merge", "f_lookup"]
 
 
 @dataclass
@@ -64,24 +65,31 @@ def expand(prev: ContextLayer, num_labels: int):
     """Step 1 of appendix A: C~_i = C_{i-1} x Y, sorted, with its lcs array.
 
     Returns:
-        (parent int64 [E], label int64 [E], suffixes list [E], lcs int64 [E]):
-        element e is C_{i-1}[parent[e]] x {label[e]}; ``lcs[e]`` the common
-        suffix length of elements e and e + 1 (0 for the last).  The order is
-        by label first, then by the parent's order (which is the lexicographic
-        order from the last symbol back, the star largest).
+        (parent int64 [E], label int64 [E], lens int64 [E], lcs int64 [E]):
+        element e is C_{i-1}[parent[e]] x {label[e]}, whose determined suffix
+        has ``lens[e]`` labels; ``lcs[e]`` the common suffix length of elements
+        e and e + 1 (0 for the last).  The order is by label first, then by the
+        parent's order (the lexicographic order from the last symbol back, the
+        star largest).  Suffixes are not built: :func:`suffix_of` gives one.
     """
     K = len(prev)
     parent = np.tile(np.arange(K, dtype=np.int64), num_labels)
     label = np.repeat(np.arange(num_labels, dtype=np.int64), K)
-    within = prev.lcs + 1          # same last label: one more than the parents' lcs
-    lcs = np.tile(within, num_labels)
-    lcs[K - 1::K] = 0              # the last parent of a label block is followed by another label
-    suffixes = [prev.suffixes[k] + (y,) for y in range(num_labels) for k in range(K)]
-    return parent, label, suffixes, lcs
+    prev_len = np.array([len(t) for t in prev.suffixes], np.int64)
+    lens = prev_len[parent] + 1
+    lcs = np.tile(prev.lcs + 1, num_labels)    # same last label: one more than the parents' lcs
+    lcs[K - 1::K] = 0                          # the last parent of a label block is followed by another label
+    return parent, label, lens, lcs
+
+
+def suffix_of(prev: ContextLayer, parent: int, label: int) -> tuple:
+    """The determined suffix of the expanded element C_{i-1}[parent] x {label}."""
+    return prev.suffixes[parent] + (int(label),)
 
 
 def select_top(log_forward: np.ndarray, B: int) -> np.ndarray:
-    """Step 2: the B elements of highest forward mass (ties by position), as a bool mask."""
+    """Step 2: the B elements of highest forward mass (ties by position), as a bool mask;
+    elements of zero mass are never selected."""
     active = np.zeros(log_forward.size, bool)
     if B > 0:
         order = np.argsort(-log_forward, kind="stable")[:B]
@@ -89,56 +97,89 @@ def select_top(log_forward: np.ndarray, B: int) -> np.ndarray:
     return active
 
 
-def merge(suffixes, lcs: np.ndarray, active: np.ndarray, log_forward: np.ndarray):
-    """Step 3: the depth-first merge of appendix A (backwards over the sorted list).
+@nb.njit(inline="always")
+def _log_add(a, b):
+    if a == -np.inf:
+        return b
+    if b == -np.inf:
+        return a
+    m = max(a, b)
+    return m + np.log(np.exp(a - m) + np.exp(b - m))
+
+
+@nb.njit(cache=True)
+def _merge_kernel(lens, lcs, active, log_forward):
+    """The depth-first merge of appendix A, backwards over the sorted list with a stack of
+    ancestors (see :func:`merge`).  Returns (out_e, out_lcs, owner_rev, acc): the selected
+    elements in the order output (decreasing), each one's lcs with the one output before it,
+    each element's owner as an output index (-1: the root), and each output's (then the
+    root's, last) log forward mass."""
+    E = lens.size
+    n_act = 0
+    for j in range(E):
+        if active[j]:
+            n_act += 1
+    big = np.int64(1) << 62
+    stack_idx = np.empty(n_act + 1, np.int64)
+    stack_len = np.empty(n_act + 1, np.int64)
+    top = 0
+    stack_idx[0] = -1
+    stack_len[0] = 0
+    out_e = np.empty(n_act, np.int64)
+    out_lcs = np.empty(n_act, np.int64)
+    owner_rev = np.empty(E, np.int64)
+    acc = np.full(n_act + 1, -np.inf)
+    n = 0
+    l = big
+    for j in range(E - 1, -1, -1):
+        l = min(l, lcs[j])
+        while l < stack_len[top]:
+            top -= 1
+        if active[j]:
+            out_e[n] = j
+            out_lcs[n] = 0 if l == big else l
+            top += 1
+            stack_idx[top] = n
+            stack_len[top] = lens[j]
+            owner_rev[j] = n
+            acc[n] = _log_add(acc[n], log_forward[j])
+            n += 1
+            l = big
+        else:
+            t = stack_idx[top]
+            owner_rev[j] = t
+            pos = n_act if t == -1 else t
+            acc[pos] = _log_add(acc[pos], log_forward[j])
+    return out_e, out_lcs, owner_rev, acc
+
+
+def merge(prev: ContextLayer, parent, label, lens, lcs, active, log_forward):
+    """Step 3: merge every element of C~_i into its least ancestor in C_i.
 
     Args:
-        suffixes, lcs: C~_i from :func:`expand`.
+        prev: C_{i-1}; parent, label, lens, lcs: C~_i from :func:`expand`.
         active: the selected elements (:func:`select_top`).
         log_forward: each element's forward mass (natural log).
 
     Returns:
         (layer, owner): C_i as a :class:`ContextLayer` (selected elements in
-        order, the root last) and, per element of C~_i, the index in C_i of the
-        context that holds it (itself when selected, else its least ancestor).
+        order, the root last; its forward masses the log-sums of what each
+        absorbed) and, per element of C~_i, the index in C_i of the context
+        that holds it (itself when selected, else its least ancestor).
     """
-    E = len(suffixes)
-    root_index = -1                     # the root is placed last once the number is known
-    stack = [(root_index, 0)]           # (index in the reversed output or -1 for the root, len)
-    out_suffix, out_lcs, owner_rev = [], [], np.empty(E, np.int64)
-    absorbed: dict[int, list] = {root_index: []}
-    l = np.iinfo(np.int64).max
-    for j in range(E - 1, -1, -1):
-        l = min(l, int(lcs[j]))
-        while l < stack[-1][1]:
-            stack.pop()
-        if active[j]:
-            idx = len(out_suffix)
-            out_suffix.append(suffixes[j])
-            out_lcs.append(l if l != np.iinfo(np.int64).max else 0)
-            stack.append((idx, len(suffixes[j])))
-            absorbed[idx] = [log_forward[j]]
-            owner_rev[j] = idx
-            l = np.iinfo(np.int64).max
-        else:
-            top = stack[-1][0]
-            absorbed[top].append(log_forward[j])
-            owner_rev[j] = top
-    n = len(out_suffix)
-    # reverse the selected contexts into increasing order, then the root
-    suffix_list = out_suffix[::-1] + [()]
+    out_e, out_lcs, owner_rev, acc = _merge_kernel(np.asarray(lens, np.int64), np.asarray(lcs, np.int64),
+                                                   np.asarray(active, np.bool_),
+                                                   np.asarray(log_forward, np.float64))
+    n = out_e.size
+    chosen = out_e[::-1]
+    suffixes = [suffix_of(prev, int(parent[e]), int(label[e])) for e in chosen] + [()]
     lcs_out = np.zeros(n + 1, np.int64)
     if n:
-        # out_lcs[t] is the lcs of output t with the element output before it (later in order)
-        rev = np.asarray(out_lcs[::-1], np.int64)        # rev[k]: lcs of C_i[k] with C_i[k + 1]
-        lcs_out[:n] = rev
-        lcs_out[n - 1] = 0                                # the last selected context and the root
-    forward = np.empty(n + 1)
-    for idx, vals in absorbed.items():
-        pos = n if idx == -1 else n - 1 - idx
-        forward[pos] = np.logaddexp.reduce(vals) if vals else -np.inf
+        lcs_out[:n] = out_lcs[::-1]          # lcs of C_i[k] with C_i[k + 1]
+        lcs_out[n - 1] = 0                   # the last selected context and the root
+    forward = np.concatenate([acc[:n][::-1], acc[n:]])
     owner = np.where(owner_rev == -1, n, n - 1 - owner_rev)
-    return ContextLayer(suffix_list, lcs_out, forward), owner
+    return ContextLayer(suffixes, lcs_out, forward), owner
 
 
 def f_lookup(layer: ContextLayer, suffix: tuple) -> int:

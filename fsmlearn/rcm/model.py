@@ -148,10 +148,10 @@ def rcms(model: NGramRCM, length: int, B: int, unary=None) -> RCMSResult:
         S = np.empty((K, Y))
         for k, suf in enumerate(prev.suffixes):
             S[k] = model.scores(suf, i, k == K - 1, None if unary is None else unary[i - 1])
-        parent, label, suffixes, lcs = expand(prev, Y)
+        parent, label, lens, lcs = expand(prev, Y)
         logf = prev.forward[parent] + S[parent, label]
         active = select_top(logf, B)
-        layer, owner = merge(suffixes, lcs, active, logf)
+        layer, owner = merge(prev, parent, label, lens, lcs, active, logf)
         keep = np.isfinite(S[parent, label])
         src.append(parent[keep])
         dst.append(owner[keep])
