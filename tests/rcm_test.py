@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -268,3 +269,35 @@ def test_em_with_rcms_recovers_a_substitution_cipher():
         runs.append((lls[-1], mapping_accuracy(counts, truth)))
     best_ll, best_acc = max(runs)
     assert best_acc == 1.0, runs
+
+
+# ------------------------------------------------------------------------------ files
+def test_a_saved_model_loads_as_it_was(tmp_path):
+    from fsmlearn.rcm.io import load_rcm, save_rcm
+    rng = np.random.default_rng(0)
+    for outside in (0.0, -1.25, -np.inf):
+        m = random_model(rng, 3, 2, outside=outside)
+        save_rcm(m, tmp_path / "m.rcm", labels=["a", "b", "c"])
+        back, labels = load_rcm(tmp_path / "m.rcm")
+        assert back == m and labels == ["a", "b", "c"]
+        assert [p.name for p in tmp_path.iterdir()] == ["m.rcm"]
+
+
+@pytest.mark.parametrize("edit,line,needle", [
+    (lambda t: t.replace("[-2, -2, 0, ", "[-2, -2, 7, ", 1), 2, "symbols [-2, -2, 7]"),
+    (lambda t: t.replace("[-2, -2, 0, ", "[-2, -2, 0, NaN, ", 1), 2, "expected 3 symbols and a weight"),
+    (lambda t: t.replace(', "n": 2', ', "n": "two"', 1), 1, "field 'n' is 'two'"),
+    (lambda t: t.replace('"format": "fsmlearn-rcm"', '"format": "x"', 1), 1, "not a fsmlearn RCM"),
+    (lambda t: t[:len(t) // 2], None, "not JSON"),
+])
+def test_a_bad_model_file_is_a_located_error(tmp_path, edit, line, needle):
+    from fsmlearn.errors import ModelFormatError
+    from fsmlearn.rcm.io import load_rcm, save_rcm
+    save_rcm(random_model(np.random.default_rng(1), 3, 2), tmp_path / "m.rcm")
+    p = tmp_path / "m.rcm"
+    p.write_text(edit(p.read_text()))
+    with pytest.raises(ModelFormatError, match=re.escape(needle)) as e:
+        load_rcm(p)
+    assert e.value.path == str(p) and e.value.line is not None
+    if line is not None:
+        assert e.value.line == line, str(e.value)

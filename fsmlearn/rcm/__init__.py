@@ -7,7 +7,8 @@ a layered acyclic machine (:mod:`~fsmlearn.rcm.model`), on which the engine's
 forward-backward, posteriors and best path do all inference; beam search is
 the degenerate case with weight -inf on the root context; learning by AdaGrad
 on the approximate log-likelihood (:mod:`~fsmlearn.rcm.learn`); the decipherment
-HMM of section 6 and its EM (:mod:`~fsmlearn.rcm.decipher`).  Imports ``errors``,
+HMM of section 6 and its EM (:mod:`~fsmlearn.rcm.decipher`); model files,
+written atomically and checked when read (:mod:`~fsmlearn.rcm.io`).  Imports ``errors``,
 ``fsm/`` and ``algo/`` only.
 """
 

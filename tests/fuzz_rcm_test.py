@@ -1,0 +1,45 @@
+"""Fuzzing the reified-context-model file reader (issue 16's harness, tests/fuzz.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+
+from fuzz import check_reader, fuzz_settings, mutated
+from fsmlearn.rcm import BOS, NGramRCM
+from fsmlearn.rcm.io import load_rcm
+
+
+def random_model(rng, Y, n, outside=0.0):
+    import itertools
+    from fsmlearn.rcm import STAR
+    symbols = list(range(Y)) + [STAR, BOS]
+    theta = {k + (y,): rng.normal() for k in itertools.product(symbols, repeat=n) for y in range(Y)}
+    return NGramRCM(Y, n, theta, outside)
+
+
+def _valid_rcm_bytes():
+    import tempfile
+    from pathlib import Path
+
+    from fsmlearn.rcm.io import save_rcm
+    with tempfile.TemporaryDirectory() as d:
+        save_rcm(random_model(np.random.default_rng(2), 2, 1, outside=-0.5), Path(d) / "m.rcm", ["x", "y"])
+        return (Path(d) / "m.rcm").read_bytes()
+
+
+VALID_RCM = _valid_rcm_bytes()
+
+
+def _check(result):
+    m, labels = result
+    assert all(np.isfinite(w) for w in m.theta.values())
+    assert all(len(k) == m.n + 1 and all(BOS <= s < m.num_labels for s in k) for k in m.theta)
+    assert labels is None or len(labels) == m.num_labels
+
+
+@fuzz_settings()
+@given(data=mutated(VALID_RCM))
+def test_fuzz_rcm_files(data):
+    """A located error, or a model whose weights are finite and keys in range."""
+    check_reader("RCM model", load_rcm, data, "m.rcm", check=_check)
