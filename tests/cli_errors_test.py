@@ -53,3 +53,21 @@ def test_a_bad_count_directory_is_one_located_line_and_exit_2(tmp_path):
     assert r.returncode == 2
     lines = errors(r.stderr, d)
     assert len(lines) == 1 and f"{d / '2gms' / '2gm-0000'}:2: out of order" in lines[0], r.stderr
+
+
+def test_a_truncated_compiled_model_or_a_garbage_tagger_is_one_line_and_exit_2(tmp_path):
+    src = tmp_path / "m.arpa"
+    src.write_text(GOOD)
+    out = tmp_path / "m.fsm"
+    assert run("lm", "compile", src, "-o", out).returncode == 0
+    out.write_bytes(out.read_bytes()[:300])
+    for cmd in (["lm", "score", out], ["lm", "query", out]):
+        r = subprocess.run([sys.executable, "-m", "fsmlearn.cli.main", *map(str, cmd)], input="the\n",
+                           capture_output=True, text=True)
+        assert r.returncode == 2 and len(errors(r.stderr, out)) == 1 and str(out) in r.stderr, r.stderr
+    bad = tmp_path / "t.hmm"
+    bad.write_bytes(b"garbage")
+    r = subprocess.run([sys.executable, "-m", "fsmlearn.cli.main", "tag", "tag", str(bad)], input="the cat\n",
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and errors(r.stderr, bad) == [f"fsmlearn: error: {bad}: corrupt or not a fsmlearn "
+                                                           f"HMM file (BadZipFile: File is not a zip file)"]
