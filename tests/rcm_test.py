@@ -301,3 +301,16 @@ def test_a_bad_model_file_is_a_located_error(tmp_path, edit, line, needle):
     assert e.value.path == str(p) and e.value.line is not None
     if line is not None:
         assert e.value.line == line, str(e.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(x=st.lists(st.sampled_from([-np.inf, -2.0, -1.0, 0.0, 0.5, 3.0]), max_size=40), B=st.integers(0, 45))
+def test_selection_is_the_b_heaviest_ties_by_position(x, B):
+    """select_top (linear time) picks what a stable sort by mass would: the B heaviest, ties
+    to the earlier element, never an element of zero mass."""
+    x = np.asarray(x, float)
+    ref = np.zeros(x.size, bool)
+    if B > 0 and x.size:
+        order = np.argsort(-x, kind="stable")[:B]
+        ref[order[np.isfinite(x[order])]] = True
+    assert (select_top(x, B) == ref).all()

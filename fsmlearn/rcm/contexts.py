@@ -91,9 +91,19 @@ def select_top(log_forward: np.ndarray, B: int) -> np.ndarray:
     """Step 2: the B elements of highest forward mass (ties by position), as a bool mask;
     elements of zero mass are never selected."""
     active = np.zeros(log_forward.size, bool)
-    if B > 0:
-        order = np.argsort(-log_forward, kind="stable")[:B]
-        active[order[np.isfinite(log_forward[order])]] = True
+    if B <= 0 or log_forward.size == 0:
+        return active
+    if B >= log_forward.size:
+        active[:] = np.isfinite(log_forward)
+        return active
+    # the B largest, ties by position (as a stable sort would order them), in linear time
+    thr = -np.partition(-log_forward, B - 1)[B - 1]
+    above = log_forward > thr
+    need = B - int(above.sum())
+    tied = np.flatnonzero(log_forward == thr)[:need]
+    active[above] = True
+    active[tied] = True
+    active &= np.isfinite(log_forward)
     return active
 
 
