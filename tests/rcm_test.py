@@ -314,3 +314,16 @@ def test_selection_is_the_b_heaviest_ties_by_position(x, B):
         order = np.argsort(-x, kind="stable")[:B]
         ref[order[np.isfinite(x[order])]] = True
     assert (select_top(x, B) == ref).all()
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_exact_order_contexts_give_the_exact_nth_order_model(n):
+    """exact_order = n keeps every suffix of n labels: the n-th order model's exact normaliser."""
+    rng = np.random.default_rng(n)
+    Y, L = 3, 5
+    model = random_model(rng, Y, n)
+    unary = rng.normal(size=(L, Y))
+    r = rcms(model, L, 0, unary=unary, exact_order=n)
+    logz = np.logaddexp.reduce(list(exact_scores(model, L, unary).values()))
+    assert abs(r.log_partition() - logz) < 1e-9
+    assert max(len(c) for c in r.layers) <= sum(Y ** k for k in range(n + 1))

@@ -121,20 +121,24 @@ class RCMSResult:
         return np.asarray(p.ilabels, np.int64) - 1, -float(p.weight)
 
 
-def rcms(model: NGramRCM, length: int, B: int, unary=None) -> RCMSResult:
+def rcms(model: NGramRCM, length: int, B: int, unary=None, exact_order: int | None = None) -> RCMSResult:
     """Choose contexts by RCMS for a sequence of ``length`` positions and build their machine.
 
     Args:
-        model: the features and weights.
+        model: the features and weights (an :class:`NGramRCM` or any object with
+            ``num_labels`` and ``scores(suffix, i, is_root, unary_row)``).
         length: L >= 1.
         B: the context size (contexts kept per position besides the root).
         unary: optional float64 [L, |Y|] per-position scores.
+        exact_order: instead of the B heaviest, keep every context of at most this many
+            labels: the exact k-th order model's states (``B`` is then ignored).
 
     Returns:
         :class:`RCMSResult`.
     """
-    if length < 1 or B < 0:
-        raise ArgumentError(f"length must be >= 1 and B >= 0, got {length} and {B}")
+    if length < 1 or B < 0 or (exact_order is not None and exact_order < 0):
+        raise ArgumentError(f"length must be >= 1, B >= 0 and exact_order >= 0, got {length}, {B} and "
+                            f"{exact_order}")
     Y = model.num_labels
     if unary is not None:
         unary = np.asarray(unary, np.float64)
@@ -150,7 +154,8 @@ def rcms(model: NGramRCM, length: int, B: int, unary=None) -> RCMSResult:
             S[k] = model.scores(suf, i, k == K - 1, None if unary is None else unary[i - 1])
         parent, label, lens, lcs = expand(prev, Y)
         logf = prev.forward[parent] + S[parent, label]
-        active = select_top(logf, B)
+        # exact order: every suffix of at most k labels, with or without mass (merge targets)
+        active = select_top(logf, B) if exact_order is None else lens <= exact_order
         layer, owner = merge(prev, parent, label, lens, lcs, active, logf)
         keep = np.isfinite(S[parent, label])
         src.append(parent[keep])
