@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test fuzz demo bench bench-lm clean tagger-giga200
+.PHONY: install test fuzz demo bench bench-lm clean tagger-giga200 rcm-decipher
 
 install: $(STAMP)
 
@@ -49,6 +49,10 @@ NGRAMS ?=
 tagger-giga200: $(STAMP)
 	$(VENV)/bin/fsmlearn tag giga200 --cache $(GIGA_CACHE) $(if $(NGRAMS),--ngrams $(NGRAMS)) \
 		--report reports/tagger-giga200.json --model models/tagger-giga200
+
+# reified context models, decipherment (issue 17, section 6 of the paper): exact, beam and RCMS
+rcm-decipher: $(STAMP)
+	$(VENV)/bin/fsmlearn rcm decipher --report reports/rcm-decipher.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

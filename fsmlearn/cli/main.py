@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     lm.add_parser(sub)
     from . import tag
     tag.add_parser(sub)
+    from . import rcm
+    rcm.add_parser(sub)
     return p
 
 

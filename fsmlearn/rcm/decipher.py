@@ -97,7 +97,8 @@ class DecipherModel:
         return s
 
 
-def em_step(model: DecipherModel, ciphertexts, log_emit: np.ndarray, B: int, laplace: float = 0.01):
+def em_step(model: DecipherModel, ciphertexts, log_emit: np.ndarray, B: int, laplace: float = 0.01,
+            exact_order: int | None = None):
     """One EM iteration for the substitution table.
 
     Args:
@@ -106,6 +107,7 @@ def em_step(model: DecipherModel, ciphertexts, log_emit: np.ndarray, B: int, lap
         log_emit: float64 [V, C], log p(x | y).
         B: RCMS context size.
         laplace: add-``laplace`` smoothing of the expected counts.
+        exact_order: exact k-th order contexts instead of RCMS (see :func:`rcms`).
 
     Returns:
         (new log_emit [V, C], total log-likelihood under the RCMS contexts, expected counts [V, C]).
@@ -116,7 +118,7 @@ def em_step(model: DecipherModel, ciphertexts, log_emit: np.ndarray, B: int, lap
     for x in ciphertexts:
         x = np.asarray(x, np.int64)
         unary = log_emit[:, x].T
-        r = rcms(model, x.size, B, unary)
+        r = rcms(model, x.size, B, unary, exact_order=exact_order)
         marg = r.marginals()
         np.add.at(counts.T, x, marg)
         ll += r.log_partition()

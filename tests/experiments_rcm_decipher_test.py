@@ -1,0 +1,64 @@
+"""The decipherment experiment at toy scale: data preparation, runs, report and plot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fsmlearn.errors import ArgumentError
+from fsmlearn.experiments.rcm_decipher import DecipherConfig, parse_runs, prepare_decipherment, run_decipher
+
+
+def toy_sentences(seed=0, n=400):
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(8)]
+    T = rng.dirichlet(np.full(8, 0.2), size=8)
+    out = []
+    for _ in range(n):
+        s, a = [], rng.integers(8)
+        for _ in range(rng.integers(2, 7)):
+            a = rng.choice(8, p=T[a])
+            s.append(words[a])
+        out.append(s)
+    out.append(["rare", "words"])          # outside the kept vocabulary: dropped
+    return out
+
+
+def test_the_data_are_the_frequent_words_sentences_split_and_enciphered():
+    d = prepare_decipherment(toy_sentences(), vocab=8, ciphertexts=100, seed=3)
+    assert len(d["words"]) == 8 and d["sentences"] == 400 and len(d["cipher"]) == 100 and len(d["plain"]) == 300
+    # deciphering with the truth gives back sentences made of the kept words
+    plain_of = d["truth"]
+    assert all(0 <= plain_of[x] < 8 for c in d["cipher"] for x in c)
+    with pytest.raises(ArgumentError, match="only 400 sentences"):
+        prepare_decipherment(toy_sentences(), vocab=8, ciphertexts=400, seed=3)
+
+
+def test_runs_parse_and_bad_runs_are_named():
+    assert parse_runs("exact:1,rcms:2:60") == [("exact", 1, 0), ("rcms", 2, 60)]
+    for bad in ("rcms:2", "viterbi:1:3", "beam:x:3"):
+        with pytest.raises(ArgumentError, match="bad run"):
+            parse_runs(bad)
+
+
+def test_a_small_run_writes_its_report_and_plot(tmp_path):
+    cfg = DecipherConfig(vocab=8, ciphertexts=60, iterations=3, seed=1,
+                         runs=parse_runs("exact:1,beam:2:4,rcms:2:4"), report=str(tmp_path / "r.json"))
+    rep = run_decipher(cfg, sentences=toy_sentences())
+    back = json.loads((tmp_path / "r.json").read_text())
+    assert back["complete"] and [r["name"] for r in back["runs"]] == ["exact order 1", "beam order 2 size 4",
+                                                                      "rcms order 2 size 4"]
+    for r in rep["runs"]:
+        assert len(r["iterations"]) == 3 and all(0 <= x["accuracy"] <= 1 for x in r["iterations"])
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.png"]
+
+
+def test_the_command_line_names_a_bad_run():
+    r = subprocess.run([sys.executable, "-m", "fsmlearn.cli.main", "rcm", "decipher", "--runs", "rcms:0:5"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("fsmlearn: error: bad run 'rcms:0:5'")
