@@ -37,48 +37,50 @@ CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
 
 # --------------------------------------------------------------------------- valid files
 
-TREEBANK = (b"\n\n\n\n[ Pierre/NNP Vinken/NNP ]\n,/, \n[ 61/CD years/NNS ]\nold/JJ ,/, will/MD "
-            b"join/VB \n[ the/DT board/NN ]\nas/IN \n[ a/DT nonexecutive/JJ director/NN Nov./NNP "
-            b"29/CD ]\n./. \n\n[ Mr./NNP Vinken/NNP ]\nis/VBZ \n[ chairman/NN ]\nof/IN \n"
-            b"[ Elsevier/NNP N.V./NNP ]\n,/, \n[ the/DT Dutch/NNP publishing/VBG|NN group/NN ]\n"
-            b"./. \n\n''/'' \n[ 3\\/4/CD (/( -LRB-/-LRB- )/) ]\n======================================\n"
+# Invented sentences in each corpus's format (no corpus text is committed; the shared
+# corpora are read in place by the data tests).
+TREEBANK = (b"\n\n\n\n[ Anna/NNP Berg/NNP ]\n,/, \n[ 42/CD years/NNS ]\nold/JJ ,/, will/MD "
+            b"paint/VB \n[ the/DT barn/NN ]\nin/IN \n[ a/DT bright/JJ red/JJ color/NN Dec./NNP "
+            b"3/CD ]\n./. \n\n[ Ms./NNP Berg/NNP ]\nis/VBZ \n[ director/NN ]\nof/IN \n"
+            b"[ Northfield/NNP Ltd./NNP ]\n,/, \n[ the/DT Danish/NNP printing/VBG|NN firm/NN ]\n"
+            b"./. \n\n''/'' \n[ 1\\/2/CD (/( -LRB-/-LRB- )/) ]\n======================================\n"
             b"*T*-1/-NONE- says/VBZ \n")
-CONLL2000 = (b"Rockwell NNP B-NP\nInternational NNP I-NP\nCorp. NNP I-NP\n's POS B-NP\n"
-             b"Tulsa NNP I-NP\nunit NN I-NP\nsaid VBD B-VP\n. . O\n\n"
+CONLL2000 = (b"Northwind NNP B-NP\nTrading NNP I-NP\nCo. NNP I-NP\n's POS B-NP\n"
+             b"Denver NNP I-NP\noffice NN I-NP\nreported VBD B-VP\n. . O\n\n"
              b"-LRB- ( O\n1\\/2 CD B-NP\n-RRB- ) O\nthat IN B-SBAR\n'' '' O\n\n")
-MASC = ("Debate_NN Transcript_NNP October_NNP 13_CD ,_, 2004_CD The_DT Third_NNP\n"
+MASC = ("Meeting_NN Minutes_NNP March_NNP 4_CD ,_, 2019_CD The_DT Second_NNP\n"
         "\n"
         "So_IN D. C._NNP ,_, _UH . . ._... end_NN\n"
         "www.example.com\n"
         "(_( x_NN|VB )_) caf\u00e9_NN soft\u00adhyphen_NN\n").encode()
-BROWN = (b"\n\n\tThe/at Fulton/np-tl County/nn-tl Grand/jj-tl Jury/nn-tl said/vbd Friday/nr "
-         b"an/at investigation/nn of/in Atlanta's/np$ recent/jj primary/nn election/nn "
-         b"produced/vbd ``/`` no/at evidence/nn ''/'' that/cs any/dti irregularities/nns "
-         b"took/vbd place/nn ./.\n\n\n\tHe/pps didn't/dod* 1/2/cd go/vb-hl ;/. fw/fw-at+nn-tl\n\n")
-CONLLU = ("# newdoc id = weblog-blogspot.com_nominations_20041117172713_ENG_20041117_172713\n"
-          "# sent_id = weblog-0001\n"
-          "# text = From the AP comes this story :\n"
-          "1\tFrom\tfrom\tADP\tIN\t_\t3\tcase\t3:case\t_\n"
+BROWN = (b"\n\n\tThe/at Lakeside/np-tl Town/nn-tl Planning/jj-tl Board/nn-tl said/vbd Monday/nr "
+         b"an/at inquiry/nn of/in Springfield's/np$ new/jj zoning/nn plan/nn "
+         b"produced/vbd ``/`` no/at objection/nn ''/'' that/cs any/dti residents/nns "
+         b"voiced/vbd concern/nn ./.\n\n\n\tHe/pps didn't/dod* 1/2/cd go/vb-hl ;/. fw/fw-at+nn-tl\n\n")
+CONLLU = ("# newdoc id = example-doc-0001\n"
+          "# sent_id = example-0001\n"
+          "# text = Into the lake falls this stream :\n"
+          "1\tInto\tinto\tADP\tIN\t_\t3\tcase\t3:case\t_\n"
           "2\tthe\tthe\tDET\tDT\tDefinite=Def|PronType=Art\t3\tdet\t3:det\t_\n"
-          "3\tAP\tAP\tPROPN\tNNP\tNumber=Sing\t4\tobl\t4:obl:from\t_\n"
-          "4\tcomes\tcome\tVERB\tVBZ\tMood=Ind|Number=Sing|Person=3|Tense=Pres|VerbForm=Fin\t0\troot\t0:root\t_\n"
+          "3\tlake\tlake\tNOUN\tNN\tNumber=Sing\t4\tobl\t4:obl:into\t_\n"
+          "4\tfalls\tfall\tVERB\tVBZ\tMood=Ind|Number=Sing|Person=3|Tense=Pres|VerbForm=Fin\t0\troot\t0:root\t_\n"
           "5\tthis\tthis\tDET\tDT\tNumber=Sing|PronType=Dem\t6\tdet\t6:det\t_\n"
-          "6\tstory\tstory\tNOUN\tNN\tNumber=Sing\t4\tnsubj\t4:nsubj\t_\n"
+          "6\tstream\tstream\tNOUN\tNN\tNumber=Sing\t4\tnsubj\t4:nsubj\t_\n"
           "7\t:\t:\tPUNCT\t:\t_\t4\tpunct\t4:punct\t_\n"
           "\n"
-          "# sent_id = weblog-0002\n"
-          "# text = I don't e-mail\n"
-          "1\tI\tI\tPRON\tPRP\tCase=Nom\t4\tnsubj\t4:nsubj\t_\n"
+          "# sent_id = example-0002\n"
+          "# text = You don't x-ray\n"
+          "1\tYou\tyou\tPRON\tPRP\tCase=Nom\t4\tnsubj\t4:nsubj\t_\n"
           "2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n"
           "2\tdo\tdo\tAUX\tVBP\t_\t4\taux\t4:aux\t_\n"
           "3\tn't\tnot\tPART\tRB\t_\t4\tadvmod\t4:advmod\t_\n"
-          "4\te\te\tNOUN\tNN\t_\t0\troot\t0:root\t_\n"
+          "4\tx\tx\tNOUN\tNN\t_\t0\troot\t0:root\t_\n"
           "4.1\tgo\tgo\tVERB\tVB\t_\t_\t_\t4:conj\t_\n"
           "5\t-\t-\tPUNCT\tHYPH\t_\t4\tpunct\t4:punct\tSpaceAfter=No\n"
-          "6\tmail\tmail\tNOUN\tNN\tNumber=Sing\t4\tcompound\t4:compound\t_\n"
+          "6\tray\tray\tNOUN\tNN\tNumber=Sing\t4\tcompound\t4:compound\t_\n"
           "\n").encode()
-TEXT = ("PM denies knowledge of AWB kickbacks\n"
-        "The Prime Minister has denied he knew AWB was paying kickbacks. Mr. O'Connor's dog "
+TEXT = ("Council approves new bridge plan\n"
+        "The Mayor has said she knew the council was planning a bridge. Mr. O'Connor's dog "
         "didn't bark -- at 10:30 in the U.S.!\n\n"
         "caf\u00e9 na\u00efve \u201cquoted\u201d (1/2)\r\n").encode() + b"na\xefve \x99 x\n"
 
@@ -95,7 +97,7 @@ def _zip(corpus: str, members: dict[str, bytes]) -> bytes:
 
 
 TREEBANK_ZIP = _zip("treebank", {"tagged/wsj_0001.pos": TREEBANK,
-                                 "tagged/wsj_0002.pos": b"\n[ Rudolph/NNP Agnew/NNP ]\n./. \n"})
+                                 "tagged/wsj_0002.pos": b"\n[ Carla/NNP Mendes/NNP ]\n./. \n"})
 CONLLU_GZ = gzip.compress(CONLLU, mtime=0)
 
 # --------------------------------------------------------------------------- readers on a file
@@ -204,14 +206,14 @@ def test_valid_files_parse_to_the_expected_sentences():
     assert counts == {"treebank": 4, "treebank-zip": 5, "conll2000": 2, "masc": 4, "brown": 2,
                       "conllu": 2, "conllu-upos": 2, "conllu-gz": 2, "text": 5}
     assert _run("treebank", TREEBANK)[1:] == [
-        [("Mr.", "NNP"), ("Vinken", "NNP"), ("is", "VBZ"), ("chairman", "NN"), ("of", "IN"),
-         ("Elsevier", "NNP"), ("N.V.", "NNP"), (",", ","), ("the", "DT"), ("Dutch", "NNP"),
-         ("publishing", "VBG"), ("group", "NN"), (".", "."), ("''", "''")],
-        [("3/4", "CD"), ("(", "-LRB-"), ("(", "-LRB-"), (")", "-RRB-")],
+        [("Ms.", "NNP"), ("Berg", "NNP"), ("is", "VBZ"), ("director", "NN"), ("of", "IN"),
+         ("Northfield", "NNP"), ("Ltd.", "NNP"), (",", ","), ("the", "DT"), ("Danish", "NNP"),
+         ("printing", "VBG"), ("firm", "NN"), (".", "."), ("''", "''")],
+        [("1/2", "CD"), ("(", "-LRB-"), ("(", "-LRB-"), (")", "-RRB-")],
         [("says", "VBZ")]]
     assert _run("conll2000", CONLL2000)[1][:2] == [("(", "-LRB-", "O"), ("1/2", "CD", "B-NP")]
-    assert _run("conllu", CONLLU)[1] == [("I", "PRP"), ("do", "VBP"), ("n't", "RB"), ("e", "NN"),
-                                         ("-", "HYPH"), ("mail", "NN")]
+    assert _run("conllu", CONLLU)[1] == [("You", "PRP"), ("do", "VBP"), ("n't", "RB"), ("x", "NN"),
+                                         ("-", "HYPH"), ("ray", "NN")]
     assert _run("brown", BROWN)[1][-2:] == [(";", "."), ("fw", "fw-at+nn-tl")]
 
 # --------------------------------------------------------------------------- mutations
