@@ -398,41 +398,29 @@ def score_bench(name: str, fsm: Path, klm: Path, sets: dict, runs: int) -> dict:
     return res
 
 
-_OPEN_OURS = """
+_OPEN_SCRIPT = """
 import json, sys, time
 t0 = time.perf_counter()
-from fsmlearn.lm.model import CompiledLM
+{imports}
 t1 = time.perf_counter()
 lines = open(sys.argv[2], encoding="utf-8").read().splitlines()[:int(sys.argv[3])]
 t2 = time.perf_counter()
-lm = CompiledLM.load(sys.argv[1]) if sys.argv[1] != "-" else None
+m = {load} if sys.argv[1] != "-" else None
 t3 = time.perf_counter()
-total = float(lm.score(lines)[0].sum()) if lm is not None else 0.0
+total = float({score}) if m is not None else 0.0
 t4 = time.perf_counter()
-st = {x.split(":")[0]: int(x.split()[1]) * 1024 for x in open("/proc/self/status")
-      if x.startswith(("VmHWM:", "RssAnon:", "RssFile:"))}
-print(json.dumps({"import_s": t1 - t0, "load_s": t3 - t2, "open_and_score_s": t4 - t2, "log10prob": total,
+st = {{x.split(":")[0]: int(x.split()[1]) * 1024 for x in open("/proc/self/status")
+      if x.startswith(("VmHWM:", "RssAnon:", "RssFile:"))}}
+print(json.dumps({{"import_s": t1 - t0, "load_s": t3 - t2, "open_and_score_s": t4 - t2, "log10prob": total,
                   "peak_rss_bytes": st.get("VmHWM", -1), "rss_anon_bytes": st.get("RssAnon", -1),
-                  "rss_file_bytes": st.get("RssFile", -1)}))
+                  "rss_file_bytes": st.get("RssFile", -1)}}))
 """
-
-_OPEN_KENLM = """
-import json, sys, time
-t0 = time.perf_counter()
-import kenlm
-t1 = time.perf_counter()
-lines = open(sys.argv[2], encoding="utf-8").read().splitlines()[:int(sys.argv[3])]
-t2 = time.perf_counter()
-m = kenlm.Model(sys.argv[1]) if sys.argv[1] != "-" else None
-t3 = time.perf_counter()
-total = float(sum(m.score(s, True, True) for s in lines)) if m is not None else 0.0
-t4 = time.perf_counter()
-st = {x.split(":")[0]: int(x.split()[1]) * 1024 for x in open("/proc/self/status")
-      if x.startswith(("VmHWM:", "RssAnon:", "RssFile:"))}
-print(json.dumps({"import_s": t1 - t0, "load_s": t3 - t2, "open_and_score_s": t4 - t2, "log10prob": total,
-                  "peak_rss_bytes": st.get("VmHWM", -1), "rss_anon_bytes": st.get("RssAnon", -1),
-                  "rss_file_bytes": st.get("RssFile", -1)}))
-"""
+# the child process of step 6: open a model (argv[1], "-" for none: the imports alone), score the
+# first argv[3] lines of argv[2], print times and memory as JSON
+_OPEN_OURS = _OPEN_SCRIPT.format(imports="from fsmlearn.lm.model import CompiledLM",
+                                 load="CompiledLM.load(sys.argv[1])", score="m.score(lines)[0].sum()")
+_OPEN_KENLM = _OPEN_SCRIPT.format(imports="import kenlm", load="kenlm.Model(sys.argv[1])",
+                                  score="sum(m.score(s, True, True) for s in lines)")
 
 
 def open_bench(name: str, fsm: Path, arpa: Path, klm: Path, heldout: Path, sentences: int, runs: int,
