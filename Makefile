@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test fuzz demo bench bench-lm clean tagger-giga200 rcm-decipher
+.PHONY: install test fuzz demo bench bench-lm clean tagger-giga200 rcms-decipher
 
 install: $(STAMP)
 
@@ -51,8 +51,8 @@ tagger-giga200: $(STAMP)
 		--report reports/tagger-giga200.json --model models/tagger-giga200
 
 # reified context models, decipherment (issue 17, section 6 of the paper): exact, beam and RCMS
-rcm-decipher: $(STAMP)
-	$(VENV)/bin/fsmlearn rcm decipher --report reports/rcm-decipher.json
+rcms-decipher: $(STAMP)
+	$(VENV)/bin/fsmlearn rcms decipher --jobs 2 --report reports/rcms-decipher.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -59,6 +59,22 @@ def test_a_small_run_writes_its_report_and_plot(tmp_path):
 
 
 def test_the_command_line_names_a_bad_run():
-    r = subprocess.run([sys.executable, "-m", "fsmlearn.cli.main", "rcm", "decipher", "--runs", "rcms:0:5"],
+    r = subprocess.run([sys.executable, "-m", "fsmlearn.cli.main", "rcms", "decipher", "--runs", "rcms:0:5"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("fsmlearn: error: bad run 'rcms:0:5'")
+
+
+def test_parallel_runs_equal_the_serial_ones_and_report_context_length(tmp_path):
+    runs = parse_runs("exact:1,beam:2:3,rcms:2:3,rcms:1:2")
+    reps = [run_decipher(DecipherConfig(vocab=8, ciphertexts=40, iterations=2, seed=2, runs=runs, jobs=j),
+                         sentences=toy_sentences(1, 200)) for j in (1, 2)]
+    strip = lambda rep: [[{k: v for k, v in x.items() if k != "seconds"} for x in r["iterations"]]
+                         for r in rep["runs"]]
+    assert strip(reps[0]) == strip(reps[1])
+    assert [r["name"] for r in reps[1]["runs"]] == ["exact order 1", "beam order 2 size 3", "rcms order 2 size 3",
+                                                    "rcms order 1 size 2"]
+    for r in reps[0]["runs"]:
+        for x in r["iterations"]:
+            assert 0 <= x["context_length"] <= 6 and 0 <= x["token_accuracy"] <= 1
+    with pytest.raises(ArgumentError, match="--jobs"):
+        run_decipher(DecipherConfig(jobs=0), sentences=toy_sentences())

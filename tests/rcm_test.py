@@ -327,3 +327,40 @@ def test_exact_order_contexts_give_the_exact_nth_order_model(n):
     logz = np.logaddexp.reduce(list(exact_scores(model, L, unary).values()))
     assert abs(r.log_partition() - logz) < 1e-9
     assert max(len(c) for c in r.layers) <= sum(Y ** k for k in range(n + 1))
+
+
+def test_exact_first_order_em_on_the_dense_chain_equals_the_exact_context_machine():
+    """em_step(exact_order=1) with a bigram LM runs on the dense chain; its expected counts and
+    log-likelihood are those of the exact first-order context machine (rcms, exact_order=1)."""
+    from fsmlearn.rcm.decipher import AbsoluteDiscountLM, DecipherModel, em_step
+    rng = np.random.default_rng(11)
+    V = 6
+    plain = [list(rng.integers(0, V, int(rng.integers(1, 7)))) for _ in range(40)]
+    model = DecipherModel(AbsoluteDiscountLM(plain, V, 1))
+    log_emit = np.log(rng.dirichlet(np.ones(V), size=V))
+    cipher = [list(rng.integers(0, V, int(rng.integers(1, 6)))) for _ in range(12)]
+    new, ll, counts = em_step(model, cipher, log_emit, 0, exact_order=1)
+    ref_counts, ref_ll = np.zeros((V, V)), 0.0
+    for x in cipher:
+        r = rcms(model, len(x), 0, log_emit[:, x].T, exact_order=1)
+        np.add.at(ref_counts.T, x, r.marginals())
+        ref_ll += r.log_partition()
+    assert abs(ll - ref_ll) < 1e-9 * abs(ref_ll)
+    assert np.abs(counts - ref_counts).max() < 1e-9
+    assert np.allclose(np.exp(new).sum(axis=1), 1.0)
+
+
+def test_mean_context_length_on_known_context_sets():
+    """Section 7's statistic: with every suffix kept, c_{i-1} is the whole prefix (length i - 1,
+    mean (L - 1) / 2); exact first order keeps one label (mean (L - 1) / L); beam search with
+    B = 1 keeps one full prefix at every position (mean (L - 1) / 2 as well)."""
+    rng = np.random.default_rng(3)
+    Y, L = 3, 4
+    model = NGramRCM(Y, 2, {k: float(rng.normal()) for k in itertools.product([BOS, STAR, 0, 1, 2], repeat=3)})
+    unary = rng.normal(size=(L, Y))
+    assert abs(rcms(model, L, Y ** L, unary).mean_context_length() - (L - 1) / 2) < 1e-12
+    assert abs(rcms(model, L, 0, unary, exact_order=1).mean_context_length() - (L - 1) / L) < 1e-12
+    beam = NGramRCM(Y, 2, model.theta, -np.inf)
+    assert abs(rcms(beam, L, 1, unary).mean_context_length() - (L - 1) / 2) < 1e-12
+    r = rcms(model, L, 2, unary)                       # RCMS in between
+    assert 0 < r.mean_context_length() < (L - 1) / 2

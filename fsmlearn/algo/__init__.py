@@ -8,15 +8,18 @@ rule and the errors it ends in), relax_blocks (systems with matrix-valued
 rows over a phi forest), phi (failure-arc machines as linear systems),
 posteriors (forward-backward, arc posteriors, expectations, gradients), paths
 (best path, sampling), compose (composition, intersection), score
-(scoring label sequences without a product).
+(scoring label sequences without a product), chain (forward-backward and
+Viterbi over dense first-order chains given as matrices).
 
 Public names: shortest_distance, forward, backward, total_weight, SolveInfo,
 forward_backward, ForwardBackward, arc_posteriors, final_posteriors,
 logz_gradient, expectation, phi_expand, phi_structure, linear_system,
 relax_block_system, phi_pass_rows, Path, Samples, best_path, sample_paths,
-compose, intersect, score_sequences, ScoreResult, trim.
+compose, intersect, score_sequences, ScoreResult, trim, ChainResult,
+chain_forward_backward, chain_best.
 """
 
+from .chain import ChainResult, chain_best, chain_forward_backward
 from .compose import compose, intersect, trim
 from .score import ScoreResult, score_sequences
 from .paths import Path, Samples, best_path, sample_paths
@@ -31,4 +34,5 @@ __all__ = ["shortest_distance", "forward", "backward", "total_weight", "SolveInf
            "logz_gradient", "expectation", "phi_expand", "phi_structure", "linear_system",
            "relax_block_system", "phi_pass_rows",
            "Path", "Samples", "best_path", "sample_paths",
-           "compose", "intersect", "score_sequences", "ScoreResult", "trim"]
+           "compose", "intersect", "score_sequences", "ScoreResult", "trim",
+           "ChainResult", "chain_forward_backward", "chain_best"]

@@ -11,7 +11,7 @@ Modules:
   (Smith and Eisner), against EM on the sampled corpus.
 - :mod:`.tag_em`: ``fsmlearn tag em``, an HMM tagger by EM under the 17-tag
   dictionary, with a report and plot of every iteration.
-- :mod:`.rcm_decipher`: ``fsmlearn rcm decipher`` (``make rcm-decipher``), decipherment
+- :mod:`.rcm_decipher`: ``fsmlearn rcms decipher`` (``make rcms-decipher``), decipherment
   by EM with exact, beam and RCMS contexts (Steinhardt and Liang, section 6).
 - :mod:`.demo`: ``fsmlearn demo``, a machine composed in pynini run through
   the engine.

@@ -1,4 +1,4 @@
-"""``fsmlearn rcm decipher``: decipherment by EM with reified context models (Steinhardt and
+"""``fsmlearn rcms decipher``: decipherment by EM with reified context models (Steinhardt and
 Liang 2015, section 6).
 
 The data: the ``vocab`` most frequent words of a dataset (Mixed-text by
@@ -7,8 +7,10 @@ default), the sentences made only of them, shuffled (seed), the first
 plaintext for the transition model.  Each run (a method, an order, a size)
 trains the substitution table by EM (:func:`fsmlearn.rcm.decipher.em_step`)
 from the same start and records the mapping accuracy (over cipher tokens) and
-the log-likelihood per iteration; the report is JSON with a PNG of accuracy
-per iteration beside it.
+the log-likelihood per iteration, and the mass-weighted average context length (section 7); the
+report is JSON with a PNG beside it (accuracy per iteration at the largest
+size and by size for the 2nd-order runs, and the context length).  Runs are
+independent: ``jobs`` > 1 runs them in that many forked processes.
 
 Methods: ``exact`` (exact contexts of the run's order), ``beam`` (beam search:
 RCMS with weight -inf outside the beam), ``rcms``.
@@ -33,6 +35,9 @@ from .report import new_figure, save_figure, write_report
 __all__ = ["DecipherConfig", "prepare_decipherment", "run_decipher", "parse_runs"]
 
 PAPER_RUNS = "exact:1,beam:1:60,rcms:1:60,beam:2:60,rcms:2:60"
+#: the 2nd-order learning curves at the other sizes of figure 5 (right)
+CURVE_RUNS = "beam:2:10,rcms:2:10,beam:2:20,rcms:2:20,beam:2:30,rcms:2:30"
+DEFAULT_RUNS = PAPER_RUNS + "," + CURVE_RUNS
 
 
 def parse_runs(text: str) -> list[tuple[str, int, int]]:
@@ -59,8 +64,9 @@ class DecipherConfig:
     ciphertexts: int = 2000
     iterations: int = 20
     seed: int = 0
-    runs: list = field(default_factory=lambda: parse_runs(PAPER_RUNS))
+    runs: list = field(default_factory=lambda: parse_runs(DEFAULT_RUNS))
     report: str | None = None
+    jobs: int = 1
 
 
 def prepare_decipherment(sentences, vocab: int, ciphertexts: int, seed: int) -> dict:
@@ -91,17 +97,67 @@ def prepare_decipherment(sentences, vocab: int, ciphertexts: int, seed: int) -> 
 
 
 def _plot(runs: list, path: Path, title: str) -> None:
-    fig, ax = new_figure(1, figsize=(7, 4))
+    """Three panels: accuracy per iteration at the largest size (figure 5 left), accuracy per
+    iteration of the 2nd-order runs by size (figure 5 right), context length (figure 6)."""
+    fig, axes = new_figure(3, figsize=(17, 4.6))
+    top = max([r["size"] for r in runs] + [0])
+    colours = {}
     for r in runs:
         it = [x["iteration"] for x in r["iterations"]]
-        ax.plot(it, [100 * x["accuracy"] for x in r["iterations"]], "o-", ms=3, label=r["name"])
-    ax.set_xlabel("EM iteration")
-    ax.set_ylabel("mapping accuracy over cipher tokens (%)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    ax.set_title(title)
+        acc = [100 * x["accuracy"] for x in r["iterations"]]
+        if r["method"] == "exact" or r["size"] == top:
+            axes[0].plot(it, acc, "o-", ms=3, label=r["name"])
+        if r["method"] != "exact" and r["order"] == 2:
+            c = colours.setdefault(r["size"], f"C{len(colours)}")
+            axes[1].plot(it, acc, "-" if r["method"] == "rcms" else "--", color=c,
+                         label=f"{r['method']} size {r['size']}")
+        axes[2].plot(it, [x["context_length"] for x in r["iterations"]], "o-", ms=3, label=r["name"])
+    axes[0].set_title(f"size {top}: order and method")
+    axes[1].set_title("2nd order by size (solid RCMS, dashed beam)")
+    axes[2].set_title("average context length (mass-weighted)")
+    for ax, yl in zip(axes, ("mapping accuracy: cipher symbols (%)", "mapping accuracy (%)",
+                             "determined labels of c_{i-1}")):
+        ax.set_xlabel("EM iteration")
+        ax.set_ylabel(yl)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title)
     fig.tight_layout()
     save_figure(fig, path)
+
+
+_SHARED: dict = {}      # the data of a run_decipher call, inherited by forked workers
+
+
+def _one_run_indexed(item):
+    return item[0], _one_run(item[1])
+
+
+def _one_run(spec) -> dict:
+    """EM for one (method, order, size) from the shared start; progress through ``say``."""
+    method, order, size = spec
+    d, start, tokens, iterations, say = (_SHARED[k] for k in ("data", "start", "tokens", "iterations", "say"))
+    V = start.shape[0]
+    name = f"{method} order {order}" + (f" size {size}" if method != "exact" else "")
+    lm = AbsoluteDiscountLM(d["plain"], V, order)
+    model = DecipherModel(lm, outside=-np.inf if method == "beam" else 0.0)
+    log_emit = start.copy()
+    run = {"name": name, "method": method, "order": order, "size": size, "iterations": []}
+    for it in range(1, iterations + 1):
+        t0 = time.time()
+        stats: dict = {}
+        log_emit, ll, counts = em_step(model, d["cipher"], log_emit, size,
+                                       exact_order=order if method == "exact" else None, stats=stats)
+        # the paper's measure (Nuhn et al. 2013): the fraction of the cipher's symbols mapped right;
+        # beside it the fraction of cipher tokens
+        acc = mapping_accuracy(counts, d["truth"], weights=tokens > 0)
+        tok = mapping_accuracy(counts, d["truth"], weights=tokens)
+        run["iterations"].append({"iteration": it, "accuracy": acc, "token_accuracy": tok, "loglik": ll,
+                                  "context_length": stats["context_length"], "seconds": time.time() - t0})
+        say(f"{name}: iteration {it}/{iterations}: mapping accuracy {100 * acc:.2f}% of symbols, "
+            f"{100 * tok:.2f}% of tokens, log-likelihood {ll:,.1f}, context length {stats['context_length']:.3f}, "
+            f"{time.time() - t0:.1f} s")
+    return run
 
 
 def run_decipher(cfg: DecipherConfig, progress=None, sentences=None) -> dict:
@@ -110,8 +166,8 @@ def run_decipher(cfg: DecipherConfig, progress=None, sentences=None) -> dict:
     ``sentences`` (tokenised) replaces the dataset (tests).
     """
     say = progress or (lambda m: None)
-    if cfg.iterations < 1:
-        raise ArgumentError(f"--iterations must be >= 1, got {cfg.iterations}")
+    if cfg.iterations < 1 or cfg.jobs < 1:
+        raise ArgumentError(f"--iterations and --jobs must be >= 1, got {cfg.iterations} and {cfg.jobs}")
     if sentences is None:
         say(f"reading {cfg.data}")
         sentences = iter_dataset_words(cfg.data)
@@ -123,29 +179,31 @@ def run_decipher(cfg: DecipherConfig, progress=None, sentences=None) -> dict:
     rng = np.random.default_rng(cfg.seed + 1)
     start = np.log(np.full((V, V), 1.0 / V) * (1 + 0.01 * rng.random((V, V))))
     start -= np.logaddexp.reduce(start, axis=1, keepdims=True)
-    report = {"command": "fsmlearn rcm decipher", "data": cfg.data, "vocab": V, "ciphertexts": cfg.ciphertexts,
+    report = {"command": "fsmlearn rcms decipher", "data": cfg.data, "vocab": V, "ciphertexts": cfg.ciphertexts,
               "cipher_tokens": int(tokens.sum()), "plaintext_sentences": len(d["plain"]),
               "sentences_of_kept_words": d["sentences"], "seed": cfg.seed, "iterations_per_run": cfg.iterations,
               "runs": [], "complete": False}
     report_path = Path(cfg.report) if cfg.report else None
-    for method, order, size in cfg.runs:
-        name = f"{method} order {order}" + (f" size {size}" if method != "exact" else "")
-        lm = AbsoluteDiscountLM(d["plain"], V, order)
-        model = DecipherModel(lm, outside=-np.inf if method == "beam" else 0.0)
-        log_emit = start.copy()
-        run = {"name": name, "method": method, "order": order, "size": size, "iterations": []}
-        report["runs"].append(run)
-        for it in range(1, cfg.iterations + 1):
-            t0 = time.time()
-            log_emit, ll, counts = em_step(model, d["cipher"], log_emit, size,
-                                           exact_order=order if method == "exact" else None)
-            acc = mapping_accuracy(counts, d["truth"], weights=tokens)
-            run["iterations"].append({"iteration": it, "accuracy": acc, "loglik": ll,
-                                      "seconds": time.time() - t0})
-            say(f"{name}: iteration {it}/{cfg.iterations}: accuracy {100 * acc:.2f}%, "
-                f"log-likelihood {ll:,.1f}, {time.time() - t0:.1f} s")
-            if report_path is not None:
-                write_report(report_path, report)
+    _SHARED.update(data=d, start=start, tokens=tokens, iterations=cfg.iterations, say=say)
+    done = {}
+
+    def record(k, run):
+        done[k] = run
+        report["runs"] = [done[j] for j in sorted(done)]
+        if report_path is not None:
+            write_report(report_path, report)
+
+    specs = list(cfg.runs)
+    if cfg.jobs > 1 and len(specs) > 1:
+        import multiprocessing as mp
+        # heaviest first (size, then order) so that the last runs to finish are short ones
+        order = sorted(range(len(specs)), key=lambda k: (-specs[k][2], -specs[k][1]))
+        with mp.get_context("fork").Pool(min(cfg.jobs, len(specs))) as pool:
+            for k, run in pool.imap_unordered(_one_run_indexed, [(k, specs[k]) for k in order]):
+                record(k, run)
+    else:
+        for k, spec in enumerate(specs):
+            record(k, _one_run(spec))
     report["complete"] = True
     if report_path is not None:
         write_report(report_path, report)

@@ -107,16 +107,6 @@ def select_top(log_forward: np.ndarray, B: int) -> np.ndarray:
     return active
 
 
-@nb.njit(inline="always")
-def _log_add(a, b):
-    if a == -np.inf:
-        return b
-    if b == -np.inf:
-        return a
-    m = max(a, b)
-    return m + np.log(np.exp(a - m) + np.exp(b - m))
-
-
 @nb.njit(cache=True)
 def _merge_kernel(lens, lcs, active, log_forward):
     """The depth-first merge of appendix A, backwards over the sorted list with a stack of
@@ -138,7 +128,6 @@ def _merge_kernel(lens, lcs, active, log_forward):
     out_e = np.empty(n_act, np.int64)
     out_lcs = np.empty(n_act, np.int64)
     owner_rev = np.empty(E, np.int64)
-    acc = np.full(n_act + 1, -np.inf)
     n = 0
     l = big
     for j in range(E - 1, -1, -1):
@@ -152,14 +141,23 @@ def _merge_kernel(lens, lcs, active, log_forward):
             stack_idx[top] = n
             stack_len[top] = lens[j]
             owner_rev[j] = n
-            acc[n] = _log_add(acc[n], log_forward[j])
             n += 1
             l = big
         else:
-            t = stack_idx[top]
-            owner_rev[j] = t
-            pos = n_act if t == -1 else t
-            acc[pos] = _log_add(acc[pos], log_forward[j])
+            owner_rev[j] = stack_idx[top]
+    # each output's log-sum of what it absorbed: the largest term first, then one exp per element
+    big_term = np.full(n_act + 1, -np.inf)
+    for j in range(E):
+        pos = n_act if owner_rev[j] == -1 else owner_rev[j]
+        if log_forward[j] > big_term[pos]:
+            big_term[pos] = log_forward[j]
+    acc = np.zeros(n_act + 1)
+    for j in range(E):
+        pos = n_act if owner_rev[j] == -1 else owner_rev[j]
+        if big_term[pos] > -np.inf:
+            acc[pos] += np.exp(log_forward[j] - big_term[pos])
+    for k in range(n_act + 1):
+        acc[k] = np.log(acc[k]) + big_term[k] if big_term[k] > -np.inf else -np.inf
     return out_e, out_lcs, owner_rev, acc
 
 

@@ -20,6 +20,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from ..algo import chain_forward_backward
 from ..errors import ArgumentError
 from .model import rcms
 
@@ -55,6 +56,7 @@ class AbsoluteDiscountLM:
         self.base = (uni + smoothing) / (uni.sum() + smoothing * num_labels)
         self.log_base = np.log(self.base)
         self._cache: dict = {}
+        self._log_cache: dict = {}
 
     def prob(self, history: tuple) -> np.ndarray:
         """p(. | history), float64 [V] (a distribution)."""
@@ -75,6 +77,14 @@ class AbsoluteDiscountLM:
         self._cache[history] = p
         return p
 
+    def log_prob(self, history: tuple) -> np.ndarray:
+        """ln p(. | history), float64 [V] (kept once computed)."""
+        history = tuple(history[-self.n:]) if self.n else ()
+        got = self._log_cache.get(history)
+        if got is None:
+            got = self._log_cache[history] = np.log(self.prob(history))
+        return got
+
 
 class DecipherModel:
     """The decipherment HMM seen by :func:`fsmlearn.rcm.model.rcms`: transitions from the
@@ -86,10 +96,17 @@ class DecipherModel:
         self.num_labels = lm.V
         self.outside = outside
 
+    def transition_matrices(self):
+        """The first-order chain of a bigram LM (``lm.n == 1``): ln p(y | <s>) [V] and
+        ln p(y | y') [V, V] (rows y')."""
+        if self.lm.n != 1:
+            raise ArgumentError(f"a dense first-order chain needs a bigram LM, not order {self.lm.n}")
+        return self.lm.log_prob((_BOS,)), np.stack([self.lm.log_prob((y,)) for y in range(self.num_labels)])
+
     def scores(self, suffix: tuple, i: int, is_root: bool, unary_row) -> np.ndarray:
         """log p(y | history of the context) (+ unary, + the outside weight on the root at i >= 2)."""
         hist = suffix if len(suffix) < i - 1 else (_BOS,) + tuple(suffix)
-        s = np.log(self.lm.prob(hist))
+        s = self.lm.log_prob(hist)
         if unary_row is not None:
             s = s + unary_row
         if is_root and i >= 2 and self.outside != 0.0:
@@ -98,7 +115,7 @@ class DecipherModel:
 
 
 def em_step(model: DecipherModel, ciphertexts, log_emit: np.ndarray, B: int, laplace: float = 0.01,
-            exact_order: int | None = None):
+            exact_order: int | None = None, stats: dict | None = None):
     """One EM iteration for the substitution table.
 
     Args:
@@ -107,7 +124,11 @@ def em_step(model: DecipherModel, ciphertexts, log_emit: np.ndarray, B: int, lap
         log_emit: float64 [V, C], log p(x | y).
         B: RCMS context size.
         laplace: add-``laplace`` smoothing of the expected counts.
-        exact_order: exact k-th order contexts instead of RCMS (see :func:`rcms`).
+        exact_order: exact k-th order contexts instead of RCMS (see :func:`rcms`); exact first
+            order with a bigram LM runs on the dense chain (:func:`fsmlearn.algo.chain_forward_backward`,
+            the same quantities as the exact-order machine without building its V^2 arcs per position).
+        stats: when given, ``stats["context_length"]`` is set to the average length of c_{i-1}
+            (its determined labels) weighted by its mass, over all cipher tokens (section 7).
 
     Returns:
         (new log_emit [V, C], total log-likelihood under the RCMS contexts, expected counts [V, C]).
@@ -115,13 +136,29 @@ def em_step(model: DecipherModel, ciphertexts, log_emit: np.ndarray, B: int, lap
     V, C = log_emit.shape
     counts = np.zeros((V, C))
     ll = 0.0
+    if exact_order == 1 and model.lm.n == 1:
+        initial, trans = model.transition_matrices()
+        xs = [np.asarray(x, np.int64) for x in ciphertexts]
+        res = chain_forward_backward(initial, trans, [log_emit[:, x].T for x in xs])
+        for x, marg in zip(xs, res.marginals):
+            np.add.at(counts.T, x, marg)
+        if stats is not None:       # c_0 is the root (length 0), every later context one label
+            stats["context_length"] = sum(x.size - 1 for x in xs) / max(sum(x.size for x in xs), 1)
+        sm = counts + laplace
+        return np.log(sm / sm.sum(axis=1, keepdims=True)), float(res.logz.sum()), counts
+    length_sum, tokens = 0.0, 0
     for x in ciphertexts:
         x = np.asarray(x, np.int64)
         unary = log_emit[:, x].T
         r = rcms(model, x.size, B, unary, exact_order=exact_order)
         marg = r.marginals()
-        np.add.at(counts.T, x, marg)
+        np.add.at(counts.T, x, marg)          # counts[y, x_i] += p(y_i = y)
         ll += r.log_partition()
+        if stats is not None:
+            length_sum += r.mean_context_length() * x.size
+            tokens += x.size
+    if stats is not None:
+        stats["context_length"] = length_sum / max(tokens, 1)
     sm = counts + laplace
     return np.log(sm / sm.sum(axis=1, keepdims=True)), ll, counts
 

@@ -101,19 +101,33 @@ class RCMSResult:
     machine: Machine
     layer_start: np.ndarray
     arc_position: np.ndarray
+    _fb: object = None
+
+    def forward_backward(self):
+        """The engine's forward-backward on the machine (computed once, then kept)."""
+        if self._fb is None:
+            self._fb = forward_backward(self.machine)
+        return self._fb
 
     def log_partition(self) -> float:
         """ln Z of the model under these contexts (the machine's total weight)."""
-        return -forward_backward(self.machine).logz
+        return -self.forward_backward().logz
 
     def marginals(self) -> np.ndarray:
         """float64 [L, |Y|], p(y_i = y) (arc posteriors summed by position and label)."""
-        fb = forward_backward(self.machine)
+        fb = self.forward_backward()
         L = self.layer_start.size - 2
         Y = int(self.machine.ilabel.max()) if self.machine.num_arcs else 0
-        out = np.zeros((L, Y))
-        np.add.at(out, (self.arc_position - 1, self.machine.ilabel - 1), fb.posteriors)
-        return out
+        idx = (self.arc_position - 1) * Y + (self.machine.ilabel.astype(np.int64) - 1)
+        return np.bincount(idx, weights=fb.posteriors, minlength=L * Y).reshape(L, Y)
+
+    def mean_context_length(self) -> float:
+        """The average length of c_{i-1} (its determined labels), weighted by its mass under
+        the model, over positions i = 1 .. L (the statistic of section 7)."""
+        fb = self.forward_backward()
+        lens = np.concatenate([[len(s) for s in layer.suffixes] for layer in self.layers]).astype(float)
+        L = self.layer_start.size - 2
+        return float((fb.posteriors * lens[self.machine.arc_src]).sum() / L)
 
     def best(self) -> tuple[np.ndarray, float]:
         """The best labelling (0-based labels) and its score (natural log)."""
@@ -157,11 +171,14 @@ def rcms(model: NGramRCM, length: int, B: int, unary=None, exact_order: int | No
         # exact order: every suffix of at most k labels, with or without mass (merge targets)
         active = select_top(logf, B) if exact_order is None else lens <= exact_order
         layer, owner = merge(prev, parent, label, lens, lcs, active, logf)
-        keep = np.isfinite(S[parent, label])
-        src.append(parent[keep])
-        dst.append(owner[keep])
-        lab.append(label[keep] + 1)
-        wt.append(-S[parent, label][keep])
+        # arcs in source order (parent-major), so that building the machine sorts nothing
+        pm = np.arange(parent.size).reshape(Y, K).T.ravel()
+        s_pm = S.ravel()                                  # S[parent, label] in parent-major order
+        keep = np.isfinite(s_pm)
+        src.append(parent[pm][keep])
+        dst.append(owner[pm][keep])
+        lab.append(label[pm][keep] + 1)
+        wt.append(-s_pm[keep])
         layers.append(layer)
     sizes = np.array([len(c) for c in layers], np.int64)
     start = np.zeros(length + 2, np.int64)
