@@ -96,9 +96,9 @@ def test_contexts_have_coverage_closure_and_f_is_the_least_ancestor(Y, n, L, B, 
     for ys in itertools.islice(itertools.product(range(Y), repeat=L), 50):
         state = 0
         for i, y in enumerate(ys, 1):
-            arcs = [a for a in r.machine.out_arcs(state) if r.machine.ilabel[a] == y + 1]
-            assert len(arcs) == 1
-            state = int(r.machine.dst[arcs[0]])
+            e = r.element(i, state, y)
+            assert r.el_label[e] == y and r.el_src[e] == state
+            state = int(r.el_dst[e])
             suf = r.layers[i].suffixes[state - r.layer_start[i]]
             assert tuple(ys[i - len(suf):i]) == suf        # the context holds y_{1:i}
 

@@ -30,17 +30,17 @@ __all__ = ["sequence_gradient", "AdaGrad", "train_supervised"]
 OUTSIDE = "outside"   #: the gradient key of the outside-the-beam weight
 
 
-def _arc_features(model: NGramRCM, r: RCMSResult):
-    """Per arc of r.machine: its theta key and whether it leaves the root at a position >= 2."""
-    m = r.machine
-    keys, root = [], np.zeros(m.num_arcs, bool)
-    src = m.arc_src
-    for a in range(m.num_arcs):
-        i = int(r.arc_position[a])
+def _element_features(model: NGramRCM, r: RCMSResult, elements):
+    """Per element (an index of r.el_*): its theta key and whether it leaves the root at a
+    position >= 2 (the outside feature)."""
+    keys, root = [], np.zeros(len(elements), bool)
+    for j, e in enumerate(elements):
+        src = int(r.el_src[e])
+        i = int(np.searchsorted(r.el_offset, e, side="right"))      # position of the element
         layer = r.layers[i - 1]
-        k = int(src[a] - r.layer_start[i - 1])
-        keys.append(model.key(layer.suffixes[k], i, int(m.ilabel[a]) - 1))
-        root[a] = k == len(layer) - 1 and i >= 2
+        k = src - int(r.layer_start[i - 1])
+        keys.append(model.key(layer.suffixes[k], i, int(r.el_label[e])))
+        root[j] = k == len(layer) - 1 and i >= 2
     return keys, root
 
 
@@ -62,28 +62,35 @@ def sequence_gradient(model: NGramRCM, labels, B: int, unary=None):
                             f"got {list(labels)[:20]}")
     r = rcms(model, int(y.size), B, unary)
     m = r.machine
-    fb = forward_backward(m)
-    keys, root = _arc_features(model, r)
+    fb = r.forward_backward()
+    post = r.element_posteriors()
+    live = np.flatnonzero(post > 0)
+    keys, root = _element_features(model, r, live)
     grad: dict = defaultdict(float)
-    for a in np.flatnonzero(fb.posteriors > 0):
-        grad[keys[a]] -= fb.posteriors[a]
-        if root[a]:
-            grad[OUTSIDE] -= fb.posteriors[a]
+    for j, e in enumerate(live):
+        grad[keys[j]] -= post[e]
+        if root[j]:
+            grad[OUTSIDE] -= post[e]
     last_root = m.num_states - 1
     grad[OUTSIDE] -= fb.final_posteriors[last_root]
     # the observed path
     state, score = m.start, 0.0
-    for yi in y:
-        arcs = [a for a in m.out_arcs(state) if m.ilabel[a] == yi + 1]
-        if not arcs:          # an arc weighted -inf (outside = -inf): the sequence has probability 0
+    path = []
+    for i, yi in enumerate(y, 1):
+        e = r.element(i, state, int(yi))
+        if not np.isfinite(r.el_score[e]):   # weighted -inf (outside = -inf): probability 0
             return -np.inf, dict(grad)
-        a = arcs[0]
-        score -= m.weight[a]
-        grad[keys[a]] += 1.0
-        if root[a]:
+        score += r.el_score[e]
+        path.append(e)
+        state = int(r.el_dst[e])
+    keys, root = _element_features(model, r, path)
+    for j in range(len(path)):
+        grad[keys[j]] += 1.0
+        if root[j]:
             grad[OUTSIDE] += 1.0
-        state = int(m.dst[a])
     score -= m.final[state]
+    if not np.isfinite(score):
+        return -np.inf, dict(grad)
     if state == last_root:
         grad[OUTSIDE] += 1.0
     return float(score + fb.logz), dict(grad)

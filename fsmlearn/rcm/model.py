@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 
 from ..algo import best_path, forward_backward
@@ -91,17 +92,46 @@ class NGramRCM:
 class RCMSResult:
     """The contexts RCMS chose for one sequence and the machine they make.
 
+    The transitions of the model are the *elements* of C~_i (a context of C_{i-1}
+    and a label, scored theta . phi_i(c, y)), each going to f_i(c, y).  The machine
+    has one arc per element that lands in a selected context, labelled y + 1; the
+    elements of one context that land in the root of the next layer (every label
+    whose extension was merged away: most of them) are one arc labelled 0 whose
+    weight is their log-sum.  That changes no path sum: the engine's forward-backward
+    on it gives ln Z and the arc posteriors, and an element's posterior is its arc's
+    times its share of the arc's weight.  The best labelling is the best path of
+    the same arcs weighted by the best element of each group (:meth:`best`).
+
     Attributes:
         layers: C_0 .. C_L (:class:`ContextLayer`).
-        machine: the layered acyclic machine (log semiring; labels y + 1).
+        machine: the layered acyclic machine (log semiring, weights -ln).
         layer_start: int64 [L + 2], the first state of each layer.
         arc_position: int64 [E], the position i (1-based) of each arc.
+        el_offset: int64 [L + 1], element e of position i is ``el_offset[i - 1] + y * K + k``
+            for the k-th context of C_{i-1} (K = |C_{i-1}|) and label y.
+        el_src, el_dst: int64, each element's source and target state.
+        el_label: int64, its label (0-based).
+        el_score: float64, theta . phi_i(c, y) (-inf: no transition).
+        el_arc: int64, the arc carrying it (-1 when its score is -inf).
     """
     layers: list
     machine: Machine
     layer_start: np.ndarray
     arc_position: np.ndarray
+    el_offset: np.ndarray
+    el_src: np.ndarray
+    el_dst: np.ndarray
+    el_label: np.ndarray
+    el_score: np.ndarray
+    el_arc: np.ndarray
+    best_weight: np.ndarray
+    best_label: np.ndarray
     _fb: object = None
+    _post: object = None
+
+    @property
+    def length(self) -> int:
+        return self.layer_start.size - 2
 
     def forward_backward(self):
         """The engine's forward-backward on the machine (computed once, then kept)."""
@@ -113,25 +143,39 @@ class RCMSResult:
         """ln Z of the model under these contexts (the machine's total weight)."""
         return -self.forward_backward().logz
 
+    def _posteriors(self):
+        if self._post is None:
+            fb = self.forward_backward()
+            Y = int(self.el_label.max()) + 1 if self.el_label.size else 0
+            self._post = _element_kernel(self.el_offset, self.el_arc, self.el_score, self.el_label,
+                                         fb.posteriors, self.machine.weight, Y)
+        return self._post
+
+    def element_posteriors(self) -> np.ndarray:
+        """float64 [elements]: the posterior of each transition (c_{i-1}, y_i): its arc's
+        posterior times its share of the arc's weight."""
+        return self._posteriors()[0]
+
     def marginals(self) -> np.ndarray:
-        """float64 [L, |Y|], p(y_i = y) (arc posteriors summed by position and label)."""
-        fb = self.forward_backward()
-        L = self.layer_start.size - 2
-        Y = int(self.machine.ilabel.max()) if self.machine.num_arcs else 0
-        idx = (self.arc_position - 1) * Y + (self.machine.ilabel.astype(np.int64) - 1)
-        return np.bincount(idx, weights=fb.posteriors, minlength=L * Y).reshape(L, Y)
+        """float64 [L, |Y|], p(y_i = y) (element posteriors summed by position and label)."""
+        return self._posteriors()[1]
 
     def mean_context_length(self) -> float:
         """The average length of c_{i-1} (its determined labels), weighted by its mass under
         the model, over positions i = 1 .. L (the statistic of section 7)."""
         fb = self.forward_backward()
         lens = np.concatenate([[len(s) for s in layer.suffixes] for layer in self.layers]).astype(float)
-        L = self.layer_start.size - 2
-        return float((fb.posteriors * lens[self.machine.arc_src]).sum() / L)
+        return float((fb.posteriors * lens[self.machine.arc_src]).sum() / self.length)
+
+    def element(self, i: int, state: int, y: int) -> int:
+        """The element leaving ``state`` (a context of C_{i-1}) at position i with label y."""
+        K = int(self.layer_start[i] - self.layer_start[i - 1])
+        return int(self.el_offset[i - 1] + y * K + (state - self.layer_start[i - 1]))
 
     def best(self) -> tuple[np.ndarray, float]:
-        """The best labelling (0-based labels) and its score (natural log)."""
-        p = best_path(self.machine)
+        """The best labelling (0-based labels) and its score (natural log): the best path of
+        the machine with each arc weighted by its best element."""
+        p = best_path(self.machine.replace(weight=self.best_weight, ilabel=self.best_label))
         return np.asarray(p.ilabels, np.int64) - 1, -float(p.weight)
 
 
@@ -159,7 +203,7 @@ def rcms(model: NGramRCM, length: int, B: int, unary=None, exact_order: int | No
         if unary.shape != (length, Y):
             raise ArgumentError(f"unary has shape {unary.shape}; expected ({length}, {Y})")
     layers = [ContextLayer.initial()]
-    src, dst, lab, wt = [], [], [], []
+    el_parent, el_owner, el_label, el_score = [], [], [], []
     for i in range(1, length + 1):
         prev = layers[-1]
         K = len(prev)
@@ -167,30 +211,138 @@ def rcms(model: NGramRCM, length: int, B: int, unary=None, exact_order: int | No
         for k, suf in enumerate(prev.suffixes):
             S[k] = model.scores(suf, i, k == K - 1, None if unary is None else unary[i - 1])
         parent, label, lens, lcs = expand(prev, Y)
-        logf = prev.forward[parent] + S[parent, label]
+        score = S.T.ravel()                               # S[parent, label] in the expanded order
+        logf = prev.forward[parent] + score
         # exact order: every suffix of at most k labels, with or without mass (merge targets)
         active = select_top(logf, B) if exact_order is None else lens <= exact_order
         layer, owner = merge(prev, parent, label, lens, lcs, active, logf)
-        # arcs in source order (parent-major), so that building the machine sorts nothing
-        pm = np.arange(parent.size).reshape(Y, K).T.ravel()
-        s_pm = S.ravel()                                  # S[parent, label] in parent-major order
-        keep = np.isfinite(s_pm)
-        src.append(parent[pm][keep])
-        dst.append(owner[pm][keep])
-        lab.append(label[pm][keep] + 1)
-        wt.append(-s_pm[keep])
+        el_parent.append(parent)
+        el_owner.append(owner)
+        el_label.append(label)
+        el_score.append(score)
         layers.append(layer)
+    return _build(model, layers, el_parent, el_owner, el_label, el_score)
+
+
+@nb.njit(cache=True)
+def _build_kernel(start, el_offset, parent, owner, label, score):
+    """The arcs of the RCMS machine in source order (CSR), from the elements of every position:
+    an element landing in a selected context is its own arc; those of one source landing in the
+    next root are one arc (label 0) weighted by their log-sum, and for the best path by their
+    best (its label the first best).  Returns (src_start, dst, ilabel, weight, best_weight,
+    best_label, el_src, el_dst, el_arc)."""
+    L = el_offset.size - 1
+    N = start[-1]
+    nE = score.size
+    top = np.full(N, -np.inf)
+    arg = np.full(N, -1, np.int64)
+    acc = np.zeros(N)
+    n_single = np.zeros(N, np.int64)
+    el_src = np.empty(nE, np.int64)
+    el_dst = np.empty(nE, np.int64)
+    for i in range(L):
+        root_next = start[i + 2] - 1
+        for e in range(el_offset[i], el_offset[i + 1]):
+            s = start[i] + parent[e]
+            d = start[i + 1] + owner[e]
+            el_src[e] = s
+            el_dst[e] = d
+            if score[e] == -np.inf:
+                continue
+            if d != root_next:
+                n_single[s] += 1
+            elif score[e] > top[s]:
+                top[s] = score[e]
+                arg[s] = label[e]
+    for i in range(L):
+        root_next = start[i + 2] - 1
+        for e in range(el_offset[i], el_offset[i + 1]):
+            s = el_src[e]
+            if score[e] > -np.inf and el_dst[e] == root_next:
+                acc[s] += np.exp(score[e] - top[s])
+    src_start = np.zeros(N + 1, np.int64)
+    for s in range(N):
+        src_start[s + 1] = src_start[s] + n_single[s] + (1 if top[s] > -np.inf else 0)
+    E = src_start[N]
+    dst = np.empty(E, np.int32)
+    ilabel = np.empty(E, np.int32)
+    weight = np.empty(E)
+    best_weight = np.empty(E)
+    best_label = np.empty(E, np.int32)
+    fill = src_start[:N].copy()
+    pooled_arc = np.full(N, -1, np.int64)
+    layer = 0
+    for s in range(N):          # the pooled arc last among a source's arcs
+        while s >= start[layer + 1]:
+            layer += 1
+        if top[s] > -np.inf:
+            a = src_start[s + 1] - 1
+            pooled_arc[s] = a
+            dst[a] = start[layer + 2] - 1
+            ilabel[a] = 0
+            weight[a] = -(top[s] + np.log(acc[s]))
+            best_weight[a] = -top[s]
+            best_label[a] = arg[s] + 1
+    el_arc = np.full(nE, -1, np.int64)
+    for i in range(L):
+        root_next = start[i + 2] - 1
+        for e in range(el_offset[i], el_offset[i + 1]):
+            if score[e] == -np.inf:
+                continue
+            s = el_src[e]
+            if el_dst[e] != root_next:
+                a = fill[s]
+                fill[s] += 1
+                dst[a] = el_dst[e]
+                ilabel[a] = label[e] + 1
+                weight[a] = -score[e]
+                best_weight[a] = -score[e]
+                best_label[a] = label[e] + 1
+                el_arc[e] = a
+            else:
+                el_arc[e] = pooled_arc[s]
+    return src_start, dst, ilabel, weight, best_weight, best_label, el_src, el_dst, el_arc
+
+
+@nb.njit(cache=True)
+def _element_kernel(el_offset, el_arc, el_score, label, arc_post, arc_weight, Y):
+    """Element posteriors (the arc's times the element's share of its weight) and the
+    position marginals [L, Y] they sum to."""
+    L = el_offset.size - 1
+    post = np.zeros(el_score.size)
+    marg = np.zeros((L, Y))
+    for i in range(L):
+        for e in range(el_offset[i], el_offset[i + 1]):
+            a = el_arc[e]
+            if a >= 0:
+                p = arc_post[a]
+                if p > 0.0 and el_score[e] != -arc_weight[a]:
+                    p *= np.exp(el_score[e] + arc_weight[a])
+                post[e] = p
+                marg[i, label[e]] += p
+    return post, marg
+
+
+def _build(model, layers, el_parent, el_owner, el_label, el_score) -> RCMSResult:
+    """The machine of the chosen contexts (see :class:`RCMSResult`)."""
+    length = len(layers) - 1
     sizes = np.array([len(c) for c in layers], np.int64)
     start = np.zeros(length + 2, np.int64)
     np.cumsum(sizes, out=start[1:])
-    src = np.concatenate([s + start[i] for i, s in enumerate(src)])
-    dst = np.concatenate([d + start[i + 1] for i, d in enumerate(dst)])
+    counts = np.array([p.size for p in el_parent], np.int64)
+    el_offset = np.zeros(length + 1, np.int64)
+    np.cumsum(counts, out=el_offset[1:])
+    lab = np.concatenate(el_label)
+    score = np.concatenate(el_score)
+    (src_start, dst, ilabel, weight, best_weight, best_label, src, dst_el,
+     el_arc) = _build_kernel(start, el_offset, np.concatenate(el_parent), np.concatenate(el_owner), lab, score)
     final = np.full(int(start[-1]), np.inf)
     final[start[length]:start[length + 1]] = 0.0
     # the outside feature also weighs the root context at the end (I[c_L = Y_{1:L}]), so that
     # with -inf the normaliser sums the final beam only, as beam search's does
     final[start[length + 1] - 1] = -model.outside if np.isfinite(model.outside) else np.inf
-    m = Machine.from_arcs(int(start[-1]), 0, final, src, dst, np.concatenate(lab).astype(np.int32),
-                          weight=np.concatenate(wt), semiring="log")
+    m = Machine(start=0, final=final, src_start=src_start, dst=dst, ilabel=ilabel, weight=weight,
+                semiring="log")
     position = np.searchsorted(start, m.arc_src, side="right")     # a source in layer i - 1: position i
-    return RCMSResult(layers, m, start, position.astype(np.int64))
+    return RCMSResult(layers, m, start, position.astype(np.int64), el_offset, src, dst_el, lab, score, el_arc,
+                      best_weight, best_label)
