@@ -21,9 +21,9 @@ letter, and is in the lexicon; its pronunciation is the lexicon's first.
 
 - :func:`build_speech_task` (section 2): the sentences all of whose words are
   speakable, with ``min_words``-``max_words`` words (default 3-10) and
-  ``min_phonemes``-``max_phonemes`` phonemes in all (default 17-37: the
-  window whose pool averages the paper's 26 phonemes, 25.9; 16-36 gives
-  25.1, 3-8 words alone 23.6); a sentence's input is the concatenation of its
+  ``min_phonemes``-``max_phonemes`` phonemes in all (default 17-37, chosen
+  so that the pool averages the paper's 26 phonemes: 25.9, where 16-36
+  gives 25.1 and 3-8 words without a phoneme window 23.6); a sentence's input is the concatenation of its
   words' pronunciations (no word boundary in the input), its output the
   words joined by ``_``.  Distinct outputs only (the first sentence of each
   spelling), sorted by spelling; a seeded permutation of this pool gives the
