@@ -113,7 +113,7 @@ def _merge_kernel(lens, lcs, active, log_forward):
     ancestors (see :func:`merge`).  Returns (out_e, out_lcs, owner_rev, acc): the selected
     elements in the order output (decreasing), each one's lcs with the one output before it,
     each element's owner as an output index (-1: the root), and each output's (then the
-    root's, last) log forward mass."""
+    root's, last) largest absorbed log forward mass."""
     E = lens.size
     n_act = 0
     for j in range(E):
@@ -145,20 +145,13 @@ def _merge_kernel(lens, lcs, active, log_forward):
             l = big
         else:
             owner_rev[j] = stack_idx[top]
-    # each output's log-sum of what it absorbed: the largest term first, then one exp per element
+    # each output's largest absorbed term (the log-sums are taken outside, with numpy's exp)
     big_term = np.full(n_act + 1, -np.inf)
     for j in range(E):
         pos = n_act if owner_rev[j] == -1 else owner_rev[j]
         if log_forward[j] > big_term[pos]:
             big_term[pos] = log_forward[j]
-    acc = np.zeros(n_act + 1)
-    for j in range(E):
-        pos = n_act if owner_rev[j] == -1 else owner_rev[j]
-        if big_term[pos] > -np.inf:
-            acc[pos] += np.exp(log_forward[j] - big_term[pos])
-    for k in range(n_act + 1):
-        acc[k] = np.log(acc[k]) + big_term[k] if big_term[k] > -np.inf else -np.inf
-    return out_e, out_lcs, owner_rev, acc
+    return out_e, out_lcs, owner_rev, big_term
 
 
 def merge(prev: ContextLayer, parent, label, lens, lcs, active, log_forward):
@@ -175,10 +168,17 @@ def merge(prev: ContextLayer, parent, label, lens, lcs, active, log_forward):
         absorbed) and, per element of C~_i, the index in C_i of the context
         that holds it (itself when selected, else its least ancestor).
     """
-    out_e, out_lcs, owner_rev, acc = _merge_kernel(np.asarray(lens, np.int64), np.asarray(lcs, np.int64),
-                                                   np.asarray(active, np.bool_),
-                                                   np.asarray(log_forward, np.float64))
+    log_forward = np.asarray(log_forward, np.float64)
+    out_e, out_lcs, owner_rev, big = _merge_kernel(np.asarray(lens, np.int64), np.asarray(lcs, np.int64),
+                                                   np.asarray(active, np.bool_), log_forward)
     n = out_e.size
+    # log-sum of what each output absorbed, relative to its largest term (no underflow)
+    pos = np.where(owner_rev == -1, n, owner_rev)
+    safe = np.where(np.isfinite(big), big, 0.0)
+    w = np.exp(log_forward - safe[pos])
+    acc = np.bincount(pos, weights=w, minlength=n + 1)
+    with np.errstate(divide="ignore"):
+        acc = np.where(np.isfinite(big), np.log(acc) + safe, -np.inf)
     chosen = out_e[::-1]
     suffixes = [suffix_of(prev, int(parent[e]), int(label[e])) for e in chosen] + [()]
     lcs_out = np.zeros(n + 1, np.int64)

@@ -147,8 +147,15 @@ class RCMSResult:
         if self._post is None:
             fb = self.forward_backward()
             Y = int(self.el_label.max()) + 1 if self.el_label.size else 0
-            self._post = _element_kernel(self.el_offset, self.el_arc, self.el_score, self.el_label,
-                                         fb.posteriors, self.machine.weight, Y)
+            L = self.length
+            post = np.zeros(self.el_score.size)
+            ok = np.flatnonzero(self.el_arc >= 0)
+            a = self.el_arc[ok]
+            # an element's share of its arc: exp(its score - the arc's), numpy's exp
+            post[ok] = fb.posteriors[a] * np.exp(self.el_score[ok] + self.machine.weight[a])
+            pos = np.repeat(np.arange(L), np.diff(self.el_offset))
+            marg = np.bincount(pos * Y + self.el_label, weights=post, minlength=L * Y).reshape(L, Y)
+            self._post = post, marg
         return self._post
 
     def element_posteriors(self) -> np.ndarray:
@@ -225,21 +232,19 @@ def rcms(model: NGramRCM, length: int, B: int, unary=None, exact_order: int | No
 
 
 @nb.njit(cache=True)
-def _build_kernel(start, el_offset, parent, owner, label, score):
-    """The arcs of the RCMS machine in source order (CSR), from the elements of every position:
-    an element landing in a selected context is its own arc; those of one source landing in the
-    next root are one arc (label 0) weighted by their log-sum, and for the best path by their
-    best (its label the first best).  Returns (src_start, dst, ilabel, weight, best_weight,
-    best_label, el_src, el_dst, el_arc)."""
+def _classify_kernel(start, el_offset, parent, owner, label, score):
+    """Each element's source and target state; per source, how many of its elements are arcs of
+    their own (landing in a selected context), and the best of those landing in the next root
+    (its score and first label); which elements are pooled into the root."""
     L = el_offset.size - 1
     N = start[-1]
     nE = score.size
     top = np.full(N, -np.inf)
     arg = np.full(N, -1, np.int64)
-    acc = np.zeros(N)
     n_single = np.zeros(N, np.int64)
     el_src = np.empty(nE, np.int64)
     el_dst = np.empty(nE, np.int64)
+    pooled = np.zeros(nE, np.bool_)
     for i in range(L):
         root_next = start[i + 2] - 1
         for e in range(el_offset[i], el_offset[i + 1]):
@@ -251,15 +256,23 @@ def _build_kernel(start, el_offset, parent, owner, label, score):
                 continue
             if d != root_next:
                 n_single[s] += 1
-            elif score[e] > top[s]:
-                top[s] = score[e]
-                arg[s] = label[e]
-    for i in range(L):
-        root_next = start[i + 2] - 1
-        for e in range(el_offset[i], el_offset[i + 1]):
-            s = el_src[e]
-            if score[e] > -np.inf and el_dst[e] == root_next:
-                acc[s] += np.exp(score[e] - top[s])
+            else:
+                pooled[e] = True
+                if score[e] > top[s]:
+                    top[s] = score[e]
+                    arg[s] = label[e]
+    return el_src, el_dst, n_single, top, arg, pooled
+
+
+@nb.njit(cache=True)
+def _fill_kernel(start, el_offset, label, score, el_src, el_dst, n_single, top, arg, lse):
+    """The arcs in source order (CSR): an element landing in a selected context is its own arc;
+    those of one source landing in the next root are one arc (label 0) weighted by their
+    log-sum ``lse``, and for the best path by their best (its label the first best).  Returns
+    (src_start, dst, ilabel, weight, best_weight, best_label, el_arc)."""
+    L = el_offset.size - 1
+    N = start[-1]
+    nE = score.size
     src_start = np.zeros(N + 1, np.int64)
     for s in range(N):
         src_start[s + 1] = src_start[s] + n_single[s] + (1 if top[s] > -np.inf else 0)
@@ -280,7 +293,7 @@ def _build_kernel(start, el_offset, parent, owner, label, score):
             pooled_arc[s] = a
             dst[a] = start[layer + 2] - 1
             ilabel[a] = 0
-            weight[a] = -(top[s] + np.log(acc[s]))
+            weight[a] = -lse[s]
             best_weight[a] = -top[s]
             best_label[a] = arg[s] + 1
     el_arc = np.full(nE, -1, np.int64)
@@ -301,26 +314,7 @@ def _build_kernel(start, el_offset, parent, owner, label, score):
                 el_arc[e] = a
             else:
                 el_arc[e] = pooled_arc[s]
-    return src_start, dst, ilabel, weight, best_weight, best_label, el_src, el_dst, el_arc
-
-
-@nb.njit(cache=True)
-def _element_kernel(el_offset, el_arc, el_score, label, arc_post, arc_weight, Y):
-    """Element posteriors (the arc's times the element's share of its weight) and the
-    position marginals [L, Y] they sum to."""
-    L = el_offset.size - 1
-    post = np.zeros(el_score.size)
-    marg = np.zeros((L, Y))
-    for i in range(L):
-        for e in range(el_offset[i], el_offset[i + 1]):
-            a = el_arc[e]
-            if a >= 0:
-                p = arc_post[a]
-                if p > 0.0 and el_score[e] != -arc_weight[a]:
-                    p *= np.exp(el_score[e] + arc_weight[a])
-                post[e] = p
-                marg[i, label[e]] += p
-    return post, marg
+    return src_start, dst, ilabel, weight, best_weight, best_label, el_arc
 
 
 def _build(model, layers, el_parent, el_owner, el_label, el_score) -> RCMSResult:
@@ -334,8 +328,15 @@ def _build(model, layers, el_parent, el_owner, el_label, el_score) -> RCMSResult
     np.cumsum(counts, out=el_offset[1:])
     lab = np.concatenate(el_label)
     score = np.concatenate(el_score)
-    (src_start, dst, ilabel, weight, best_weight, best_label, src, dst_el,
-     el_arc) = _build_kernel(start, el_offset, np.concatenate(el_parent), np.concatenate(el_owner), lab, score)
+    src, dst_el, n_single, top, arg, pooled = _classify_kernel(start, el_offset, np.concatenate(el_parent),
+                                                               np.concatenate(el_owner), lab, score)
+    # the log-sum of each source's pooled elements, relative to their best (numpy's exp)
+    ps = src[pooled]
+    lse = np.bincount(ps, weights=np.exp(score[pooled] - top[ps]), minlength=top.size)
+    with np.errstate(divide="ignore"):
+        lse = np.log(lse) + np.where(np.isfinite(top), top, 0.0)
+    (src_start, dst, ilabel, weight, best_weight, best_label,
+     el_arc) = _fill_kernel(start, el_offset, lab, score, src, dst_el, n_single, top, arg, lse)
     final = np.full(int(start[-1]), np.inf)
     final[start[length]:start[length + 1]] = 0.0
     # the outside feature also weighs the root context at the end (I[c_L = Y_{1:L}]), so that
