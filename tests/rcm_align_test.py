@@ -574,6 +574,12 @@ def test_imputed_alignments_are_alignments_and_match_the_units():
     _, aligns = impute_alignments(data, 4, 4, passes=3)
     for (x, y), a in zip(data, aligns):
         assert advances_valid(a, x.size, 2)
+    # an utterance that cannot be aligned (3 phonemes, 1 character, A = 2) gets None and is skipped
+    _, more = impute_alignments(data[:1] + [(np.array([0, 1, 0]), np.array([0]))], 4, 4, passes=1)
+    assert more[1] is None and advances_valid(more[0], data[0][0].size, 2)
+    stats = train(AlignRCM(4, 4, n=1, hash_bits=10), data[:1] + [(np.array([0, 1, 0]), np.array([0]))], "forced",
+                  B=2, alignments=more)
+    assert stats[0]["signal"] == 1 and stats[0]["utterances"] == 2
     # the unit structure: b opens phoneme 1 and c shares it, d covers 2 3
     for (x, y), a in zip(data, aligns):
         for i, c in enumerate(y):

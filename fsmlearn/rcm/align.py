@@ -593,27 +593,23 @@ def _finish(i, out_e, out_lcs, owner_rev, e_z, e_v, e_par, lens, m, t, valid, ph
         else:
             q = root_idx[e_z[e], 1 if e_v[e] // C >= 2 else 0]
         ctx[e] = q
-        # the largest term of each log-sum first (then one exp per term)
+        # the largest term of each context's log-sum (the sums are taken by numpy: _log_sums)
         if q >= 0 and valid[e]:
             if m[e] > fm[q]:
                 fm[q] = m[e]
             if t[e] > ft[q]:
                 ft[q] = t[e]
-    sm = np.zeros(cnt)
-    st = np.zeros(cnt)
-    for e in range(E):
-        q = ctx[e]
-        if q >= 0 and valid[e]:
-            if m[e] > -np.inf:
-                sm[q] += math.exp(m[e] - fm[q])
-            if t[e] > -np.inf:
-                st[q] += math.exp(t[e] - ft[q])
-    for q in range(cnt):
-        if fm[q] > -np.inf:
-            fm[q] += math.log(sm[q])
-        if ft[q] > -np.inf:
-            ft[q] += math.log(st[q])
     return nz, ng, nroot, nlen, npar, nlab, nlcs, nhist, fm, ft, ctx, sel
+
+
+def _log_sums(vals, ctx, valid, top):
+    """log sum of exp(vals) per context (ctx), given each context's largest term ``top``
+    (vectorised: numpy's exp is several times numba's here)."""
+    use = valid & (ctx >= 0) & (vals > -np.inf)
+    q = ctx[use]
+    s = np.bincount(q, weights=np.exp(vals[use] - top[q]), minlength=top.size)
+    with np.errstate(divide="ignore"):
+        return np.where(top > -np.inf, top + np.log(s), -np.inf)
 
 
 @nb.njit(cache=True)
@@ -762,6 +758,8 @@ class AlignLattice:
         self.arc_dst = self.arc_dst.astype(np.int32)
         self.arc_ilabel = (self.arc_label + 1).astype(np.int32)   # the machine's labels
         self.ctx_prev_index = self.ctx_prev
+        for a in (self.arc_src, self.arc_dst, self.arc_ilabel, self.arc_label, self.arc_layer):
+            a.setflags(write=False)      # read-only: machines share them instead of copying
 
     @property
     def num_contexts(self) -> int:
@@ -849,6 +847,8 @@ class AlignLattice:
             src, dst, ilabel, w = self.arc_src[idx], self.arc_dst[idx], self.arc_ilabel[idx], -s[idx]
         src_start = np.zeros(N + 1, np.int64)
         np.cumsum(np.bincount(src, minlength=N), out=src_start[1:])
+        for arr in (src_start, dst, ilabel, w, final):
+            arr.setflags(write=False)    # fresh or the lattice's: the machine may share them
         m = Machine(start=0, final=final, src_start=src_start, dst=dst, ilabel=ilabel, weight=w, semiring="log")
         return m, idx
 
@@ -1000,6 +1000,9 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
         out_e, out_lcs, owner_rev, _ = _merge_kernel(lens, e_lcs, active, m)
         (nz, ngg, nroot, nlen, npar, nlab, nlcs, nhist, nfm, nft, ctx, sel) = _finish(
             i, out_e, out_lcs, owner_rev, e_z, e_v, e_par, lens, m, t, valid, hist, C, A, Lp, keep_roots)
+        nfm = _log_sums(m, ctx, valid, nfm)
+        if ya is not None:
+            nft = _log_sums(t, ctx, valid, nft)
         new_off = offset + K
         s_, d_, l_ = _arcs(z, root, zoff, znr, S, blk, ctx, tallow, lo_t, C, A, target_only, offset, new_off)
         arcs_src.append(s_)

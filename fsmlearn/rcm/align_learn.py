@@ -300,7 +300,8 @@ def train(model: AlignRCM, data, strategy: str, B: int = 20, passes: int = 1, se
             ``seconds``.
         max_len: output positions (default 2 L' + 2 per utterance).
         alignments: for "forced", the advances per utterance (default: :func:`impute_alignments`
-            with ``impute_passes`` and ``impute_order``).
+            with ``impute_passes`` and ``impute_order``); an utterance whose alignment is None
+            is skipped (counted without signal).
         optimizer: a :class:`DenseAdaGrad` to continue with (default: a new one).
 
     Returns:
@@ -337,9 +338,13 @@ def train(model: AlignRCM, data, strategy: str, B: int = 20, passes: int = 1, se
         for done, j in enumerate(order, 1):
             t1 = time.perf_counter()
             x, y = items[j]
-            prob = prepare_update(model, x, y, strategy, B, None if alignments is None else alignments[j], max_len)
-            ll, ids, vals, info = prob.gradient(acc=acc)
-            opt.update(model.theta, ids, vals)
+            if strategy == "forced" and alignments[j] is None:      # nothing to force: no signal
+                ll, info = -math.inf, {"contexts": 0, "arcs": 0, "signal": False, "mean_context_length": 0.0}
+            else:
+                prob = prepare_update(model, x, y, strategy, B, None if alignments is None else alignments[j],
+                                      max_len)
+                ll, ids, vals, info = prob.gradient(acc=acc)
+                opt.update(model.theta, ids, vals)
             if info["signal"]:
                 total += ll
                 signal += 1
@@ -380,7 +385,8 @@ def impute_alignments(data, num_chars: int, num_phonemes: int, *, max_advance: i
     to len(y) + ``max_len_slack`` positions.
 
     Returns:
-        (the trained :class:`AlignRCM`, list of int64 advances per utterance).
+        (the trained :class:`AlignRCM`, list of int64 advances per utterance; None for an
+        utterance whose y cannot be aligned onto its x).
     """
     if order not in (0, 1):
         raise ArgumentError(f"order must be 0 or 1, got {order!r}")
@@ -401,7 +407,12 @@ def impute_alignments(data, num_chars: int, num_phonemes: int, *, max_advance: i
             opt.update(bigram.theta, ids, vals)
             if progress is not None and done % 50 == 0:
                 _eta(progress, p, passes, done, len(items), t0, " (imputation model)")
-    out = [best_alignment(bigram, x, y, exact_order=order) for x, y in items]
+    out = []
+    for x, y in items:
+        try:
+            out.append(best_alignment(bigram, x, y, exact_order=order))
+        except ArgumentError:       # y cannot be aligned onto x (too short for A phonemes per character)
+            out.append(None)
     return bigram, out
 
 
