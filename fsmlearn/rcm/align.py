@@ -391,7 +391,7 @@ def _layer_scores(z, g, root, prev, ngs, edge_s, big_s, use_big, C, A, Lp, lo, o
 
 
 @nb.njit(cache=True)
-def _expand(pz, plen, plcs, pm, pt, zoff, znr, zr0, zr1, S, tallow, lo_t, lo, Lp, C, A, target_only):
+def _expand(pz, plen, plcs, pm, pt, zoff, znr, zr0, zr1, S, tallow, lo_t, last, lo, Lp, C, A, target_only):
     """Step 1 of appendix A for one position, per new z: the expanded elements in sorted order
     (z' ascending, then label, then the parent's order; the root pair last in a label block)
     with lens, lcs, forward masses (model, target), validity, segment starts per z' and the
@@ -422,7 +422,9 @@ def _expand(pz, plen, plcs, pm, pt, zoff, znr, zr0, zr1, S, tallow, lo_t, lo, Lp
             zs = zn - v // C
             if zs < 0 or zoff[zs + 1] == zoff[zs]:
                 continue
-            tok = tallow[v] and zn >= lo_t
+            # the target's mass: y_i allowed, and y can still be finished (enough phonemes left, and
+            # not at z = L' before position L after a >= 2, where only a = 0 could follow)
+            tok = tallow[v] and zn >= lo_t and not (zn == Lp and not last and v // C >= 2)
             nr = znr[zs]
             for r in range(nr + 1):
                 e_z[e] = zn
@@ -613,7 +615,7 @@ def _log_sums(vals, ctx, valid, top):
 
 
 @nb.njit(cache=True)
-def _arcs(pz, proot, zoff, znr, S, blk, ctx, tallow, lo_t, C, A, target_only, src_off, dst_off):
+def _arcs(pz, proot, zoff, znr, S, blk, ctx, tallow, lo_t, last, C, A, Lp, target_only, src_off, dst_off):
     """The arcs of one position in source order: context k --v--> f(k, v)."""
     K, V = S.shape
     src = np.empty(K * V, np.int64)
@@ -626,7 +628,8 @@ def _arcs(pz, proot, zoff, znr, S, blk, ctx, tallow, lo_t, C, A, target_only, sr
         for v in range(V):
             if not S[k, v] > -np.inf:
                 continue
-            if target_only and not (tallow[v] and zs + v // C >= lo_t):
+            zn = zs + v // C
+            if target_only and not (tallow[v] and zn >= lo_t and not (zn == Lp and not last and v // C >= 2)):
                 continue
             b = blk[zs, v]
             if b < 0:
@@ -988,7 +991,7 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
             tallow = no_allow
             lo_t = Lp + 1
         e_z, e_v, e_par, lens, e_lcs, m, t, valid, seg, blk = _expand(
-            z, ln, lcs, fm, ft, zoff, znr, zr0, zr1, S, tallow, lo_t, lo, Lp, C, A, target_only)
+            z, ln, lcs, fm, ft, zoff, znr, zr0, zr1, S, tallow, lo_t, i == L, lo, Lp, C, A, target_only)
         if exact_order is not None:
             active = lens <= exact_order
         else:
@@ -1004,7 +1007,8 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
         if ya is not None:
             nft = _log_sums(t, ctx, valid, nft)
         new_off = offset + K
-        s_, d_, l_ = _arcs(z, root, zoff, znr, S, blk, ctx, tallow, lo_t, C, A, target_only, offset, new_off)
+        s_, d_, l_ = _arcs(z, root, zoff, znr, S, blk, ctx, tallow, lo_t, i == L, C, A, Lp, target_only, offset,
+                            new_off)
         arcs_src.append(s_)
         arcs_dst.append(d_)
         arcs_lab.append(l_)
