@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test fuzz demo bench bench-lm clean tagger-giga200 rcms-decipher
+.PHONY: install test fuzz demo bench bench-lm clean tagger-giga200 rcms-decipher rcms-speech rcms-words bench-rcm
 
 install: $(STAMP)
 
@@ -53,6 +53,17 @@ tagger-giga200: $(STAMP)
 # reified context models, decipherment (issue 17, section 6 of the paper): exact, beam and RCMS
 rcms-decipher: $(STAMP)
 	$(VENV)/bin/fsmlearn rcms decipher --jobs 2 --report reports/rcms-decipher.json
+
+# latent alignments (section 6, figure 4) and precision at high confidence (section 5, figure 3)
+rcms-speech: $(STAMP)
+	$(VENV)/bin/fsmlearn rcms speech --jobs 2 --report reports/rcms-speech.json
+
+rcms-words: $(STAMP)
+	$(VENV)/bin/fsmlearn rcms words --jobs 2 --report reports/rcms-words.json
+
+# RCMS inference per sequence against beam search (fsmlearn's and an independent one)
+bench-rcm: $(STAMP)
+	$(PY) bench/bench_rcm.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -364,3 +364,27 @@ def test_mean_context_length_on_known_context_sets():
     assert abs(rcms(beam, L, 1, unary).mean_context_length() - (L - 1) / 2) < 1e-12
     r = rcms(model, L, 2, unary)                       # RCMS in between
     assert 0 < r.mean_context_length() < (L - 1) / 2
+
+
+def test_alignment_models_round_trip_and_bad_files_are_located(tmp_path):
+    from fsmlearn.errors import ModelFormatError
+    from fsmlearn.rcm.align import AlignRCM
+    from fsmlearn.rcm.io import load_align_rcm, save_align_rcm
+    rng = np.random.default_rng(0)
+    m = AlignRCM(5, 4, n=2, hash_bits=10)
+    m.theta[rng.choice(1024, 40, replace=False)] = rng.normal(size=40)
+    save_align_rcm(m, tmp_path / "a.json", "abcde", ["P", "Q", "R", "S"])
+    back, chars, phon = load_align_rcm(tmp_path / "a.json")
+    assert np.array_equal(back.theta, m.theta) and chars == list("abcde") and phon == ["P", "Q", "R", "S"]
+    assert (back.n, back.max_advance, back.hash_bits, back.edge_bigram) == (2, m.max_advance, 10, m.edge_bigram)
+    lines = (tmp_path / "a.json").read_text().splitlines()
+    for k, bad, msg in ((1, "[5000, 1.0],", "feature id 5000"), (1, "[1, 0.0],", "weight 0.0"),
+                        (2, "[1, 1.0],", "after 48"), (1, '[1, "x"],', "weight 'x'")):
+        edited = lines[:k] + [bad] + lines[k + 1:]
+        (tmp_path / "b.json").write_text("\n".join(edited))
+        with pytest.raises(ModelFormatError, match=re.escape(msg)) as e:
+            load_align_rcm(tmp_path / "b.json")
+        assert f"b.json:{k + 1}:" in str(e.value)
+    (tmp_path / "c.json").write_bytes((tmp_path / "a.json").read_bytes()[:200])
+    with pytest.raises(ModelFormatError, match="not JSON"):
+        load_align_rcm(tmp_path / "c.json")

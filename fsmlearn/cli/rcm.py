@@ -14,6 +14,26 @@ def _decipher(args) -> int:
     return 0
 
 
+def _speech(args) -> int:
+    from ..experiments.rcm_speech import SpeechConfig, run_speech
+    from ..rcm.align_learn import STRATEGIES
+    strategies = tuple(s.strip() for s in args.strategies.split(",")) if args.strategies else STRATEGIES
+    cfg = SpeechConfig(strategies=strategies, size=args.size, passes=args.passes, orders=args.orders,
+                       train=args.train, test=args.test, seed=args.seed, report=args.report, jobs=args.jobs,
+                       model_dir=args.models)
+    run_speech(cfg, progress=Progress(args.quiet))
+    return 0
+
+
+def _words(args) -> int:
+    from ..experiments.rcm_speech import WordsConfig, parse_word_runs, run_words
+    cfg = WordsConfig(runs=parse_word_runs(args.runs), passes=args.passes, train=args.train, test=args.test,
+                      seed=args.seed, precision=args.precision, report=args.report, jobs=args.jobs,
+                      model_dir=args.models)
+    run_words(cfg, progress=Progress(args.quiet))
+    return 0
+
+
 def add_parser(sub) -> None:
     from ..experiments.rcm_decipher import DEFAULT_RUNS
     rcm = sub.add_parser("rcms", help="reified context models (Steinhardt and Liang 2015)")
@@ -30,3 +50,34 @@ def add_parser(sub) -> None:
     p.add_argument("--report", default="reports/rcm-decipher.json", help="JSON report (PNG beside it)")
     add_quiet(p)
     p.set_defaults(func=_decipher)
+
+    p = rsub.add_parser("speech", help="latent alignments (section 6, figure 4): the beam strategies, forced "
+                                       "decoding and RCMS on phonemes -> spelling")
+    p.add_argument("--strategies", default="", help="comma-separated among model, target, hybrid, forced, rcms "
+                                                    "(default all)")
+    p.add_argument("--size", type=int, default=20, help="beam size / contexts per position and z (default 20)")
+    p.add_argument("--passes", type=int, default=5, help="passes over the training data (default 5)")
+    p.add_argument("--orders", type=int, default=5, help="random data orders for forced decoding and RCMS (default 5)")
+    p.add_argument("--train", type=int, default=746, help="training utterances (default 746)")
+    p.add_argument("--test", type=int, default=253, help="test utterances (default 253)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=1, help="runs at once, in forked processes (default 1)")
+    p.add_argument("--report", default="reports/rcms-speech.json", help="JSON report (PNGs beside it)")
+    p.add_argument("--models", default="models/rcms-speech", help="folder for the trained models ('' for none)")
+    add_quiet(p)
+    p.set_defaults(func=_speech)
+
+    p = rsub.add_parser("words", help="precision at high confidence (section 5, figure 3) on phonemes -> letters "
+                                      "of single words")
+    p.add_argument("--runs", default="beam:10,rcms:10,beam:200", help="method:size,... (default beam:10,rcms:10,"
+                                                                      "beam:200)")
+    p.add_argument("--passes", type=int, default=3, help="passes over the training words (default 3)")
+    p.add_argument("--train", type=int, default=6000, help="training words (default 6000)")
+    p.add_argument("--test", type=int, default=1000, help="test words (default 1000)")
+    p.add_argument("--precision", type=float, default=0.99, help="the precision of the recall figure (default 0.99)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=1, help="runs at once, in forked processes (default 1)")
+    p.add_argument("--report", default="reports/rcms-words.json", help="JSON report (PNG beside it)")
+    p.add_argument("--models", default="models/rcms-words", help="folder for the trained models ('' for none)")
+    add_quiet(p)
+    p.set_defaults(func=_words)

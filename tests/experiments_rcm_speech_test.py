@@ -1,0 +1,87 @@
+"""The speech and word experiments of the RCM part at toy scale: runs, reports and plots."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fsmlearn.data.speech import build_speech_task, build_word_task
+from fsmlearn.errors import ArgumentError
+from fsmlearn.experiments.rcm_speech import (SpeechConfig, WordsConfig, parse_word_runs, run_speech,
+                                             run_words)
+
+# an invented lexicon: letters spelled by phonemes with one one-to-two and one two-to-one case
+SOUND = {"b": ("B",), "d": ("D",), "a": ("AE",), "o": ("OW",), "x": ("K", "S"), "t": ("T",)}
+
+
+def pron(word):
+    out = []
+    for ch in word.replace("th", "\0"):
+        out.extend(("TH",) if ch == "\0" else SOUND[ch])
+    return tuple(out)
+
+
+WORDS = ["".join(w) for n in (2, 3) for w in itertools.product("bdaoxt", repeat=n)][:140]
+LEXICON = {w: [pron(w)] for w in WORDS}
+
+
+def word_task(train=24, test=8):
+    return build_word_task([[w] for w in WORDS], LEXICON, train=train, test=test, seed=1, min_length=2,
+                           max_length=3)
+
+
+def speech_task(train=10, test=4):
+    rng = np.random.default_rng(0)
+    sents = [list(rng.choice(WORDS, 3)) for _ in range(200)]
+    return build_speech_task(sents, LEXICON, train=train, test=test, seed=1, min_words=3, max_words=3,
+                             min_phonemes=6, max_phonemes=14)
+
+
+def test_words_writes_its_report_and_curves(tmp_path):
+    cfg = WordsConfig(runs=parse_word_runs("beam:2,rcms:2"), n=1, passes=1, hash_bits=12,
+                      report=str(tmp_path / "w.json"), model_dir=str(tmp_path / "models"))
+    task = word_task()
+    rep = run_words(cfg, task=task)
+    from fsmlearn.rcm.io import load_align_rcm
+    m, chars, phon = load_align_rcm(rep["runs"][1]["model"])
+    assert chars == list(task.chars) and phon == list(task.phonemes) and m.n == 1 and np.any(m.theta != 0)
+    back = json.loads((tmp_path / "w.json").read_text())
+    assert back["complete"] and [r["name"] for r in back["runs"]] == ["beam 2", "RCMS 2"]
+    for r in rep["runs"]:
+        conf, ok = np.array(r["confidence"]), np.array(r["correct"])
+        assert conf.size == 8 and ((conf >= 0) & (conf <= 1)).all()
+        assert r["accuracy"] == pytest.approx(ok.mean())
+        assert 0 <= r["recall_at_precision"] <= 1
+    assert (tmp_path / "w.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_speech_runs_every_strategy_and_the_orders(tmp_path):
+    cfg = SpeechConfig(size=2, n=1, passes=2, orders=2, hash_bits=12, report=str(tmp_path / "s.json"),
+                       length_every=5)
+    rep = run_speech(cfg, task=speech_task())
+    names = [(r["strategy"], r["order"]) for r in rep["runs"]]
+    assert names == [(s, 0) for s in ("model", "target", "hybrid", "forced", "rcms")] + [("forced", 1), ("rcms", 1)]
+    for r in rep["runs"]:
+        assert [p["pass"] for p in r["passes"]] == [1, 2]
+        for p in r["passes"]:
+            assert 0 <= p["exact_match"] <= 1 and p["cer"] >= 0 and 0 <= p["train_signal"] <= 10
+        assert r["context_length"] and r["context_length"][0]["updates"] == 5
+    for name in ("s.png", "s-context-length.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bad_options_are_named():
+    with pytest.raises(ArgumentError, match="bad run"):
+        parse_word_runs("viterbi:3")
+    with pytest.raises(ArgumentError, match="strategies"):
+        run_speech(SpeechConfig(strategies=("nope",)), task=speech_task())
+    with pytest.raises(ArgumentError, match="--passes"):
+        run_words(WordsConfig(passes=0), task=word_task())
+    r = subprocess.run([sys.executable, "-m", "fsmlearn.cli.main", "rcms", "words", "--runs", "beam:0"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "bad run 'beam:0'" in r.stderr.strip().splitlines()[-1]
