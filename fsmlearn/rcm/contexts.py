@@ -23,7 +23,7 @@ The resulting sets satisfy coverage (the root is in every C_i) and closure
 f_i(c_{i-1}, y_i) (the smallest context of C_i containing c_{i-1} x {y_i}) is
 the index the merge assigns.
 
-Public names: ContextLayer, expand, suffix_of, select_top, merge, f_lookup.
+Public names: ContextLayer, expand, suffix_of, select_top, merge, merge_dense, f_lookup.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-__all__ = ["ContextLayer", "expand", "suffix_of", "select_top", "merge", "f_lookup"]
+__all__ = ["ContextLayer", "expand", "suffix_of", "select_top", "merge", "merge_dense", "f_lookup"]
 
 
 @dataclass
@@ -152,6 +152,93 @@ def _merge_kernel(lens, lcs, active, log_forward):
         if log_forward[j] > big_term[pos]:
             big_term[pos] = log_forward[j]
     return out_e, out_lcs, owner_rev, big_term
+
+
+@nb.njit(cache=True)
+def _merge_dense_kernel(plen, plcs, S, active):
+    """The merge of appendix A over C~_i = C_{i-1} x Y in its sorted (label-major) order,
+    with lens and lcs computed from C_{i-1}'s on the fly; see :func:`merge_dense`."""
+    K, Y = S.shape
+    E = K * Y
+    n_act = 0
+    for j in range(E):
+        if active[j]:
+            n_act += 1
+    big = np.int64(1) << 62
+    stack_idx = np.empty(n_act + 1, np.int64)
+    stack_len = np.empty(n_act + 1, np.int64)
+    top = 0
+    stack_idx[0] = -1
+    stack_len[0] = 0
+    out_e = np.empty(n_act, np.int64)
+    out_lcs = np.empty(n_act, np.int64)
+    owner = np.empty(E, np.int64)
+    n = 0
+    l = big
+    for y in range(Y - 1, -1, -1):
+        for k in range(K - 1, -1, -1):
+            j = y * K + k
+            lcs_j = plcs[k] + 1 if k < K - 1 else 0
+            if lcs_j < l:
+                l = lcs_j
+            while l < stack_len[top]:
+                top -= 1
+            if active[j]:
+                out_e[n] = j
+                out_lcs[n] = 0 if l == big else l
+                top += 1
+                stack_idx[top] = n
+                stack_len[top] = plen[k] + 1
+                owner[j] = n
+                n += 1
+                l = big
+            else:
+                owner[j] = n_act if stack_idx[top] == -1 else stack_idx[top]
+    # the elements that are arcs of their own, and per source the pooled ones' best (first) label
+    n_single = 0
+    for j in range(E):
+        if owner[j] != n_act and S[j % K, j // K] > -np.inf:
+            n_single += 1
+    single = np.empty(n_single, np.int64)
+    pooled = np.zeros((K, Y), np.bool_)
+    best = np.full(K, -np.inf)
+    arg = np.full(K, -1, np.int64)
+    n_single = 0
+    for y in range(Y):
+        for k in range(K):
+            j = y * K + k
+            v = S[k, y]
+            if v == -np.inf:
+                continue
+            if owner[j] != n_act:
+                single[n_single] = j
+                n_single += 1
+            else:
+                pooled[k, y] = True
+                if v > best[k]:
+                    best[k] = v
+                    arg[k] = y
+    return out_e, out_lcs, owner, single, pooled, best, arg
+
+
+def merge_dense(plen, plcs, S, active):
+    """Step 3 on C~_i = C_{i-1} x Y without building it: element e = y K + k is C_{i-1}[k] x {y}.
+
+    Args:
+        plen: int64 [K], the determined lengths of C_{i-1}'s contexts; plcs: C_{i-1}.lcs.
+        S: float64 [K, |Y|], the elements' scores (-inf: no transition).
+        active: bool [K |Y|], the selected elements.
+
+    Returns:
+        (out_e, out_lcs, owner, single, pooled, best, arg): the selected elements in the order
+        the backward pass outputs them (decreasing), each one's lcs with the one output before
+        it, each element's owner as an index into that output order (the root: the number of
+        selected elements); the elements with a score that land in a selected context
+        (increasing), bool [K, |Y|] those that land in the root, and per source the largest
+        score among the latter and its first label (-inf and -1 when none).
+    """
+    return _merge_dense_kernel(np.asarray(plen, np.int64), np.asarray(plcs, np.int64),
+                               np.ascontiguousarray(S, np.float64), np.asarray(active, np.bool_))
 
 
 def merge(prev: ContextLayer, parent, label, lens, lcs, active, log_forward):

@@ -29,13 +29,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba as nb
 import numpy as np
 
 from ..algo import best_path, forward_backward
 from ..errors import ArgumentError
 from ..fsm.machine import Machine
-from .contexts import ContextLayer, expand, merge, select_top
+from .contexts import ContextLayer, merge_dense, select_top
 
 __all__ = ["NGramRCM", "RCMSResult", "STAR", "BOS", "rcms"]
 
@@ -89,11 +88,30 @@ class NGramRCM:
 
 
 @dataclass
+class _Step:
+    """What RCMS kept of position i: the scores S [K, |Y|] of C_{i-1} x Y, each element's
+    context in C_i (``owner``, label-major: element e = y K + k; the root is len(C_i) - 1),
+    the elements that are arcs of their own (``single``, label-major indices, and their arcs),
+    and per source the pooled elements' scale ``top`` [K], ``EP`` = exp(S - top) on the pooled
+    elements (0 elsewhere) [K, |Y|], its row sums ``R``, the pooled arc of each source (-1: none)
+    and the first label of its best pooled element (``arg``)."""
+    S: np.ndarray
+    owner: np.ndarray
+    single: np.ndarray
+    single_arc: np.ndarray
+    top: np.ndarray
+    EP: np.ndarray
+    R: np.ndarray
+    pooled_arc: np.ndarray
+    arg: np.ndarray
+
+
+@dataclass
 class RCMSResult:
     """The contexts RCMS chose for one sequence and the machine they make.
 
-    The transitions of the model are the *elements* of C~_i (a context of C_{i-1}
-    and a label, scored theta . phi_i(c, y)), each going to f_i(c, y).  The machine
+    The transitions of the model are the *elements* of C~_i (a context c of C_{i-1}
+    and a label y, scored theta . phi_i(c, y)), each going to f_i(c, y).  The machine
     has one arc per element that lands in a selected context, labelled y + 1; the
     elements of one context that land in the root of the next layer (every label
     whose extension was merged away: most of them) are one arc labelled 0 whose
@@ -107,27 +125,21 @@ class RCMSResult:
         machine: the layered acyclic machine (log semiring, weights -ln).
         layer_start: int64 [L + 2], the first state of each layer.
         arc_position: int64 [E], the position i (1-based) of each arc.
-        el_offset: int64 [L + 1], element e of position i is ``el_offset[i - 1] + y * K + k``
-            for the k-th context of C_{i-1} (K = |C_{i-1}|) and label y.
-        el_src, el_dst: int64, each element's source and target state.
-        el_label: int64, its label (0-based).
-        el_score: float64, theta . phi_i(c, y) (-inf: no transition).
-        el_arc: int64, the arc carrying it (-1 when its score is -inf).
+        steps: per position, what the marginals and the elements are computed from.
+
+    The element arrays (``el_offset``, ``el_src``, ``el_dst``, ``el_label``, ``el_score``,
+    ``el_arc``; element e of position i is ``el_offset[i - 1] + y * K + k`` for the k-th
+    context of C_{i-1}, K = |C_{i-1}|) are built when first asked for (learning needs
+    them; log Z and the marginals do not).
     """
     layers: list
     machine: Machine
     layer_start: np.ndarray
     arc_position: np.ndarray
-    el_offset: np.ndarray
-    el_src: np.ndarray
-    el_dst: np.ndarray
-    el_label: np.ndarray
-    el_score: np.ndarray
-    el_arc: np.ndarray
-    best_weight: np.ndarray
-    best_label: np.ndarray
+    steps: list
     _fb: object = None
-    _post: object = None
+    _marg: object = None
+    _el: object = None
 
     @property
     def length(self) -> int:
@@ -143,29 +155,23 @@ class RCMSResult:
         """ln Z of the model under these contexts (the machine's total weight)."""
         return -self.forward_backward().logz
 
-    def _posteriors(self):
-        if self._post is None:
-            fb = self.forward_backward()
-            Y = int(self.el_label.max()) + 1 if self.el_label.size else 0
-            L = self.length
-            post = np.zeros(self.el_score.size)
-            ok = np.flatnonzero(self.el_arc >= 0)
-            a = self.el_arc[ok]
-            # an element's share of its arc: exp(its score - the arc's), numpy's exp
-            post[ok] = fb.posteriors[a] * np.exp(self.el_score[ok] + self.machine.weight[a])
-            pos = np.repeat(np.arange(L), np.diff(self.el_offset))
-            marg = np.bincount(pos * Y + self.el_label, weights=post, minlength=L * Y).reshape(L, Y)
-            self._post = post, marg
-        return self._post
-
-    def element_posteriors(self) -> np.ndarray:
-        """float64 [elements]: the posterior of each transition (c_{i-1}, y_i): its arc's
-        posterior times its share of the arc's weight."""
-        return self._posteriors()[0]
-
     def marginals(self) -> np.ndarray:
-        """float64 [L, |Y|], p(y_i = y) (element posteriors summed by position and label)."""
-        return self._posteriors()[1]
+        """float64 [L, |Y|], p(y_i = y): the single arcs' posteriors at their labels, and each
+        pooled arc's spread over its elements in proportion to their weights (one matrix product
+        per position)."""
+        if self._marg is None:
+            post = self.forward_backward().posteriors
+            Y = self.steps[0].S.shape[1]
+            out = np.zeros((self.length, Y))
+            for i, st in enumerate(self.steps):
+                K = st.S.shape[0]
+                has = st.pooled_arc >= 0
+                w = np.zeros(K)
+                w[has] = post[st.pooled_arc[has]] / st.R[has]
+                out[i] = w @ st.EP
+                np.add.at(out[i], st.single // K, post[st.single_arc])
+            self._marg = out
+        return self._marg
 
     def mean_context_length(self) -> float:
         """The average length of c_{i-1} (its determined labels), weighted by its mass under
@@ -174,6 +180,44 @@ class RCMSResult:
         lens = np.concatenate([[len(s) for s in layer.suffixes] for layer in self.layers]).astype(float)
         return float((fb.posteriors * lens[self.machine.arc_src]).sum() / self.length)
 
+    # ------------------------------------------------------------------ elements (learning)
+    def _elements(self):
+        if self._el is None:
+            off, src, dst, lab, score, arc = [0], [], [], [], [], []
+            start = self.layer_start
+            for i, st in enumerate(self.steps):
+                K, Y = st.S.shape
+                e = np.arange(K * Y)
+                k = e % K
+                src.append(start[i] + k)
+                dst.append(start[i + 1] + st.owner)
+                lab.append(e // K)
+                sc = st.S.T.ravel()
+                score.append(sc)
+                a = np.where(np.isfinite(sc), st.pooled_arc[k], -1)
+                a[st.single] = st.single_arc
+                arc.append(a)
+                off.append(off[-1] + K * Y)
+            cat = lambda xs: np.concatenate(xs).astype(np.int64)
+            self._el = (np.array(off, np.int64), cat(src), cat(dst), cat(lab), np.concatenate(score), cat(arc))
+        return self._el
+
+    el_offset = property(lambda self: self._elements()[0])
+    el_src = property(lambda self: self._elements()[1])
+    el_dst = property(lambda self: self._elements()[2])
+    el_label = property(lambda self: self._elements()[3])
+    el_score = property(lambda self: self._elements()[4])
+    el_arc = property(lambda self: self._elements()[5])
+
+    def element_posteriors(self) -> np.ndarray:
+        """float64 [elements]: the posterior of each transition (c_{i-1}, y_i): its arc's
+        posterior times its share of the arc's weight."""
+        post = np.zeros(self.el_score.size)
+        ok = np.flatnonzero(self.el_arc >= 0)
+        a = self.el_arc[ok]
+        post[ok] = self.forward_backward().posteriors[a] * np.exp(self.el_score[ok] + self.machine.weight[a])
+        return post
+
     def element(self, i: int, state: int, y: int) -> int:
         """The element leaving ``state`` (a context of C_{i-1}) at position i with label y."""
         K = int(self.layer_start[i] - self.layer_start[i - 1])
@@ -181,8 +225,14 @@ class RCMSResult:
 
     def best(self) -> tuple[np.ndarray, float]:
         """The best labelling (0-based labels) and its score (natural log): the best path of
-        the machine with each arc weighted by its best element."""
-        p = best_path(self.machine.replace(weight=self.best_weight, ilabel=self.best_label))
+        the machine with each pooled arc weighted by its best element."""
+        w = self.machine.weight.copy()
+        lab = self.machine.ilabel.copy()
+        for st in self.steps:
+            has = np.flatnonzero(st.pooled_arc >= 0)
+            w[st.pooled_arc[has]] = -st.top[has]
+            lab[st.pooled_arc[has]] = st.arg[has] + 1
+        p = best_path(self.machine.replace(weight=w, ilabel=lab))
         return np.asarray(p.ilabels, np.int64) - 1, -float(p.weight)
 
 
@@ -210,140 +260,93 @@ def rcms(model: NGramRCM, length: int, B: int, unary=None, exact_order: int | No
         if unary.shape != (length, Y):
             raise ArgumentError(f"unary has shape {unary.shape}; expected ({length}, {Y})")
     layers = [ContextLayer.initial()]
-    el_parent, el_owner, el_label, el_score = [], [], [], []
+    plen = np.zeros(1, np.int64)
+    raw = []
     for i in range(1, length + 1):
         prev = layers[-1]
         K = len(prev)
         S = np.empty((K, Y))
         for k, suf in enumerate(prev.suffixes):
             S[k] = model.scores(suf, i, k == K - 1, None if unary is None else unary[i - 1])
-        parent, label, lens, lcs = expand(prev, Y)
-        score = S.T.ravel()                               # S[parent, label] in the expanded order
-        logf = prev.forward[parent] + score
+        logf = (prev.forward[None, :] + S.T).ravel()          # label-major: element e = y K + k
         # exact order: every suffix of at most k labels, with or without mass (merge targets)
-        active = select_top(logf, B) if exact_order is None else lens <= exact_order
-        layer, owner = merge(prev, parent, label, lens, lcs, active, logf)
-        el_parent.append(parent)
-        el_owner.append(owner)
-        el_label.append(label)
-        el_score.append(score)
-        layers.append(layer)
-    return _build(model, layers, el_parent, el_owner, el_label, el_score)
+        active = select_top(logf, B) if exact_order is None else np.tile(plen + 1 <= exact_order, Y)
+        out_e, out_lcs, owner, single, pooled, top, arg = merge_dense(plen, prev.lcs, S, active)
+        n = out_e.size                                        # selected; the root is C_i[n]
+        with np.errstate(invalid="ignore"):
+            EP = np.exp(S - np.where(np.isfinite(top), top, 0.0)[:, None])
+        EP[~pooled] = 0.0
+        R = EP.sum(axis=1)
+        # forward masses of C_i: a selected context's is the log-sum of the singles it holds,
+        # the root's the log-sum over sources of forward + log of its pooled row sum
+        fwd = np.full(n + 1, -np.inf)
+        if single.size:
+            o = owner[single]
+            big = np.full(n, -np.inf)
+            np.maximum.at(big, o, logf[single])
+            safe = np.where(np.isfinite(big), big, 0.0)
+            acc = np.bincount(o, weights=np.exp(logf[single] - safe[o]), minlength=n)
+            with np.errstate(divide="ignore"):
+                fwd[:n] = np.where(np.isfinite(big), np.log(acc) + safe, -np.inf)
+        has = R > 0
+        if has.any():
+            r = prev.forward[has] + top[has] + np.log(R[has])
+            mx = r.max()
+            fwd[n] = mx + np.log(np.exp(r - mx).sum()) if np.isfinite(mx) else -np.inf
+        chosen = out_e[::-1]
+        suffixes = [prev.suffixes[int(e % K)] + (int(e // K),) for e in chosen] + [()]
+        lcs_out = np.zeros(n + 1, np.int64)
+        if n:
+            lcs_out[:n] = out_lcs[::-1]
+            lcs_out[n - 1] = 0
+        # owner as an index into C_i (selected contexts in order, then the root)
+        owner = np.where(owner == n, n, n - 1 - owner)
+        fwd = np.concatenate([fwd[:n][::-1], fwd[n:]])
+        layers.append(ContextLayer(suffixes, lcs_out, fwd))
+        plen = np.array([len(t) for t in suffixes], np.int64)
+        raw.append((S, owner, single, top, EP, R, arg))
+    return _build_dense(model, layers, raw)
 
 
-@nb.njit(cache=True)
-def _classify_kernel(start, el_offset, parent, owner, label, score):
-    """Each element's source and target state; per source, how many of its elements are arcs of
-    their own (landing in a selected context), and the best of those landing in the next root
-    (its score and first label); which elements are pooled into the root."""
-    L = el_offset.size - 1
-    N = start[-1]
-    nE = score.size
-    top = np.full(N, -np.inf)
-    arg = np.full(N, -1, np.int64)
-    n_single = np.zeros(N, np.int64)
-    el_src = np.empty(nE, np.int64)
-    el_dst = np.empty(nE, np.int64)
-    pooled = np.zeros(nE, np.bool_)
-    for i in range(L):
-        root_next = start[i + 2] - 1
-        for e in range(el_offset[i], el_offset[i + 1]):
-            s = start[i] + parent[e]
-            d = start[i + 1] + owner[e]
-            el_src[e] = s
-            el_dst[e] = d
-            if score[e] == -np.inf:
-                continue
-            if d != root_next:
-                n_single[s] += 1
-            else:
-                pooled[e] = True
-                if score[e] > top[s]:
-                    top[s] = score[e]
-                    arg[s] = label[e]
-    return el_src, el_dst, n_single, top, arg, pooled
-
-
-@nb.njit(cache=True)
-def _fill_kernel(start, el_offset, label, score, el_src, el_dst, n_single, top, arg, lse):
-    """The arcs in source order (CSR): an element landing in a selected context is its own arc;
-    those of one source landing in the next root are one arc (label 0) weighted by their
-    log-sum ``lse``, and for the best path by their best (its label the first best).  Returns
-    (src_start, dst, ilabel, weight, best_weight, best_label, el_arc)."""
-    L = el_offset.size - 1
-    N = start[-1]
-    nE = score.size
-    src_start = np.zeros(N + 1, np.int64)
-    for s in range(N):
-        src_start[s + 1] = src_start[s] + n_single[s] + (1 if top[s] > -np.inf else 0)
-    E = src_start[N]
-    dst = np.empty(E, np.int32)
-    ilabel = np.empty(E, np.int32)
-    weight = np.empty(E)
-    best_weight = np.empty(E)
-    best_label = np.empty(E, np.int32)
-    fill = src_start[:N].copy()
-    pooled_arc = np.full(N, -1, np.int64)
-    layer = 0
-    for s in range(N):          # the pooled arc last among a source's arcs
-        while s >= start[layer + 1]:
-            layer += 1
-        if top[s] > -np.inf:
-            a = src_start[s + 1] - 1
-            pooled_arc[s] = a
-            dst[a] = start[layer + 2] - 1
-            ilabel[a] = 0
-            weight[a] = -lse[s]
-            best_weight[a] = -top[s]
-            best_label[a] = arg[s] + 1
-    el_arc = np.full(nE, -1, np.int64)
-    for i in range(L):
-        root_next = start[i + 2] - 1
-        for e in range(el_offset[i], el_offset[i + 1]):
-            if score[e] == -np.inf:
-                continue
-            s = el_src[e]
-            if el_dst[e] != root_next:
-                a = fill[s]
-                fill[s] += 1
-                dst[a] = el_dst[e]
-                ilabel[a] = label[e] + 1
-                weight[a] = -score[e]
-                best_weight[a] = -score[e]
-                best_label[a] = label[e] + 1
-                el_arc[e] = a
-            else:
-                el_arc[e] = pooled_arc[s]
-    return src_start, dst, ilabel, weight, best_weight, best_label, el_arc
-
-
-def _build(model, layers, el_parent, el_owner, el_label, el_score) -> RCMSResult:
-    """The machine of the chosen contexts (see :class:`RCMSResult`)."""
+def _build_dense(model, layers, raw) -> RCMSResult:
+    """The machine of the chosen contexts (see :class:`RCMSResult`): per position its single
+    arcs and one pooled arc per source with pooled mass, in source order."""
     length = len(layers) - 1
     sizes = np.array([len(c) for c in layers], np.int64)
     start = np.zeros(length + 2, np.int64)
     np.cumsum(sizes, out=start[1:])
-    counts = np.array([p.size for p in el_parent], np.int64)
-    el_offset = np.zeros(length + 1, np.int64)
-    np.cumsum(counts, out=el_offset[1:])
-    lab = np.concatenate(el_label)
-    score = np.concatenate(el_score)
-    src, dst_el, n_single, top, arg, pooled = _classify_kernel(start, el_offset, np.concatenate(el_parent),
-                                                               np.concatenate(el_owner), lab, score)
-    # the log-sum of each source's pooled elements, relative to their best (numpy's exp)
-    ps = src[pooled]
-    lse = np.bincount(ps, weights=np.exp(score[pooled] - top[ps]), minlength=top.size)
-    with np.errstate(divide="ignore"):
-        lse = np.log(lse) + np.where(np.isfinite(top), top, 0.0)
-    (src_start, dst, ilabel, weight, best_weight, best_label,
-     el_arc) = _fill_kernel(start, el_offset, lab, score, src, dst_el, n_single, top, arg, lse)
-    final = np.full(int(start[-1]), np.inf)
+    srcs, dsts, labs, wts, kinds = [], [], [], [], []
+    for i, (S, owner, single, top, EP, R, arg) in enumerate(raw):
+        K = S.shape[0]
+        k = single % K
+        srcs += [start[i] + k, start[i] + np.flatnonzero(R > 0)]
+        dsts += [start[i + 1] + owner[single], np.full(int((R > 0).sum()), start[i + 2] - 1)]
+        labs += [single // K + 1, np.zeros(int((R > 0).sum()), np.int64)]
+        has = R > 0
+        wts += [-S[k, single // K], -(top[has] + np.log(R[has]))]
+    src = np.concatenate(srcs).astype(np.int64)
+    order = np.argsort(src, kind="stable")
+    arc_of = np.empty(order.size, np.int64)
+    arc_of[order] = np.arange(order.size)
+    N = int(start[-1])
+    src_start = np.zeros(N + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=N), out=src_start[1:])
+    final = np.full(N, np.inf)
     final[start[length]:start[length + 1]] = 0.0
     # the outside feature also weighs the root context at the end (I[c_L = Y_{1:L}]), so that
     # with -inf the normaliser sums the final beam only, as beam search's does
     final[start[length + 1] - 1] = -model.outside if np.isfinite(model.outside) else np.inf
-    m = Machine(start=0, final=final, src_start=src_start, dst=dst, ilabel=ilabel, weight=weight,
+    m = Machine(start=0, final=final, src_start=src_start, dst=np.concatenate(dsts)[order].astype(np.int32),
+                ilabel=np.concatenate(labs)[order].astype(np.int32), weight=np.concatenate(wts)[order],
                 semiring="log")
+    steps = []
+    j = 0
+    for i, (S, owner, single, top, EP, R, arg) in enumerate(raw):
+        K = S.shape[0]
+        n_single, n_pool = single.size, int((R > 0).sum())
+        pooled_arc = np.full(K, -1, np.int64)
+        pooled_arc[R > 0] = arc_of[j + n_single:j + n_single + n_pool]
+        steps.append(_Step(S, owner, single, arc_of[j:j + n_single], top, EP, R, pooled_arc, arg))
+        j += n_single + n_pool
     position = np.searchsorted(start, m.arc_src, side="right")     # a source in layer i - 1: position i
-    return RCMSResult(layers, m, start, position.astype(np.int64), el_offset, src, dst_el, lab, score, el_arc,
-                      best_weight, best_label)
+    return RCMSResult(layers, m, start, position.astype(np.int64), steps)
