@@ -97,6 +97,18 @@ def _check_common(passes, train_n, test_n, jobs, hash_bits):
             raise ArgumentError(f"--{name.replace('_', '-')} must be an integer >= {lo}, got {v!r}")
 
 
+def _recorder(report: dict, path):
+    """record(k, run): keep the run as the k-th of the report's runs and rewrite the report."""
+    done = {}
+
+    def record(k, run):
+        done[k] = run
+        report["runs"] = [done[j] for j in sorted(done)]
+        if path is not None:
+            write_report(path, report)
+    return record
+
+
 def _pool_map(fn, items, jobs, record):
     """fn over items, in ``jobs`` forked processes when jobs > 1; record(k, result) as each ends."""
     if jobs > 1 and len(items) > 1:
@@ -198,15 +210,7 @@ def run_speech(cfg: SpeechConfig, progress=None, task=None) -> dict:
     specs = [(s, 0) for s in cfg.strategies]
     specs += [(s, o) for s in cfg.strategies if s in ("forced", "rcms") for o in range(1, cfg.orders)]
     path = Path(cfg.report) if cfg.report else None
-    done = {}
-
-    def record(k, run):
-        done[k] = run
-        report["runs"] = [done[j] for j in sorted(done)]
-        if path is not None:
-            write_report(path, report)
-
-    _pool_map(_speech_run, specs, cfg.jobs, record)
+    _pool_map(_speech_run, specs, cfg.jobs, _recorder(report, path))
     report["complete"] = True
     if path is not None:
         write_report(path, report)
@@ -293,15 +297,7 @@ def run_words(cfg: WordsConfig, progress=None, task=None) -> dict:
               "precision": cfg.precision, "impute_seconds": time.time() - t0, "runs": [], "complete": False}
     _SHARED.update(cfg=cfg, task=task, alignments=alignments, say=say)
     path = Path(cfg.report) if cfg.report else None
-    done = {}
-
-    def record(k, run):
-        done[k] = run
-        report["runs"] = [done[j] for j in sorted(done)]
-        if path is not None:
-            write_report(path, report)
-
-    _pool_map(_words_run, list(cfg.runs), cfg.jobs, record)
+    _pool_map(_words_run, list(cfg.runs), cfg.jobs, _recorder(report, path))
     report["complete"] = True
     if path is not None:
         write_report(path, report)

@@ -107,6 +107,44 @@ def select_top(log_forward: np.ndarray, B: int) -> np.ndarray:
     return active
 
 
+@nb.njit(inline="always")
+def _dfs_setup(active):
+    """The state of the depth-first merge: the stack (the root at the bottom) and the outputs."""
+    n_act = 0
+    for j in range(active.size):
+        if active[j]:
+            n_act += 1
+    stack_idx = np.empty(n_act + 1, np.int64)
+    stack_len = np.empty(n_act + 1, np.int64)
+    stack_idx[0] = -1
+    stack_len[0] = 0
+    return n_act, stack_idx, stack_len, np.empty(n_act, np.int64), np.empty(n_act, np.int64)
+
+
+@nb.njit(inline="always")
+def _dfs_visit(j, lcs_j, len_j, is_active, l, top, n, stack_idx, stack_len, out_e, out_lcs, owner):
+    """One step of appendix A's merge, visiting element j backwards in the sorted order: pop the
+    stack to the least ancestor, then output j (selected) or let the ancestor absorb it
+    (owner -1: the root).  Returns the new (l, top, n)."""
+    big = np.int64(1) << 62
+    if lcs_j < l:
+        l = lcs_j
+    while l < stack_len[top]:
+        top -= 1
+    if is_active:
+        out_e[n] = j
+        out_lcs[n] = 0 if l == big else l
+        top += 1
+        stack_idx[top] = n
+        stack_len[top] = len_j
+        owner[j] = n
+        n += 1
+        l = big
+    else:
+        owner[j] = stack_idx[top]
+    return l, top, n
+
+
 @nb.njit(cache=True)
 def _merge_kernel(lens, lcs, active, log_forward):
     """The depth-first merge of appendix A, backwards over the sorted list with a stack of
@@ -115,36 +153,12 @@ def _merge_kernel(lens, lcs, active, log_forward):
     each element's owner as an output index (-1: the root), and each output's (then the
     root's, last) largest absorbed log forward mass."""
     E = lens.size
-    n_act = 0
-    for j in range(E):
-        if active[j]:
-            n_act += 1
-    big = np.int64(1) << 62
-    stack_idx = np.empty(n_act + 1, np.int64)
-    stack_len = np.empty(n_act + 1, np.int64)
-    top = 0
-    stack_idx[0] = -1
-    stack_len[0] = 0
-    out_e = np.empty(n_act, np.int64)
-    out_lcs = np.empty(n_act, np.int64)
+    n_act, stack_idx, stack_len, out_e, out_lcs = _dfs_setup(active)
     owner_rev = np.empty(E, np.int64)
-    n = 0
-    l = big
+    l, top, n = np.int64(1) << 62, 0, 0
     for j in range(E - 1, -1, -1):
-        l = min(l, lcs[j])
-        while l < stack_len[top]:
-            top -= 1
-        if active[j]:
-            out_e[n] = j
-            out_lcs[n] = 0 if l == big else l
-            top += 1
-            stack_idx[top] = n
-            stack_len[top] = lens[j]
-            owner_rev[j] = n
-            n += 1
-            l = big
-        else:
-            owner_rev[j] = stack_idx[top]
+        l, top, n = _dfs_visit(j, lcs[j], lens[j], active[j], l, top, n, stack_idx, stack_len, out_e, out_lcs,
+                               owner_rev)
     # each output's largest absorbed term (the log-sums are taken outside, with numpy's exp)
     big_term = np.full(n_act + 1, -np.inf)
     for j in range(E):
@@ -160,45 +174,23 @@ def _merge_dense_kernel(plen, plcs, S, active):
     with lens and lcs computed from C_{i-1}'s on the fly; see :func:`merge_dense`."""
     K, Y = S.shape
     E = K * Y
-    n_act = 0
-    for j in range(E):
-        if active[j]:
-            n_act += 1
-    big = np.int64(1) << 62
-    stack_idx = np.empty(n_act + 1, np.int64)
-    stack_len = np.empty(n_act + 1, np.int64)
-    top = 0
-    stack_idx[0] = -1
-    stack_len[0] = 0
-    out_e = np.empty(n_act, np.int64)
-    out_lcs = np.empty(n_act, np.int64)
+    n_act, stack_idx, stack_len, out_e, out_lcs = _dfs_setup(active)
     owner = np.empty(E, np.int64)
-    n = 0
-    l = big
+    l, top, n = np.int64(1) << 62, 0, 0
     for y in range(Y - 1, -1, -1):
         for k in range(K - 1, -1, -1):
             j = y * K + k
-            lcs_j = plcs[k] + 1 if k < K - 1 else 0
-            if lcs_j < l:
-                l = lcs_j
-            while l < stack_len[top]:
-                top -= 1
-            if active[j]:
-                out_e[n] = j
-                out_lcs[n] = 0 if l == big else l
-                top += 1
-                stack_idx[top] = n
-                stack_len[top] = plen[k] + 1
-                owner[j] = n
-                n += 1
-                l = big
-            else:
-                owner[j] = n_act if stack_idx[top] == -1 else stack_idx[top]
+            l, top, n = _dfs_visit(j, plcs[k] + 1 if k < K - 1 else 0, plen[k] + 1, active[j], l, top, n,
+                                   stack_idx, stack_len, out_e, out_lcs, owner)
     # the elements that are arcs of their own, and per source the pooled ones' best (first) label
     n_single = 0
-    for j in range(E):
-        if owner[j] != n_act and S[j % K, j // K] > -np.inf:
-            n_single += 1
+    for y in range(Y):
+        for k in range(K):
+            j = y * K + k
+            if owner[j] == -1:
+                owner[j] = n_act                   # the root after the selected contexts
+            elif S[k, y] > -np.inf:
+                n_single += 1
     single = np.empty(n_single, np.int64)
     pooled = np.zeros((K, Y), np.bool_)
     best = np.full(K, -np.inf)
