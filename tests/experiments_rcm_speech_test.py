@@ -44,7 +44,7 @@ def speech_task(train=10, test=4):
 
 def test_words_writes_its_report_and_curves(tmp_path):
     cfg = WordsConfig(runs=parse_word_runs("beam:2,rcms:2"), n=1, passes=1, hash_bits=12,
-                      report=str(tmp_path / "w.json"), model_dir=str(tmp_path / "models"))
+                      report=str(tmp_path / "w.json"), model_dir=str(tmp_path / "models"), length_every=5)
     task = word_task()
     rep = run_words(cfg, task=task)
     from fsmlearn.rcm.io import load_align_rcm
@@ -57,7 +57,10 @@ def test_words_writes_its_report_and_curves(tmp_path):
         assert conf.size == 8 and ((conf >= 0) & (conf <= 1)).all()
         assert r["accuracy"] == pytest.approx(ok.mean())
         assert 0 <= r["recall_at_precision"] <= 1
-    assert (tmp_path / "w.png").read_bytes()[:4] == b"\x89PNG"
+    for r in rep["runs"]:
+        assert [c["updates"] for c in r["context_length"]] == [5, 10, 15, 20]
+    for name in ("w.png", "w-context-length.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
 
 
 def test_speech_runs_every_strategy_and_the_orders(tmp_path):

@@ -83,6 +83,7 @@ class WordsConfig:
     report: str | None = None
     jobs: int = 1
     model_dir: str | None = None
+    length_every: int = 50
 
 
 def _num(v):
@@ -143,6 +144,34 @@ def _evaluate(model, xs, refs, B, method):
     return hyps, np.array(conf)
 
 
+def _length_tracker(every: int):
+    """(on_update, points): the cumulative average of the updates' mean context lengths, taken
+    every ``every`` updates (section 7: every 50 words, every 100 utterances)."""
+    points, total, steps = [], [0.0], [0]
+
+    def on_update(step, info):
+        steps[0] += 1
+        total[0] += info["mean_context_length"]
+        if steps[0] % every == 0:
+            points.append({"updates": steps[0], "cumulative_mean_context_length": total[0] / steps[0]})
+    return on_update, points
+
+
+def _plot_lengths(runs, path: Path, title: str) -> None:
+    fig, ax = new_figure(1, figsize=(7, 4))
+    for r in runs:
+        if r.get("context_length"):
+            ax.plot([c["updates"] for c in r["context_length"]],
+                    [c["cumulative_mean_context_length"] for c in r["context_length"]], label=r["name"])
+    ax.set_xlabel("learning updates")
+    ax.set_ylabel("average context length (cumulative)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
 def _speech_run(item):
     k, (strategy, order) = item
     cfg, task, alignments, say = (_SHARED[x] for x in ("cfg", "task", "alignments", "say"))
@@ -151,14 +180,7 @@ def _speech_run(item):
     opt = DenseAdaGrad(model.theta.size)
     method = "rcms" if strategy == "rcms" else "beam"
     name = f"{NAMES[strategy]} order {order}"
-    lengths, lsum, steps = [], [0.0], [0]
-
-    def on_update(step, info):
-        steps[0] += 1
-        lsum[0] += info["mean_context_length"]
-        if steps[0] % cfg.length_every == 0:
-            lengths.append({"updates": steps[0], "cumulative_mean_context_length": lsum[0] / steps[0]})
-
+    on_update, lengths = _length_tracker(cfg.length_every)
     run = {"name": name, "strategy": strategy, "order": order, "size": cfg.size, "passes": []}
     for p in range(1, cfg.passes + 1):
         t0 = time.time()
@@ -233,18 +255,8 @@ def _plot_speech(report: dict, path: Path) -> None:
         if series:
             panels[f"{label} over the data orders"] = series
     plot_pass_curves(panels, path.with_suffix(".png"), title="speech task (figure 4)")
-    fig, ax = new_figure(1, figsize=(7, 4))
-    for r in runs:
-        if r["order"] == 0 and r["context_length"]:
-            ax.plot([c["updates"] for c in r["context_length"]],
-                    [c["cumulative_mean_context_length"] for c in r["context_length"]], label=NAMES[r["strategy"]])
-    ax.set_xlabel("learning updates")
-    ax.set_ylabel("average context length (cumulative)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title("speech task: context length during training (figure 6)")
-    fig.tight_layout()
-    save_figure(fig, path.with_name(path.stem + "-context-length.png"))
+    _plot_lengths([r for r in runs if r["order"] == 0], path.with_name(path.stem + "-context-length.png"),
+                  "speech task: context length during training (figure 6)")
 
 
 def _words_run(item):
@@ -255,11 +267,12 @@ def _words_run(item):
     opt = DenseAdaGrad(model.theta.size)
     name = f"{'RCMS' if method == 'rcms' else 'beam'} {size}"
     strategy = "rcms" if method == "rcms" else "forced"
-    run = {"name": name, "method": method, "size": size, "passes": []}
+    on_update, lengths = _length_tracker(cfg.length_every)
+    run = {"name": name, "method": method, "size": size, "passes": [], "context_length": lengths}
     for p in range(1, cfg.passes + 1):
         # the alignments are given (forced decoding's imputation): RCMS trains on p(z | x, y) under
         # its contexts, beam search on the fixed path against its beam
-        st = train(model, data, strategy, size, passes=1, seed=cfg.seed + p, optimizer=opt,
+        st = train(model, data, strategy, size, passes=1, seed=cfg.seed + p, optimizer=opt, on_update=on_update,
                    alignments=alignments if strategy == "forced" else None)[0]
         run["passes"].append({"pass": p, "train_loglik": _num(st["loglik"]), "seconds": st["seconds"]})
         say(f"{name}: pass {p}/{cfg.passes}: training log-likelihood {st['loglik']:.3f}, {st['seconds']:.0f} s")
@@ -305,6 +318,8 @@ def run_words(cfg: WordsConfig, progress=None, task=None) -> dict:
                   precision_recall_curve(np.array(r["confidence"]), np.array(r["correct"])) for r in report["runs"]}
         plot_pr_curves(curves, path.with_suffix(".png"), precision_line=cfg.precision,
                        title="word task: precision against recall (figure 3)")
+        _plot_lengths(report["runs"], path.with_name(path.stem + "-context-length.png"),
+                      "word task: context length during training (figure 6)")
         say(f"wrote {path} and {path.with_suffix('.png')}")
     return report
 
