@@ -111,7 +111,9 @@ def _plot(runs: list, path: Path, title: str) -> None:
             c = colours.setdefault(r["size"], f"C{len(colours)}")
             axes[1].plot(it, acc, "-" if r["method"] == "rcms" else "--", color=c,
                          label=f"{r['method']} size {r['size']}")
-        axes[2].plot(it, [x["context_length"] for x in r["iterations"]], "o-", ms=3, label=r["name"])
+        k = runs.index(r)
+        axes[2].plot(it, [x["context_length"] for x in r["iterations"]], "o-" if k < 10 else "s--", ms=3,
+                     color=f"C{k % 10}", label=r["name"])
     axes[0].set_title(f"size {top}: order and method")
     axes[1].set_title("2nd order by size (solid RCMS, dashed beam)")
     axes[2].set_title("average context length (mass-weighted)")
