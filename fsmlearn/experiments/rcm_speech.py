@@ -314,8 +314,8 @@ def run_words(cfg: WordsConfig, progress=None, task=None) -> dict:
     report["complete"] = True
     if path is not None:
         write_report(path, report)
-        curves = {f"{r['name']} (R@{100 * cfg.precision:.0f}% = {100 * r['recall_at_precision']:.0f}%)":
-                  precision_recall_curve(np.array(r["confidence"]), np.array(r["correct"])) for r in report["runs"]}
+        curves = {r["name"]: precision_recall_curve(np.array(r["confidence"]), np.array(r["correct"]))
+                  for r in report["runs"]}
         plot_pr_curves(curves, path.with_suffix(".png"), precision_line=cfg.precision,
                        title="word task: precision against recall (figure 3)")
         _plot_lengths(report["runs"], path.with_name(path.stem + "-context-length.png"),
