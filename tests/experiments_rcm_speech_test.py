@@ -78,6 +78,29 @@ def test_speech_runs_every_strategy_and_the_orders(tmp_path):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
 
 
+def test_speech_resume_keeps_the_finished_runs_and_runs_the_rest(tmp_path):
+    import json
+    from fsmlearn.errors import FsmError
+    path = tmp_path / "s.json"
+    base = dict(size=2, n=1, passes=1, hash_bits=12, report=str(path), length_every=5)
+    first = run_speech(SpeechConfig(strategies=("model", "rcms"), orders=1, **base), task=speech_task())
+    stamp = {r["name"]: r["passes"][0]["train_seconds"] for r in first["runs"]}
+    said = []
+    rep = run_speech(SpeechConfig(strategies=("model", "rcms"), orders=2, resume=True, **base), task=speech_task(),
+                     progress=said.append)
+    assert [(r["strategy"], r["order"]) for r in rep["runs"]] == [("model", 0), ("rcms", 0), ("rcms", 1)]
+    for r in rep["runs"][:2]:      # kept as they were, not rerun
+        assert r["passes"][0]["train_seconds"] == stamp[r["name"]]
+    assert any("2 of 3 runs already finished" in m for m in said)
+    assert json.loads(path.read_text())["complete"] is True
+    with pytest.raises(FsmError, match=r"s\.json: cannot resume: passes was 1, this run has 2"):
+        run_speech(SpeechConfig(strategies=("model",), orders=1, resume=True, **{**base, "passes": 2}),
+                   task=speech_task())
+    path.write_text('{"runs": [')
+    with pytest.raises(FsmError, match=r"s\.json: cannot resume from this report"):
+        run_speech(SpeechConfig(strategies=("model",), orders=1, resume=True, **base), task=speech_task())
+
+
 def test_bad_options_are_named():
     with pytest.raises(ArgumentError, match="bad run"):
         parse_word_runs("viterbi:3")

@@ -210,7 +210,7 @@ def test_with_room_for_every_suffix_inference_is_exact(C, A, Lp, ML, n, backoff,
     logz = np.logaddexp.reduce(sc)
     V = model.num_labels
     lat = rcms_align(model, x, BIG, max_len=ML)
-    m, _ = lat.machine()
+    m, pool = lat.machine()
     fb = forward_backward(m)
     assert abs(-fb.logz - logz) < 1e-9
     prob = np.exp(sc - logz)
@@ -221,18 +221,18 @@ def test_with_room_for_every_suffix_inference_is_exact(C, A, Lp, ML, n, backoff,
             marg[i, v] += w
         length[len(p)] += w
     got = np.zeros((ML, V))
-    np.add.at(got, (lat.arc_layer - 1, lat.arc_label), fb.posteriors)
+    np.add.at(got, (lat.arc_layer - 1, lat.arc_label), pool.element_posteriors(fb.posteriors))
     assert np.abs(got - marg).max() < 1e-9
     got_len = np.bincount(lat.ctx_layer, weights=fb.final_posteriors, minlength=ML + 1)
     assert np.abs(got_len - length).max() < 1e-9
     from fsmlearn.algo import best_path
-    bp = best_path(m)
+    bp = best_path(pool.best_machine(m))
     assert tuple(np.asarray(bp.ilabels) - 1) == paths[int(np.argmax(sc))]
     # the target: every alignment of one y
     y = np.array([v % C for v in paths[len(paths) // 2]])
     of_y = [k for k, p in enumerate(paths) if len(p) == y.size and all(v % C == c for v, c in zip(p, y))]
     lt = rcms_align(model, x, BIG, y=y, max_len=ML)
-    mt, idx = lt.target_machine()
+    mt, pt = lt.target_machine()
     fbt = forward_backward(mt)
     logzy = np.logaddexp.reduce(sc[of_y])
     assert abs(-fbt.logz - logzy) < 1e-9
@@ -240,15 +240,61 @@ def test_with_room_for_every_suffix_inference_is_exact(C, A, Lp, ML, n, backoff,
     for k in of_y:
         for i, v in enumerate(paths[k]):
             adv[i, v // C] += math.exp(sc[k] - logzy)
-    got = np.zeros((y.size, A + 1))
-    np.add.at(got, (lt.arc_layer[idx] - 1, lt.arc_label[idx] // C), fbt.posteriors)
-    assert np.abs(got - adv).max() < 1e-9
+    got = np.zeros((ML, A + 1))       # elements past the target's length have posterior 0
+    np.add.at(got, (lt.arc_layer - 1, lt.arc_label // C), pt.element_posteriors(fbt.posteriors))
+    assert np.abs(got[:y.size] - adv).max() < 1e-9 and not got[y.size:].any()
     # decode: the best (y, z)'s characters and p(y | x) = sum_z
     chars, conf = decode(model, x, BIG, max_len=ML)
     best = paths[int(np.argmax(sc))]
     assert tuple(chars) == tuple(v % C for v in best)
     same = [k for k, p in enumerate(paths) if tuple(v % C for v in p) == tuple(chars)]
     assert abs(conf - np.exp(sc[same] - logz).sum()) < 1e-9
+
+
+def element_machine(lat, allowed=None, length=None):
+    """The machine with one arc per lattice element (no pooling), built directly."""
+    from fsmlearn.fsm.machine import Machine
+    s, fin = lat.scores()
+    keep = np.ones(lat.num_arcs, bool)
+    final = -fin
+    if allowed is not None:
+        keep = (lat.arc_layer <= length) & allowed[np.minimum(lat.arc_layer, length) - 1, lat.arc_label]
+        final = np.full(lat.num_contexts, np.inf)
+        a, b = lat.layer_start[length], lat.layer_start[length + 1]
+        final[a:b] = -fin[a:b]
+    src = lat.arc_src[keep]
+    start = np.zeros(lat.num_contexts + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=lat.num_contexts), out=start[1:])
+    return Machine(start=0, final=final, src_start=start, dst=lat.arc_dst[keep], ilabel=lat.arc_ilabel[keep],
+                   weight=-s[keep], semiring="log"), keep
+
+
+@pytest.mark.parametrize("B", [1, 3])
+def test_pooled_machine_equals_the_element_machine(B):
+    """RCMS with few contexts: the elements of a context that land in one root are one arc; log Z,
+    element posteriors (model and target) and the best path are those of one arc per element."""
+    from fsmlearn.algo import best_path
+    rng = np.random.default_rng(40 + B)
+    model = random_model(rng, 3, 4, n=2, A=2)
+    x = rng.integers(0, 4, 4)
+    lat = rcms_align(model, x, B, max_len=6)
+    m, pool = lat.machine()
+    assert m.num_arcs < lat.num_arcs
+    em, _ = element_machine(lat)
+    fb, efb = forward_backward(m), forward_backward(em)
+    assert abs(fb.logz - efb.logz) < 1e-9
+    assert np.abs(pool.element_posteriors(fb.posteriors) - efb.posteriors).max() < 1e-9
+    assert np.abs(fb.final_posteriors - efb.final_posteriors).max() < 1e-9
+    assert abs(best_path(pool.best_machine(m)).weight - best_path(em).weight) < 1e-9
+    y = rng.integers(0, 3, 3)
+    lt = rcms_align(model, x, B, y=y, max_len=6)
+    mt, pt = lt.target_machine()
+    et, keep = element_machine(lt, lt.target, y.size)
+    fbt, efbt = forward_backward(mt), forward_backward(et)
+    assert abs(fbt.logz - efbt.logz) < 1e-9
+    full = np.zeros(lt.num_arcs)
+    full[keep] = efbt.posteriors
+    assert np.abs(pt.element_posteriors(fbt.posteriors) - full).max() < 1e-9
 
 
 def test_a_target_that_cannot_be_aligned_has_no_mass():

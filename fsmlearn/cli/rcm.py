@@ -20,7 +20,7 @@ def _speech(args) -> int:
     strategies = tuple(s.strip() for s in args.strategies.split(",")) if args.strategies else STRATEGIES
     cfg = SpeechConfig(strategies=strategies, size=args.size, passes=args.passes, orders=args.orders,
                        train=args.train, test=args.test, seed=args.seed, report=args.report, jobs=args.jobs,
-                       model_dir=args.models)
+                       model_dir=args.models, resume=args.resume)
     run_speech(cfg, progress=Progress(args.quiet))
     return 0
 
@@ -64,6 +64,9 @@ def add_parser(sub) -> None:
     p.add_argument("--jobs", type=int, default=1, help="runs at once, in forked processes (default 1)")
     p.add_argument("--report", default="reports/rcms-speech.json", help="JSON report (PNGs beside it)")
     p.add_argument("--models", default="models/rcms-speech", help="folder for the trained models ('' for none)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the finished runs of an existing --report made with the same task and settings, "
+                        "run only the others")
     add_quiet(p)
     p.set_defaults(func=_speech)
 

@@ -68,6 +68,7 @@ class SpeechConfig:
     jobs: int = 1
     length_every: int = 100
     model_dir: str | None = None
+    resume: bool = False
 
 
 @dataclass
@@ -98,9 +99,10 @@ def _check_common(passes, train_n, test_n, jobs, hash_bits):
             raise ArgumentError(f"--{name.replace('_', '-')} must be an integer >= {lo}, got {v!r}")
 
 
-def _recorder(report: dict, path):
-    """record(k, run): keep the run as the k-th of the report's runs and rewrite the report."""
-    done = {}
+def _recorder(report: dict, path, done: dict | None = None):
+    """record(k, run): keep the run as the k-th of the report's runs and rewrite the report
+    (``done``: runs already finished, by index)."""
+    done = dict(done or {})
 
     def record(k, run):
         done[k] = run
@@ -110,16 +112,51 @@ def _recorder(report: dict, path):
     return record
 
 
-def _pool_map(fn, items, jobs, record):
-    """fn over items, in ``jobs`` forked processes when jobs > 1; record(k, result) as each ends."""
-    if jobs > 1 and len(items) > 1:
+def _pool_map(fn, items, jobs, record, indices=None):
+    """fn over items, in ``jobs`` forked processes when jobs > 1; record(k, result) as each ends
+    (k: the item's position, or its entry of ``indices``)."""
+    pairs = list(zip(range(len(items)) if indices is None else indices, items))
+    if jobs > 1 and len(pairs) > 1:
         import multiprocessing as mp
-        with mp.get_context("fork").Pool(min(jobs, len(items))) as pool:
-            for k, res in pool.imap_unordered(fn, list(enumerate(items))):
+        with mp.get_context("fork").Pool(min(jobs, len(pairs))) as pool:
+            for k, res in pool.imap_unordered(fn, pairs):
                 record(k, res)
     else:
-        for k, it in enumerate(items):
-            record(*fn((k, it)))
+        for pair in pairs:
+            record(*fn(pair))
+
+
+_RESUME_KEYS = ("command", "task", "size", "n", "passes", "seed")
+
+
+def _finished_runs(path: Path, report: dict, specs: list) -> dict:
+    """The runs of an earlier report at ``path`` that this one would repeat: {spec index: run}.
+    The report must have been written with the same task and settings (else a located error);
+    a run counts when it has every pass."""
+    import json
+    from ..errors import FsmError
+    try:
+        old = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise FsmError(f"{path}: cannot resume from this report: {e}") from None
+    if not isinstance(old, dict) or not isinstance(old.get("runs"), list):
+        raise FsmError(f"{path}: cannot resume: not a report of fsmlearn rcms speech (no list of runs)")
+    for key in _RESUME_KEYS:
+        if old.get(key) != report[key]:
+            raise FsmError(f"{path}: cannot resume: {key} was {old.get(key)!r}, this run has {report[key]!r}")
+    index = {spec: k for k, spec in enumerate(specs)}
+    done = {}
+    for j, run in enumerate(old["runs"]):
+        try:
+            spec = (run["strategy"], int(run["order"]))
+            complete = len(run["passes"]) == report["passes"]
+        except (TypeError, KeyError, ValueError):
+            raise FsmError(f"{path}: cannot resume: run {j} has no strategy, order and passes") from None
+        if complete and spec in index:
+            done[index[spec]] = run
+    return done
 
 
 _SHARED: dict = {}     # a run's data, inherited by forked workers
@@ -222,17 +259,25 @@ def run_speech(cfg: SpeechConfig, progress=None, task=None) -> dict:
     alignments = None
     report = {"command": "fsmlearn rcms speech", "task": stats, "size": cfg.size, "n": cfg.n, "passes": cfg.passes,
               "orders": cfg.orders, "seed": cfg.seed, "runs": [], "complete": False}
-    if "forced" in cfg.strategies:
+    specs = [(s, 0) for s in cfg.strategies]
+    specs += [(s, o) for s in cfg.strategies if s in ("forced", "rcms") for o in range(1, cfg.orders)]
+    path = Path(cfg.report) if cfg.report else None
+    done = _finished_runs(path, report, specs) if cfg.resume and path is not None else {}
+    if done:
+        say(f"resuming {path}: {len(done)} of {len(specs)} runs already finished "
+            f"({', '.join(done[k]['name'] for k in sorted(done))})")
+    todo = [k for k in range(len(specs)) if k not in done]
+    if any(specs[k][0] == "forced" for k in todo):
         t0 = time.time()
         _, alignments = impute_alignments(list(zip(task.train.x, task.train.y)), len(task.chars),
                                           len(task.phonemes), seed=cfg.seed, progress=say)
         report["impute_seconds"] = time.time() - t0
         say(f"forced decoding: alignments imputed by an exact first-order model in {time.time() - t0:.0f} s")
     _SHARED.update(cfg=cfg, task=task, alignments=alignments, say=say)
-    specs = [(s, 0) for s in cfg.strategies]
-    specs += [(s, o) for s in cfg.strategies if s in ("forced", "rcms") for o in range(1, cfg.orders)]
-    path = Path(cfg.report) if cfg.report else None
-    _pool_map(_speech_run, specs, cfg.jobs, _recorder(report, path))
+    record = _recorder(report, path, done)
+    if done:
+        record(*next(iter(sorted(done.items()))))      # the report holds the finished runs from the start
+    _pool_map(_speech_run, [specs[k] for k in todo], cfg.jobs, record, indices=todo)
     report["complete"] = True
     if path is not None:
         write_report(path, report)

@@ -77,7 +77,7 @@ array of that size):
   label where the context does not determine it (BOS at i = 1);
 - ``end``: the final n-gram (y_{L-n+1..L}, EOS) on the extended alphabet.
 
-Public names: AlignRCM, AlignLattice, rcms_align, feature_id, decode,
+Public names: AlignRCM, AlignLattice, ArcPool, rcms_align, feature_id, decode,
 best_alignment, label_of, advances_valid, STAR, BOS, EOS, TEMPLATES,
 default_max_len.
 """
@@ -95,7 +95,7 @@ from ..errors import ArgumentError
 from ..fsm.machine import Machine
 from .contexts import _merge_kernel
 
-__all__ = ["AlignRCM", "AlignLattice", "rcms_align", "feature_id", "decode", "best_alignment", "label_of",
+__all__ = ["AlignRCM", "AlignLattice", "ArcPool", "rcms_align", "feature_id", "decode", "best_alignment", "label_of",
            "advances_valid", "STAR", "BOS", "EOS", "TEMPLATES", "default_max_len"]
 
 STAR = -1   #: an undetermined position (characters, labels)
@@ -615,16 +615,28 @@ def _log_sums(vals, ctx, valid, top):
 
 
 @nb.njit(cache=True)
-def _arcs(pz, proot, zoff, znr, S, blk, ctx, tallow, lo_t, last, C, A, Lp, target_only, src_off, dst_off):
-    """The arcs of one position in source order: context k --v--> f(k, v)."""
+def _arcs(pz, proot, zoff, znr, S, blk, ctx, nroot, tallow, lo_t, last, C, A, Lp, target_only, src_off, dst_off,
+          grp_off):
+    """The arcs (elements) of one position in source order, context k --v--> f(k, v), and their
+    machine arcs: the elements of one source that land in the same root are one machine arc
+    (label 0), an element that lands in a selected context is one of its own (label v + 1);
+    machine arcs numbered from ``grp_off`` in source order."""
     K, V = S.shape
     src = np.empty(K * V, np.int64)
     dst = np.empty(K * V, np.int64)
     lab = np.empty(K * V, np.int32)
+    grp = np.empty(K * V, np.int64)
+    gsrc = np.empty(K * V, np.int64)
+    gdst = np.empty(K * V, np.int64)
+    glab = np.empty(K * V, np.int32)
+    rq = np.empty(V, np.int64)      # the roots this source reached so far, and their machine arcs
+    rg = np.empty(V, np.int64)
     n = 0
+    ng = 0
     for k in range(K):
         zs = pz[k]
         rank = znr[zs] if proot[k] else k - zoff[zs]
+        nr = 0
         for v in range(V):
             if not S[k, v] > -np.inf:
                 continue
@@ -640,8 +652,25 @@ def _arcs(pz, proot, zoff, znr, S, blk, ctx, tallow, lo_t, last, C, A, Lp, targe
             src[n] = src_off + k
             dst[n] = dst_off + q
             lab[n] = v
+            gi = -1
+            if nroot[q]:
+                for j in range(nr):
+                    if rq[j] == q:
+                        gi = rg[j]
+                        break
+            if gi < 0:
+                gi = ng
+                gsrc[ng] = src_off + k
+                gdst[ng] = dst_off + q
+                glab[ng] = 0 if nroot[q] else v + 1
+                ng += 1
+                if nroot[q]:
+                    rq[nr] = q
+                    rg[nr] = gi
+                    nr += 1
+            grp[n] = grp_off + gi
             n += 1
-    return src[:n], dst[:n], lab[:n]
+    return src[:n], dst[:n], lab[:n], grp[:n], gsrc[:ng], gdst[:ng], glab[:ng]
 
 
 @nb.njit(cache=True)
@@ -693,6 +722,20 @@ def _weighted_length(p, arc_src, ctx_len):
 
 
 @nb.njit(cache=True)
+def _group_best(score, arc, label, M):
+    """Per machine arc, the largest score of its elements and the label of the first element
+    that has it (elements of one arc come in label order; -1 where none is finite)."""
+    top = np.full(M, -np.inf)
+    arg = np.full(M, -1, np.int64)
+    for j in range(score.size):
+        g = arc[j]
+        if score[j] > top[g]:
+            top[g] = score[j]
+            arg[g] = label[j]
+    return top, arg
+
+
+@nb.njit(cache=True)
 def _restrict_mask(arc_layer, arc_lab, allowed, L):
     out = np.zeros(arc_layer.size, np.bool_)
     for a in range(arc_layer.size):
@@ -703,6 +746,70 @@ def _restrict_mask(arc_layer, arc_lab, allowed, L):
 
 
 # ----------------------------------------------------------------------------- the lattice
+@dataclass
+class ArcPool:
+    """How a machine of an :class:`AlignLattice` carries the lattice's arcs (the elements).
+
+    The machine has one arc per (source context, destination) pair: the elements of a context
+    that land in the same root of the next layer (most of them under RCMS) are one arc, labelled
+    0 and weighted -log sum exp(their scores); an element that lands in a selected context is an
+    arc of its own, labelled label + 1.  Path sums are unchanged, so log Z and the final
+    posteriors are the element machine's; an element's posterior is its arc's times its share
+    exp(score - log-sum) (:meth:`element_posteriors`), and the best path is that of the same arcs
+    weighted by each one's best element (:meth:`best_machine`).
+
+    Attributes:
+        num_lattice_arcs: E, the lattice's arcs.
+        elements: int64 [E'], the lattice arcs in the machine (ascending), or None when it has
+            all E of them (then E' = E, in the lattice's order).
+        arc: int64 [E'], the machine arc that carries each.
+        label: int32 [E'], each element's label (0-based).
+        scale: float64 [E'], exp(score - top[arc]).
+        top: float64 [M], per machine arc the largest score of its elements.
+        total: float64 [M], per machine arc the sum of its elements' scale (its weight is
+            -(top + log total)).
+        best_label: int64 [M], the label of the first element with the largest score.
+    """
+    num_lattice_arcs: int
+    elements: np.ndarray | None
+    arc: np.ndarray
+    label: np.ndarray
+    scale: np.ndarray
+    top: np.ndarray
+    total: np.ndarray
+    best_label: np.ndarray
+
+    @property
+    def num_machine_arcs(self) -> int:
+        return int(self.top.size)
+
+    def arc_factor(self, arc_posteriors) -> np.ndarray:
+        """float64 [M]: arc posterior / total, the factor of each element's scale in its posterior."""
+        p = np.asarray(arc_posteriors, np.float64)
+        if p.shape != self.top.shape:
+            raise ArgumentError(f"arc posteriors have shape {p.shape}; expected {self.top.shape}")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.total > 0, p / np.where(self.total > 0, self.total, 1.0), 0.0)
+
+    def element_posteriors(self, arc_posteriors) -> np.ndarray:
+        """float64 [E] over the lattice's arcs: each element's posterior (its machine arc's
+        posterior times its share of the arc's weight; 0 for elements not in the machine)."""
+        q = self.arc_factor(arc_posteriors)
+        post = q[self.arc] * self.scale
+        if self.elements is None:
+            return post
+        out = np.zeros(self.num_lattice_arcs)
+        out[self.elements] = post
+        return out
+
+    def best_machine(self, machine: Machine) -> Machine:
+        """The machine with each arc weighted by its best element and labelled with its label + 1
+        (its best path is the best element path)."""
+        if machine.num_arcs != self.top.size:
+            raise ArgumentError(f"the machine has {machine.num_arcs} arcs; this pool has {self.top.size}")
+        return machine.replace(weight=-self.top, ilabel=(self.best_label + 1).astype(np.int32))
+
+
 @dataclass
 class AlignLattice:
     """The contexts RCMS chose for one input, all positions, and their arcs.
@@ -725,8 +832,13 @@ class AlignLattice:
         ctx_forward, ctx_forward_target: float64 [N], the forward masses (model; target when a
             target was given) that selected them.
         arc_src: int64 [E], arc_dst: int32 [E]; arc_label: int32 [E] (0-based labels; arc_ilabel
-            the machine's, label + 1); arc_layer: int32 [E], the position i of each arc; arcs are
-            sorted by source.
+            = label + 1); arc_layer: int32 [E], the position i of each arc; arcs are sorted by
+            source, then label.  These are the *elements* (one per context and allowed label).
+        arc_group: int64 [E], the arc of the machine (:meth:`machine`) that carries each element;
+        group_src: int64 [M], group_dst: int32 [M], group_ilabel: int32 [M]: the machine's arcs,
+            one per (source, destination) pair (sorted by source): label 0 where the destination
+            is a root (the pooled elements), the element's label + 1 where it is a selected
+            context (one element); see :class:`ArcPool`.
         target: bool [L, V] of the labels allowed at each position of the target, or None.
         elements: with ``keep_elements``, per position a dict of the expanded elements
             (z, label, parent, lens, lcs, mass, target_mass, valid, active, context).
@@ -750,6 +862,10 @@ class AlignLattice:
     arc_dst: np.ndarray
     arc_label: np.ndarray
     arc_layer: np.ndarray
+    arc_group: np.ndarray
+    group_src: np.ndarray
+    group_dst: np.ndarray
+    group_ilabel: np.ndarray
     ng_ids: np.ndarray
     end_ids: np.ndarray
     edge_ids: np.ndarray
@@ -760,8 +876,11 @@ class AlignLattice:
     def __post_init__(self):
         self.arc_dst = self.arc_dst.astype(np.int32)
         self.arc_ilabel = (self.arc_label + 1).astype(np.int32)   # the machine's labels
+        self.group_dst = self.group_dst.astype(np.int32)
+        self.group_ilabel = self.group_ilabel.astype(np.int32)
         self.ctx_prev_index = self.ctx_prev
-        for a in (self.arc_src, self.arc_dst, self.arc_ilabel, self.arc_label, self.arc_layer):
+        for a in (self.arc_src, self.arc_dst, self.arc_ilabel, self.arc_label, self.arc_layer, self.arc_group,
+                  self.group_src, self.group_dst, self.group_ilabel):
             a.setflags(write=False)      # read-only: machines share them instead of copying
 
     @property
@@ -770,7 +889,13 @@ class AlignLattice:
 
     @property
     def num_arcs(self) -> int:
+        """The lattice's arcs (elements)."""
         return int(self.arc_src.size)
+
+    @property
+    def num_machine_arcs(self) -> int:
+        """The arcs of the model's machine (one per source and destination)."""
+        return int(self.group_src.size)
 
     @property
     def ctx_layer(self) -> np.ndarray:
@@ -818,42 +943,61 @@ class AlignLattice:
         return s, fin
 
     def machine(self, theta=None, allowed=None, length: int | None = None, scores=None):
-        """The layered acyclic machine of these contexts (log semiring, weights -score, labels
-        label + 1, start 0): the model's, or with ``allowed`` (bool [length, V]) its restriction to
-        the arcs of positions i <= length whose label is allowed at i, final only at position
-        ``length``.
+        """The layered acyclic machine of these contexts (log semiring, start 0): the model's, or
+        with ``allowed`` (bool [length, V]) its restriction to the elements of positions
+        i <= length whose label is allowed at i, final only at position ``length``.
+
+        The machine has one arc per (source context, destination) pair of the elements it keeps:
+        the kept elements of a context that land in one root are one arc (label 0, weight
+        -log sum exp of their scores; under a restriction only the allowed ones are summed), one
+        that lands in a selected context an arc of its own (label + 1, weight -score).  Every
+        path sum is the element machine's (see :class:`ArcPool`).
 
         Returns:
-            (Machine, arc index int64 [E'] of the lattice arc behind each machine arc, or None
-            when the machine has every arc of the lattice in the lattice's order).
+            (Machine, :class:`ArcPool`: which lattice arcs each machine arc carries, and their
+            shares).
         """
         s, fin = self.scores(theta) if scores is None else scores
         N = self.num_contexts
         if allowed is None:
-            keep = None
+            elems = None
             final = -fin
+            arc = self.arc_group
+            M = self.group_src.size
+            gsrc, dst, ilabel = self.group_src, self.group_dst, self.group_ilabel
+            es, lab = s, self.arc_label
         else:
             allowed = np.asarray(allowed, bool)
             L = int(length)
             if allowed.shape != (L, self.model.num_labels) or not 1 <= L <= self.max_len:
                 raise ArgumentError(f"allowed has shape {allowed.shape}; expected ({L}, {self.model.num_labels}) "
                                     f"with 1 <= {L} <= max_len {self.max_len}")
-            keep = _restrict_mask(self.arc_layer, self.arc_label, allowed, L)
+            end = int(np.searchsorted(self.arc_layer, L, side="right"))    # arcs come layer by layer
+            elems = np.flatnonzero(_restrict_mask(self.arc_layer[:end], self.arc_label[:end], allowed, L))
             final = np.full(N, np.inf)
             a, b = self.layer_start[L], self.layer_start[L + 1]
             final[a:b] = -fin[a:b]
-        if keep is None:
-            idx = None
-            src, dst, ilabel, w = self.arc_src, self.arc_dst, self.arc_ilabel, -s
-        else:
-            idx = np.flatnonzero(keep)
-            src, dst, ilabel, w = self.arc_src[idx], self.arc_dst[idx], self.arc_ilabel[idx], -s[idx]
+            g = self.arc_group[elems]
+            used = np.zeros(self.group_src.size, np.bool_)
+            used[g] = True
+            kept = np.flatnonzero(used)            # group ids ascend with their sources
+            renum = np.cumsum(used) - 1
+            arc = renum[g]
+            M = kept.size
+            gsrc, dst, ilabel = self.group_src[kept], self.group_dst[kept], self.group_ilabel[kept]
+            es, lab = s[elems], self.arc_label[elems]
+        top, best = _group_best(es, arc, lab, M)
+        safe = np.where(top > -np.inf, top, 0.0)
+        scale = np.exp(es - safe[arc])
+        total = np.bincount(arc, weights=scale, minlength=M)
+        with np.errstate(divide="ignore"):
+            w = -(safe + np.log(total))
         src_start = np.zeros(N + 1, np.int64)
-        np.cumsum(np.bincount(src, minlength=N), out=src_start[1:])
+        np.cumsum(np.bincount(gsrc, minlength=N), out=src_start[1:])
         for arr in (src_start, dst, ilabel, w, final):
             arr.setflags(write=False)    # fresh or the lattice's: the machine may share them
         m = Machine(start=0, final=final, src_start=src_start, dst=dst, ilabel=ilabel, weight=w, semiring="log")
-        return m, idx
+        return m, ArcPool(self.num_arcs, elems, arc, lab, scale, top, total, best)
 
     def target_machine(self, theta=None, scores=None):
         """The machine restricted to the target the lattice was built with."""
@@ -861,14 +1005,20 @@ class AlignLattice:
             raise ArgumentError("this lattice was built without a target (y)")
         return self.machine(theta, self.target, self.target.shape[0], scores=scores)
 
-    def mean_context_length(self, posteriors) -> float:
+    def mean_context_length(self, posteriors, machine: Machine | None = None) -> float:
         """The average number of determined labels of c_{i-1}, weighted by the arc posteriors of
         a machine of this lattice over all arcs (the statistic of section 7); ``posteriors`` is
-        float64 [E] over the lattice's arcs."""
+        float64 [E] over the lattice's arcs (element posteriors), or with ``machine`` (one of
+        :meth:`machine`'s) over that machine's arcs (the same figure: an arc's elements share
+        its source)."""
         p = np.asarray(posteriors, np.float64)
-        if p.shape != self.arc_src.shape:
-            raise ArgumentError(f"posteriors have shape {p.shape}; expected {self.arc_src.shape}")
-        return _weighted_length(p, self.arc_src, self.ctx_len)
+        src = self.arc_src if machine is None else machine.arc_src
+        if p.shape != src.shape:
+            raise ArgumentError(f"posteriors have shape {p.shape}; expected {src.shape}")
+        if machine is not None and machine.num_states != self.num_contexts:
+            raise ArgumentError(f"the machine has {machine.num_states} states; the lattice {self.num_contexts} "
+                                f"contexts")
+        return _weighted_length(p, src, self.ctx_len)
 
 
 def _allowed_from(model: AlignRCM, y, advances=None) -> np.ndarray:
@@ -966,7 +1116,9 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
     fm = np.zeros(1)
     ft = np.zeros(1) if ya is not None else np.full(1, -np.inf)
     parts = {k: [] for k in ("z", "g", "root", "len", "par", "lab", "lcs", "hist", "fm", "ft", "ng")}
-    arcs_src, arcs_dst, arcs_lab, arcs_layer = [], [], [], []
+    arcs_src, arcs_dst, arcs_lab, arcs_layer, arcs_grp = [], [], [], [], []
+    grp_src, grp_dst, grp_lab = [], [], []
+    n_groups = 0
     sizes = [1]
     elements = [] if keep_elements else None
     offset = 0
@@ -1007,12 +1159,17 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
         if ya is not None:
             nft = _log_sums(t, ctx, valid, nft)
         new_off = offset + K
-        s_, d_, l_ = _arcs(z, root, zoff, znr, S, blk, ctx, tallow, lo_t, i == L, C, A, Lp, target_only, offset,
-                            new_off)
+        s_, d_, l_, g_, gs_, gd_, gl_ = _arcs(z, root, zoff, znr, S, blk, ctx, nroot, tallow, lo_t, i == L, C, A,
+                                              Lp, target_only, offset, new_off, n_groups)
         arcs_src.append(s_)
         arcs_dst.append(d_)
         arcs_lab.append(l_)
         arcs_layer.append(np.full(s_.size, i, np.int32))
+        arcs_grp.append(g_)
+        grp_src.append(gs_)
+        grp_dst.append(gd_)
+        grp_lab.append(gl_)
+        n_groups += gs_.size
         if keep_elements:
             elements.append(dict(z=e_z, label=e_v, parent=np.where(e_par >= 0, e_par + offset, -1), lens=lens,
                                  lcs=e_lcs, mass=m, target_mass=t, valid=valid, active=active,
@@ -1031,7 +1188,8 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
         ctx_label=cat["lab"], ctx_lcs=cat["lcs"], ctx_hist=hist_all, ctx_forward=cat["fm"],
         ctx_forward_target=cat["ft"],
         arc_src=np.concatenate(arcs_src), arc_dst=np.concatenate(arcs_dst), arc_label=np.concatenate(arcs_lab),
-        arc_layer=np.concatenate(arcs_layer),
+        arc_layer=np.concatenate(arcs_layer), arc_group=np.concatenate(arcs_grp),
+        group_src=np.concatenate(grp_src), group_dst=np.concatenate(grp_dst), group_ilabel=np.concatenate(grp_lab),
         ng_ids=cat["ng"].reshape(-1, C, model.n + 1 if model.backoff else 1),
         end_ids=_end_ids(hist_all, C, n, model.backoff, mask), edge_ids=edge_ids, big_ids=big_ids,
         target=allowed, elements=elements)
@@ -1067,11 +1225,11 @@ def decode(model: AlignRCM, x, B: int = 20, method: str = "rcms", max_len: int |
     outside = _method_outside(method)
     lat = rcms_align(model, x, B, outside=outside, max_len=max_len)
     sc = lat.scores()
-    m, _ = lat.machine(scores=sc)
+    m, pool = lat.machine(scores=sc)
     fb = forward_backward(m)
     if not math.isfinite(fb.logz):
         return np.zeros(0, np.int64), 0.0
-    p = best_path(m)
+    p = best_path(pool.best_machine(m))
     labels = np.asarray(p.ilabels, np.int64) - 1
     chars = labels % model.num_chars
     allowed = _allowed_from(model, chars)
@@ -1093,10 +1251,10 @@ def best_alignment(model: AlignRCM, x, y, B: int = 20, exact_order: int | None =
     ya = model.check_y(y)
     lat = rcms_align(model, x, B, y=ya, select="target", max_len=max_len, exact_order=exact_order,
                      target_only=True)
-    m, _ = lat.target_machine()
+    m, pool = lat.target_machine()
     fb = forward_backward(m)
     if not math.isfinite(fb.logz):
         raise ArgumentError(f"no alignment of {ya.size} characters onto {lat.x.size} phonemes with at most "
                             f"{model.max_advance} phonemes per character")
-    p = best_path(m)
+    p = best_path(pool.best_machine(m))
     return (np.asarray(p.ilabels, np.int64) - 1) // model.num_chars

@@ -150,12 +150,12 @@ class UpdateProblem:
 
     def _solve(self, theta):
         sc = self.lattice.scores(theta)
-        mm, idx_m = self.lattice.machine(scores=sc)
+        mm, pool_m = self.lattice.machine(scores=sc)
         fb_m = forward_backward(mm)
         tsc = sc if self.target_lattice is self.lattice else self.target_lattice.scores(theta)
-        mt, idx_t = self.target_lattice.target_machine(scores=tsc)
+        mt, pool_t = self.target_lattice.target_machine(scores=tsc)
         fb_t = forward_backward(mt)
-        return fb_m, idx_m, fb_t, idx_t
+        return fb_m, (mm, pool_m), fb_t, (mt, pool_t)
 
     @staticmethod
     def _ll(fb_m, fb_t) -> float:
@@ -177,18 +177,19 @@ class UpdateProblem:
             average determined labels of c_{i-1} under the model's arc posteriors),
             ``contexts`` and ``arcs``).
         """
-        fb_m, idx_m, fb_t, idx_t = self._solve(theta)
+        fb_m, (mm, pool_m), fb_t, (_, pool_t) = self._solve(theta)
         ll = self._ll(fb_m, fb_t)
         info = {"contexts": self.lattice.num_contexts, "arcs": self.lattice.num_arcs,
-                "signal": math.isfinite(ll),
-                "mean_context_length": self.lattice.mean_context_length(fb_m.posteriors)
+                "machine_arcs": mm.num_arcs, "signal": math.isfinite(ll),
+                "mean_context_length": self.lattice.mean_context_length(fb_m.posteriors, machine=mm)
                 if math.isfinite(fb_m.logz) else 0.0}
         if not math.isfinite(ll):
             return ll, np.zeros(0, np.int64), np.zeros(0), info
         if acc is None:
             acc = _Accumulator(self.model.theta.size)
-        _add_expectations(acc, self.target_lattice, idx_t, fb_t.posteriors, fb_t.final_posteriors, 1.0)
-        _add_expectations(acc, self.lattice, idx_m, fb_m.posteriors, fb_m.final_posteriors, -1.0)
+        for lat, pool, fb, sign in ((self.target_lattice, pool_t, fb_t, 1.0), (self.lattice, pool_m, fb_m, -1.0)):
+            post = pool.arc_factor(fb.posteriors)[pool.arc] * pool.scale     # the kept elements' posteriors
+            _add_expectations(acc, lat, pool.elements, post, fb.final_posteriors, sign)
         ids, vals = acc.take()
         return ll, ids, vals, info
 
@@ -431,4 +432,4 @@ def average_context_length(model: AlignRCM, x, y=None, B: int = 20, strategy: st
                              max_len=max_len).lattice
     m, _ = lat.machine()
     fb = forward_backward(m)
-    return lat.mean_context_length(fb.posteriors) if math.isfinite(fb.logz) else 0.0
+    return lat.mean_context_length(fb.posteriors, machine=m) if math.isfinite(fb.logz) else 0.0
