@@ -58,6 +58,29 @@ def test_a_small_run_writes_its_report_and_plot(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.png"]
 
 
+def test_hidden_plaintext_perplexity_by_hand_and_the_plaintext_limit(tmp_path):
+    from fsmlearn.experiments.rcm_decipher import plaintext_perplexity
+    from fsmlearn.rcm.decipher import AbsoluteDiscountLM
+    plain = [[0, 1, 2], [1, 2], [0, 0, 1]]
+    lm = AbsoluteDiscountLM(plain, 3, 1)
+    hidden = [[0, 1], [2]]
+    lp = lm.log_prob((-2,))[0] + lm.log_prob((0,))[1] + lm.log_prob((-2,))[2]
+    assert abs(plaintext_perplexity(lm, hidden) - np.exp(-lp / 3)) < 1e-12
+    lm0 = AbsoluteDiscountLM(plain, 3, 0)          # order 0: the unigram base, no history
+    assert abs(plaintext_perplexity(lm0, hidden) - np.exp(-np.log(lm0.base[[0, 1, 2]]).sum() / 3)) < 1e-12
+    cfg = DecipherConfig(vocab=8, ciphertexts=60, iterations=1, seed=1, runs=parse_runs("exact:1"), plaintext=50)
+    rep = run_decipher(cfg, sentences=toy_sentences())
+    assert rep["plaintext_sentences"] == 50 and set(rep["hidden_plaintext_perplexity"]) == {"1", "2"}
+    assert all(p > 1 for p in rep["hidden_plaintext_perplexity"].values())
+    full = run_decipher(DecipherConfig(vocab=8, ciphertexts=60, iterations=1, seed=1, runs=parse_runs("exact:1")),
+                        sentences=toy_sentences())
+    assert full["plaintext_sentences"] == 340      # more plaintext, a better first-order LM
+    assert full["hidden_plaintext_perplexity"]["1"] < rep["hidden_plaintext_perplexity"]["1"]
+    with pytest.raises(ArgumentError, match="--plaintext must be between 1 and the 340"):
+        run_decipher(DecipherConfig(vocab=8, ciphertexts=60, runs=parse_runs("exact:1"), plaintext=341),
+                     sentences=toy_sentences())
+
+
 def test_the_command_line_names_a_bad_run():
     r = subprocess.run([sys.executable, "-m", "fsmlearn.cli.main", "rcms", "decipher", "--runs", "rcms:0:5"],
                        capture_output=True, text=True)

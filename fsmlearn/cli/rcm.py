@@ -9,7 +9,7 @@ def _decipher(args) -> int:
     from ..experiments.rcm_decipher import DecipherConfig, parse_runs, run_decipher
     cfg = DecipherConfig(data=args.dataset, vocab=args.vocab, ciphertexts=args.ciphertexts,
                          iterations=args.iterations, seed=args.seed, runs=parse_runs(args.runs),
-                         report=args.report, jobs=args.jobs)
+                         report=args.report, jobs=args.jobs, plaintext=args.plaintext)
     run_decipher(cfg, progress=Progress(args.quiet))
     return 0
 
@@ -43,6 +43,8 @@ def add_parser(sub) -> None:
     p.add_argument("--vocab", type=int, default=500, help="the most frequent words kept (default 500)")
     p.add_argument("--ciphertexts", type=int, default=2000, help="sentences enciphered (default 2000)")
     p.add_argument("--iterations", type=int, default=20, help="EM iterations per run (default 20)")
+    p.add_argument("--plaintext", type=int, default=None,
+                   help="use only the first N plaintext sentences for the transition LMs (default all)")
     p.add_argument("--runs", default=DEFAULT_RUNS,
                    help=f"method (exact, beam or rcms):order[:size],... (default: the paper's {DEFAULT_RUNS})")
     p.add_argument("--jobs", type=int, default=1, help="runs at once, in forked processes (default 1)")

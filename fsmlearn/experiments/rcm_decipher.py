@@ -15,7 +15,12 @@ independent: ``jobs`` > 1 runs them in that many forked processes.
 Methods: ``exact`` (exact contexts of the run's order), ``beam`` (beam search:
 RCMS with weight -inf outside the beam), ``rcms``.
 
-Public names: DecipherConfig, prepare_decipherment, run_decipher, parse_runs.
+The report also gives the perplexity of the ciphertexts' hidden plaintext under the
+plaintext LM of each order (what the transitions can tell EM), and ``plaintext``
+limits the plaintext to its first sentences (to see how the methods depend on it).
+
+Public names: DecipherConfig, prepare_decipherment, run_decipher, parse_runs,
+plaintext_perplexity.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from ..errors import ArgumentError
 from ..rcm.decipher import AbsoluteDiscountLM, DecipherModel, em_step, mapping_accuracy
 from .report import new_figure, save_figure, write_report
 
-__all__ = ["DecipherConfig", "prepare_decipherment", "run_decipher", "parse_runs"]
+__all__ = ["DecipherConfig", "prepare_decipherment", "run_decipher", "parse_runs", "plaintext_perplexity"]
 
 PAPER_RUNS = "exact:1,beam:1:60,rcms:1:60,beam:2:60,rcms:2:60"
 #: the 2nd-order learning curves at the other sizes of figure 5 (right)
@@ -67,6 +72,22 @@ class DecipherConfig:
     runs: list = field(default_factory=lambda: parse_runs(DEFAULT_RUNS))
     report: str | None = None
     jobs: int = 1
+    plaintext: int | None = None
+
+
+def plaintext_perplexity(lm: AbsoluteDiscountLM, sentences) -> float:
+    """The per-word perplexity of ``sentences`` (label sequences) under the transition LM, each
+    word given the history a context reaching back to ``<s>`` would give it (as
+    :class:`~fsmlearn.rcm.decipher.DecipherModel` does): how much the LM knows about the
+    ciphertexts' hidden plaintext."""
+    total, n = 0.0, 0
+    for seq in sentences:
+        hist: tuple = (-2,)
+        for y in seq:
+            total += float(lm.log_prob(hist[-lm.n:] if lm.n else ())[int(y)])
+            hist = hist + (int(y),)
+            n += 1
+    return float(np.exp(-total / n)) if n else float("nan")
 
 
 def prepare_decipherment(sentences, vocab: int, ciphertexts: int, seed: int) -> dict:
@@ -174,6 +195,11 @@ def run_decipher(cfg: DecipherConfig, progress=None, sentences=None) -> dict:
         say(f"reading {cfg.data}")
         sentences = iter_dataset_words(cfg.data)
     d = prepare_decipherment(sentences, cfg.vocab, cfg.ciphertexts, cfg.seed)
+    if cfg.plaintext is not None:
+        if not 1 <= cfg.plaintext <= len(d["plain"]):
+            raise ArgumentError(f"--plaintext must be between 1 and the {len(d['plain']):,} plaintext sentences, "
+                                f"got {cfg.plaintext}")
+        d["plain"] = d["plain"][:cfg.plaintext]
     V = len(d["words"])
     tokens = np.bincount(np.concatenate([np.asarray(c) for c in d["cipher"]]), minlength=V)
     say(f"{d['sentences']:,} sentences of the {V} most frequent words: {len(d['cipher']):,} enciphered "
@@ -185,6 +211,13 @@ def run_decipher(cfg: DecipherConfig, progress=None, sentences=None) -> dict:
               "cipher_tokens": int(tokens.sum()), "plaintext_sentences": len(d["plain"]),
               "sentences_of_kept_words": d["sentences"], "seed": cfg.seed, "iterations_per_run": cfg.iterations,
               "runs": [], "complete": False}
+    # what the plaintext LM of each order knows about the ciphertexts' hidden plaintext
+    hidden = [d["truth"][np.asarray(c, np.int64)] for c in d["cipher"]]
+    report["hidden_plaintext_perplexity"] = {
+        str(o): plaintext_perplexity(AbsoluteDiscountLM(d["plain"], V, o), hidden)
+        for o in sorted({1, 2} | {spec[1] for spec in cfg.runs})}
+    say("the plaintext LMs' perplexity on the ciphertexts' hidden plaintext: " + ", ".join(
+        f"order {o} {p:.1f}" for o, p in report["hidden_plaintext_perplexity"].items()))
     report_path = Path(cfg.report) if cfg.report else None
     _SHARED.update(data=d, start=start, tokens=tokens, iterations=cfg.iterations, say=say)
     done = {}
