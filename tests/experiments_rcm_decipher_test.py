@@ -76,6 +76,12 @@ def test_hidden_plaintext_perplexity_by_hand_and_the_plaintext_limit(tmp_path):
                         sentences=toy_sentences())
     assert full["plaintext_sentences"] == 340      # more plaintext, a better first-order LM
     assert full["hidden_plaintext_perplexity"]["1"] < rep["hidden_plaintext_perplexity"]["1"]
+    other = run_decipher(DecipherConfig(vocab=8, ciphertexts=60, iterations=1, seed=1, runs=parse_runs("exact:1"),
+                                        discount=0.75), sentences=toy_sentences())
+    assert other["discount"] == 0.75 and other["hidden_plaintext_perplexity"] != full["hidden_plaintext_perplexity"]
+    with pytest.raises(ArgumentError, match="--discount must be between 0 and 1"):
+        run_decipher(DecipherConfig(vocab=8, ciphertexts=60, runs=parse_runs("exact:1"), discount=1.0),
+                     sentences=toy_sentences())
     with pytest.raises(ArgumentError, match="--plaintext must be between 1 and the 340"):
         run_decipher(DecipherConfig(vocab=8, ciphertexts=60, runs=parse_runs("exact:1"), plaintext=341),
                      sentences=toy_sentences())

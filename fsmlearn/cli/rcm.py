@@ -9,7 +9,8 @@ def _decipher(args) -> int:
     from ..experiments.rcm_decipher import DecipherConfig, parse_runs, run_decipher
     cfg = DecipherConfig(data=args.dataset, vocab=args.vocab, ciphertexts=args.ciphertexts,
                          iterations=args.iterations, seed=args.seed, runs=parse_runs(args.runs),
-                         report=args.report, jobs=args.jobs, plaintext=args.plaintext)
+                         report=args.report, jobs=args.jobs, plaintext=args.plaintext,
+                         discount=args.discount)
     run_decipher(cfg, progress=Progress(args.quiet))
     return 0
 
@@ -45,6 +46,8 @@ def add_parser(sub) -> None:
     p.add_argument("--iterations", type=int, default=20, help="EM iterations per run (default 20)")
     p.add_argument("--plaintext", type=int, default=None,
                    help="use only the first N plaintext sentences for the transition LMs (default all)")
+    p.add_argument("--discount", type=float, default=0.25,
+                   help="absolute discount of the plaintext LMs (default 0.25, the paper's)")
     p.add_argument("--runs", default=DEFAULT_RUNS,
                    help=f"method (exact, beam or rcms):order[:size],... (default: the paper's {DEFAULT_RUNS})")
     p.add_argument("--jobs", type=int, default=1, help="runs at once, in forked processes (default 1)")

@@ -17,7 +17,9 @@ RCMS with weight -inf outside the beam), ``rcms``.
 
 The report also gives the perplexity of the ciphertexts' hidden plaintext under the
 plaintext LM of each order (what the transitions can tell EM), and ``plaintext``
-limits the plaintext to its first sentences (to see how the methods depend on it).
+limits the plaintext to its first sentences and ``discount`` sets the absolute
+discount of the plaintext LMs (the paper's 0.25 by default), to see how the
+methods depend on the transition model.
 
 Public names: DecipherConfig, prepare_decipherment, run_decipher, parse_runs,
 plaintext_perplexity.
@@ -73,6 +75,7 @@ class DecipherConfig:
     report: str | None = None
     jobs: int = 1
     plaintext: int | None = None
+    discount: float = 0.25
 
 
 def plaintext_perplexity(lm: AbsoluteDiscountLM, sentences) -> float:
@@ -159,10 +162,11 @@ def _one_run_indexed(item):
 def _one_run(spec) -> dict:
     """EM for one (method, order, size) from the shared start; progress through ``say``."""
     method, order, size = spec
-    d, start, tokens, iterations, say = (_SHARED[k] for k in ("data", "start", "tokens", "iterations", "say"))
+    d, start, tokens, iterations, say, discount = (_SHARED[k] for k in ("data", "start", "tokens", "iterations", "say",
+                                                                         "discount"))
     V = start.shape[0]
     name = f"{method} order {order}" + (f" size {size}" if method != "exact" else "")
-    lm = AbsoluteDiscountLM(d["plain"], V, order)
+    lm = AbsoluteDiscountLM(d["plain"], V, order, discount=discount)
     model = DecipherModel(lm, outside=-np.inf if method == "beam" else 0.0)
     log_emit = start.copy()
     run = {"name": name, "method": method, "order": order, "size": size, "iterations": []}
@@ -191,6 +195,8 @@ def run_decipher(cfg: DecipherConfig, progress=None, sentences=None) -> dict:
     say = progress or (lambda m: None)
     if cfg.iterations < 1 or cfg.jobs < 1:
         raise ArgumentError(f"--iterations and --jobs must be >= 1, got {cfg.iterations} and {cfg.jobs}")
+    if not 0 < cfg.discount < 1:
+        raise ArgumentError(f"--discount must be between 0 and 1 (exclusive), got {cfg.discount}")
     if sentences is None:
         say(f"reading {cfg.data}")
         sentences = iter_dataset_words(cfg.data)
@@ -210,16 +216,16 @@ def run_decipher(cfg: DecipherConfig, progress=None, sentences=None) -> dict:
     report = {"command": "fsmlearn rcms decipher", "data": cfg.data, "vocab": V, "ciphertexts": cfg.ciphertexts,
               "cipher_tokens": int(tokens.sum()), "plaintext_sentences": len(d["plain"]),
               "sentences_of_kept_words": d["sentences"], "seed": cfg.seed, "iterations_per_run": cfg.iterations,
-              "runs": [], "complete": False}
+              "discount": cfg.discount, "runs": [], "complete": False}
     # what the plaintext LM of each order knows about the ciphertexts' hidden plaintext
     hidden = [d["truth"][np.asarray(c, np.int64)] for c in d["cipher"]]
     report["hidden_plaintext_perplexity"] = {
-        str(o): plaintext_perplexity(AbsoluteDiscountLM(d["plain"], V, o), hidden)
+        str(o): plaintext_perplexity(AbsoluteDiscountLM(d["plain"], V, o, discount=cfg.discount), hidden)
         for o in sorted({1, 2} | {spec[1] for spec in cfg.runs})}
     say("the plaintext LMs' perplexity on the ciphertexts' hidden plaintext: " + ", ".join(
         f"order {o} {p:.1f}" for o, p in report["hidden_plaintext_perplexity"].items()))
     report_path = Path(cfg.report) if cfg.report else None
-    _SHARED.update(data=d, start=start, tokens=tokens, iterations=cfg.iterations, say=say)
+    _SHARED.update(data=d, start=start, tokens=tokens, iterations=cfg.iterations, say=say, discount=cfg.discount)
     done = {}
 
     def record(k, run):
