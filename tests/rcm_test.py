@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from fsmlearn.errors import ArgumentError
 from fsmlearn.rcm import BOS, STAR, NGramRCM, rcms
-from fsmlearn.rcm.contexts import ContextLayer, expand, f_lookup, merge, select_top
+from fsmlearn.rcm.contexts import (ContextLayer, expand, f_lookup, merge, merge_dense, merge_sparse, select_top,
+                                   top_dense)
 
 
 def random_model(rng, Y, n, outside=0.0, scale=1.0):
@@ -314,6 +315,87 @@ def test_selection_is_the_b_heaviest_ties_by_position(x, B):
         order = np.argsort(-x, kind="stable")[:B]
         ref[order[np.isfinite(x[order])]] = True
     assert (select_top(x, B) == ref).all()
+
+
+@settings(max_examples=300, deadline=None)
+@given(K=st.integers(1, 6), Y=st.integers(1, 7), B=st.integers(0, 45), seed=st.integers(0, 2**31))
+def test_the_heap_selection_on_the_score_matrix_is_select_top(K, Y, B, seed):
+    """top_dense(S, forward, B) selects what select_top does from the label-major forward masses
+    (forward[k] + S[k, y] at y K + k): ties by position, never zero mass (coarse values: ties)."""
+    rng = np.random.default_rng(seed)
+    S = rng.choice([-np.inf, -2.0, -1.0, 0.0, 0.5, 3.0], size=(K, Y))
+    fwd = rng.choice([-np.inf, -1.0, 0.0, 1.0], size=K)
+    assert np.array_equal(top_dense(S, fwd, B), np.flatnonzero(select_top((fwd[None, :] + S.T).ravel(), B)))
+    S = rng.normal(size=(K, Y))
+    assert np.array_equal(top_dense(S, fwd, B), np.flatnonzero(select_top((fwd[None, :] + S.T).ravel(), B)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(Y=st.integers(1, 4), n=st.integers(0, 3), L=st.integers(1, 6), B=st.integers(0, 12),
+       seed=st.integers(0, 2**31))
+def test_the_merge_over_selected_blocks_is_the_dense_merge(Y, n, L, B, seed):
+    """merge_sparse (only the label blocks with a selected element) gives the dense merge's
+    owners, singles, pooled scales and first labels, C_i's lcs and exp(S - top) on the pooled
+    elements, on the context sets RCMS builds."""
+    rng = np.random.default_rng(seed)
+    model = random_model(rng, Y, n)
+    r = rcms(model, L, B)
+    for i in range(1, L + 1):
+        prev = r.layers[i - 1]
+        K = len(prev)
+        S = np.array([model.scores(s, i, k == K - 1, None) for k, s in enumerate(prev.suffixes)])
+        S[rng.random(S.shape) < 0.2] = -np.inf
+        plen = np.array([len(t) for t in prev.suffixes], np.int64)
+        act = select_top((prev.forward[None, :] + S.T).ravel(), B)
+        out_e, out_lcs, owner, single, pooled, top, arg = merge_dense(plen, prev.lcs, S, act)
+        sel = top_dense(S, prev.forward, B)
+        (parent, label, plen_out, lcs_out, blocks, block_owner, single2, s_owner, s_score, shift, finite,
+         all_finite, diff, best, arg2, D) = merge_sparse(plen, prev.lcs, S, prev.forward, sel)
+        m = out_e.size
+        ref_owner = np.where(owner == m, m, m - 1 - owner)
+        full = np.full(K * Y, m)
+        full.reshape(Y, K)[blocks] = block_owner
+        assert np.array_equal(full, ref_owner) and np.array_equal(single2, single)
+        assert np.array_equal(s_owner, ref_owner[single]) and np.array_equal(s_score, S.T.ravel()[single])
+        assert np.array_equal(best, top) and np.array_equal(arg2, arg)
+        assert np.array_equal(sel, out_e[::-1]) and np.array_equal(parent, sel % K)
+        assert np.array_equal(label, sel // K) and np.array_equal(plen_out[:-1], plen[sel % K] + 1)
+        ref_lcs = np.zeros(m + 1, np.int64)
+        if m:
+            ref_lcs[:m] = out_lcs[::-1]
+            ref_lcs[m - 1] = 0
+        assert np.array_equal(lcs_out, ref_lcs)
+        with np.errstate(invalid="ignore"):
+            EP = np.exp(S - np.where(np.isfinite(top), top, 0.0)[:, None])
+        EP[~pooled] = 0.0
+        assert np.array_equal(np.exp(D), EP)
+
+
+def test_the_decipherment_score_matrix_is_its_rows():
+    """DecipherModel.scores_matrix (the LM's cached rows stacked, unary and the root's outside
+    weight added at once) equals scores() row by row, for contexts that reach the start or not,
+    and the generic scores_matrix falls back to scores() for a model without it."""
+    from fsmlearn.rcm.decipher import AbsoluteDiscountLM, DecipherModel
+    from fsmlearn.rcm.model import scores_matrix
+    rng = np.random.default_rng(4)
+    V = 6
+    for order in (0, 1, 2, 3):
+        lm = AbsoluteDiscountLM([rng.integers(0, V, 7) for _ in range(30)], V, order)
+        for outside in (0.0, -1.5, -np.inf):
+            model = DecipherModel(lm, outside)
+            for i in (1, 2, 3, 5):
+                suffixes = [tuple(int(v) for v in rng.integers(0, V, int(rng.integers(1, i + 1))))
+                            for _ in range(5)]
+                suffixes = [s for s in suffixes if len(s) <= i - 1] + [()]
+                for unary in (None, rng.normal(size=V)):
+                    K = len(suffixes)
+                    ref = np.array([model.scores(s, i, k == K - 1, unary) for k, s in enumerate(suffixes)])
+                    assert np.array_equal(model.scores_matrix(suffixes, i, unary), ref)
+                    assert np.array_equal(scores_matrix(model, suffixes, i, unary), ref)
+    ngram = random_model(rng, 3, 2, outside=-0.5)
+    suffixes = [(0, 1), (2,), ()]
+    ref = np.array([ngram.scores(s, 3, k == 2, None) for k, s in enumerate(suffixes)])
+    assert np.array_equal(scores_matrix(ngram, suffixes, 3), ref)
 
 
 @pytest.mark.parametrize("n", [1, 2])

@@ -23,7 +23,13 @@ The resulting sets satisfy coverage (the root is in every C_i) and closure
 f_i(c_{i-1}, y_i) (the smallest context of C_i containing c_{i-1} x {y_i}) is
 the index the merge assigns.
 
-Public names: ContextLayer, expand, suffix_of, select_top, merge, merge_dense, f_lookup.
+RCMS itself (:func:`fsmlearn.rcm.model.rcms`) runs steps 2 and 3 on the dense
+score matrix without the expansion arrays: :func:`top_dense` selects by a
+heap, :func:`merge_sparse` merges only the label blocks that hold a selected
+element (the elements of any other block all land in the root).
+
+Public names: ContextLayer, expand, suffix_of, select_top, merge, merge_dense, top_dense,
+merge_sparse, f_lookup.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-__all__ = ["ContextLayer", "expand", "suffix_of", "select_top", "merge", "merge_dense", "f_lookup"]
+__all__ = ["ContextLayer", "expand", "suffix_of", "select_top", "merge", "merge_dense", "top_dense",
+           "merge_sparse", "f_lookup"]
 
 
 @dataclass
@@ -231,6 +238,238 @@ def merge_dense(plen, plcs, S, active):
     """
     return _merge_dense_kernel(np.asarray(plen, np.int64), np.asarray(plcs, np.int64),
                                np.ascontiguousarray(S, np.float64), np.asarray(active, np.bool_))
+
+
+@nb.njit(inline="always")
+def _worse(v1, e1, v2, e2):
+    """Element (v1, e1) ranks below (v2, e2): less mass, or as much and a later position."""
+    return v1 < v2 or (v1 == v2 and e1 > e2)
+
+
+@nb.njit(cache=True)
+def _top_dense_kernel(S, fwd, B):
+    """The B largest fwd[k] + S[k, y] over label-major positions y K + k, ties by position, by
+    one pass over S in row order with a heap of the B best so far (its root the worst)."""
+    K, Y = S.shape
+    if B <= 0 or K * Y == 0:
+        return np.empty(0, np.int64)
+    hv = np.empty(B)
+    he = np.empty(B, np.int64)
+    size = 0
+    for k in range(K):
+        f = fwd[k]
+        if not (f > -np.inf):                     # no mass (or NaN): nothing of this row is selected
+            continue
+        for y in range(Y):
+            v = f + S[k, y]
+            if size == B:
+                if not (v >= hv[0]):              # below the worst kept (or NaN)
+                    continue
+                e = y * K + k
+                if v == hv[0] and e > he[0]:
+                    continue
+                i = 0                             # replace the root, sift down
+                while True:
+                    c = 2 * i + 1
+                    if c >= B:
+                        break
+                    if c + 1 < B and _worse(hv[c + 1], he[c + 1], hv[c], he[c]):
+                        c += 1
+                    if _worse(hv[c], he[c], v, e):
+                        hv[i] = hv[c]
+                        he[i] = he[c]
+                        i = c
+                    else:
+                        break
+                hv[i] = v
+                he[i] = e
+            else:
+                if not (v > -np.inf):             # zero mass is never selected
+                    continue
+                e = y * K + k
+                i = size                          # push, sift up
+                size += 1
+                while i > 0:
+                    p = (i - 1) // 2
+                    if _worse(v, e, hv[p], he[p]):
+                        hv[i] = hv[p]
+                        he[i] = he[p]
+                        i = p
+                    else:
+                        break
+                hv[i] = v
+                he[i] = e
+    out = np.empty(size, np.int64)
+    cnt = 0
+    for i in range(size):
+        if hv[i] < np.inf:                        # +inf takes its place but is not selected
+            out[cnt] = he[i]
+            cnt += 1
+    return np.sort(out[:cnt])
+
+
+def top_dense(S, forward, B: int) -> np.ndarray:
+    """Step 2 on C~_i = C_{i-1} x Y without building its forward masses: the label-major
+    indices e = y K + k (ascending) that :func:`select_top` selects from
+    ``(forward[None, :] + S.T).ravel()`` (the B heaviest, ties by position, none of zero mass).
+
+    Args:
+        S: float64 [K, |Y|], the elements' scores; forward: float64 [K], C_{i-1}'s forward masses.
+        B: the number to keep.
+    """
+    return _top_dense_kernel(np.ascontiguousarray(S, np.float64), np.asarray(forward, np.float64), int(B))
+
+
+@nb.njit(cache=True)
+def _merge_sparse_kernel(S, fwd, plen, plcs, sel):
+    """The merge of appendix A over C~_i = C_{i-1} x Y, visiting only the label blocks that hold a
+    selected element; see :func:`merge_sparse`."""
+    K, Y = S.shape
+    n = sel.size
+    blk_of = np.full(Y, -1, np.int64)
+    blocks = np.empty(n, np.int64)
+    nblk = 0
+    for t in range(n):
+        y = sel[t] // K
+        if blk_of[y] < 0:
+            blk_of[y] = nblk
+            blocks[nblk] = y
+            nblk += 1
+    blocks = blocks[:nblk]
+    act = np.zeros((nblk, K), np.bool_)
+    parent = np.empty(n, np.int64)
+    label = np.empty(n, np.int64)
+    plen_out = np.zeros(n + 1, np.int64)
+    for t in range(n):
+        y = sel[t] // K
+        k = sel[t] - y * K
+        act[blk_of[y], k] = True
+        parent[t] = k
+        label[t] = y
+        plen_out[t] = plen[k] + 1
+    # the depth-first pass, backwards; a block starts at the root (its last element's lcs with
+    # the next block's first is 0), so the blocks without a selected element can be skipped
+    stack_idx = np.empty(n + 1, np.int64)
+    stack_len = np.empty(n + 1, np.int64)
+    stack_idx[0] = -1
+    stack_len[0] = 0
+    out_e = np.empty(n, np.int64)
+    out_lcs = np.empty(n, np.int64)
+    own = np.empty((nblk, K), np.int64)
+    no = 0
+    for b in range(nblk - 1, -1, -1):
+        l, top = np.int64(1) << 62, 0
+        row = own[b]
+        arow = act[b]
+        for k in range(K - 1, -1, -1):
+            l, top, no = _dfs_visit(k, plcs[k] + 1 if k < K - 1 else 0, plen[k] + 1, arow[k], l, top, no,
+                                    stack_idx, stack_len, out_e, out_lcs, row)
+    for b in range(nblk):                          # output order -> index into C_i (the root: n)
+        for k in range(K):
+            o = own[b, k]
+            own[b, k] = n if o == -1 else n - 1 - o
+    lcs_out = np.zeros(n + 1, np.int64)
+    for t in range(n - 1):
+        lcs_out[t] = out_lcs[n - 1 - t]
+    # the elements with a score that land in a selected context, in increasing order
+    n_single = 0
+    for b in range(nblk):
+        y = blocks[b]
+        for k in range(K):
+            if own[b, k] != n and S[k, y] > -np.inf:
+                n_single += 1
+    single = np.empty(n_single, np.int64)
+    s_owner = np.empty(n_single, np.int64)
+    s_logf = np.empty(n_single)
+    s_score = np.empty(n_single)
+    n_single = 0
+    for b in range(nblk):
+        y = blocks[b]
+        for k in range(K):
+            if own[b, k] != n and S[k, y] > -np.inf:
+                single[n_single] = y * K + k
+                s_owner[n_single] = own[b, k]
+                s_logf[n_single] = fwd[k] + S[k, y]
+                s_score[n_single] = S[k, y]
+                n_single += 1
+    # each selected context's forward mass is the log-sum of its singles: their largest and
+    # each one's difference from it (the exps and logs are numpy's, outside)
+    big = np.full(n, -np.inf)
+    for j in range(n_single):
+        if s_logf[j] > big[s_owner[j]]:
+            big[s_owner[j]] = s_logf[j]
+    finite = np.ones(n, np.bool_)
+    all_finite = True
+    for t in range(n):
+        if big[t] > -np.inf and big[t] < np.inf:
+            continue
+        finite[t] = False
+        all_finite = False
+        big[t] = 0.0
+    s_diff = np.empty(n_single)
+    for j in range(n_single):
+        s_diff[j] = s_logf[j] - big[s_owner[j]]
+    # per source the best pooled element (first label) and D = S - best on the pooled, else -inf
+    best = np.full(K, -np.inf)
+    arg = np.full(K, -1, np.int64)
+    D = np.empty((K, Y))
+    for k in range(K):
+        bk = -np.inf
+        ak = -1
+        for y in range(Y):
+            v = S[k, y]
+            if v > bk:
+                bb = blk_of[y]
+                if bb < 0 or own[bb, k] == n:
+                    bk = v
+                    ak = y
+        best[k] = bk
+        arg[k] = ak
+        if bk == -np.inf:
+            for y in range(Y):
+                D[k, y] = -np.inf
+        else:
+            for y in range(Y):
+                D[k, y] = S[k, y] - bk
+            for b in range(nblk):
+                if own[b, k] != n:
+                    D[k, blocks[b]] = -np.inf
+    return (parent, label, plen_out, lcs_out, blocks, own, single, s_owner, s_score, big, finite, all_finite,
+            s_diff, best, arg, D)
+
+
+def merge_sparse(plen, plcs, S, forward, sel):
+    """Step 3 on C~_i = C_{i-1} x Y (element e = y K + k is C_{i-1}[k] x {y}), walking only the
+    label blocks that hold a selected element: an element's ancestors end in its label, so
+    every element of any other block lands in the root.  The same merge as :func:`merge_dense`,
+    with C_i's order and what RCMS needs of it.
+
+    Args:
+        plen: int64 [K], the determined lengths of C_{i-1}'s contexts; plcs: C_{i-1}.lcs.
+        S: float64 [K, |Y|], the elements' scores (-inf: no transition).
+        forward: float64 [K], C_{i-1}'s forward masses.
+        sel: int64, the selected elements, ascending (:func:`top_dense`).
+
+    Returns:
+        (parent, label, plen_out, lcs_out, blocks, owner, single, single_owner, single_score, shift,
+        finite, all_finite, diff, best, arg, D):
+
+        * per selected element (C_i's order, the root not included) its context of C_{i-1} and
+          its label; C_i's determined lengths and lcs array (the root last);
+        * the labels with a selected element (ascending) and int64 [blocks, K] the owner in C_i
+          (the root: the number selected) of each element of those blocks (every other
+          element's is the root);
+        * the elements with a score that land in a selected context (ascending), their owners
+          and scores;
+        * per selected context the largest forward mass it absorbs (0 where that is not finite:
+          ``finite`` False there, ``all_finite`` whether it never is), and per single its forward
+          mass less its owner's;
+        * per source the largest score of its elements that land in the root and its first label
+          (-inf and -1 when none), and float64 [K, |Y|] the scores less that on those elements,
+          -inf elsewhere.
+    """
+    return _merge_sparse_kernel(np.ascontiguousarray(S, np.float64), np.asarray(forward, np.float64),
+                                np.asarray(plen, np.int64), np.asarray(plcs, np.int64), np.asarray(sel, np.int64))
 
 
 def merge(prev: ContextLayer, parent, label, lens, lcs, active, log_forward):

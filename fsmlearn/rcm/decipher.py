@@ -77,6 +77,18 @@ class AbsoluteDiscountLM:
         self._cache[history] = p
         return p
 
+    def log_prob_rows(self, suffixes, start_len: int) -> list:
+        """[ln p(. | h) for each suffix]: h is the suffix, with ``<s>`` before it when it holds
+        ``start_len`` or more labels (the whole prefix); the same rows as :meth:`log_prob`."""
+        n = self.n
+        get = self._log_cache.get
+        rows = []
+        for suf in suffixes:
+            h = ((_BOS,) + suf if len(suf) >= start_len else suf)[-n:] if n else ()
+            r = get(h)
+            rows.append(r if r is not None else self.log_prob(h))
+        return rows
+
     def log_prob(self, history: tuple) -> np.ndarray:
         """ln p(. | history), float64 [V] (kept once computed)."""
         history = tuple(history[-self.n:]) if self.n else ()
@@ -112,6 +124,16 @@ class DecipherModel:
         if is_root and i >= 2 and self.outside != 0.0:
             s = s + self.outside
         return s
+
+    def scores_matrix(self, suffixes, i: int, unary_row) -> np.ndarray:
+        """float64 [K, V]: :meth:`scores` of every context of C_{i-1} (``suffixes``, the root
+        last) at once: the LM's cached rows stacked, the unary row added to all."""
+        S = np.array(self.lm.log_prob_rows(suffixes, i - 1))
+        if unary_row is not None:
+            S += unary_row
+        if i >= 2 and self.outside != 0.0:
+            S[-1] += self.outside
+        return S
 
 
 def em_step(model: DecipherModel, ciphertexts, log_emit: np.ndarray, B: int, laplace: float = 0.01,

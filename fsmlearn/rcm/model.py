@@ -22,21 +22,23 @@ theta maps such tuples to weights (absent: 0).  A per-position score
 root context's final weight (the feature I[c_i = Y_{1:i}] of section 4.1, for
 i = 1 .. L): -inf turns RCMS into beam search.
 
-Public names: NGramRCM, RCMSResult, STAR, BOS, rcms, beam_search_contexts.
+Public names: NGramRCM, RCMSResult, STAR, BOS, rcms, scores_matrix.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 
 from ..algo import best_path, forward_backward
 from ..errors import ArgumentError
 from ..fsm.machine import Machine
-from .contexts import ContextLayer, merge_dense, select_top
+from .contexts import ContextLayer, merge_sparse, top_dense
 
-__all__ = ["NGramRCM", "RCMSResult", "STAR", "BOS", "rcms"]
+__all__ = ["NGramRCM", "RCMSResult", "STAR", "BOS", "rcms", "scores_matrix"]
 
 STAR = -1   #: an undetermined position in a feature tuple
 BOS = -2    #: a position before the sequence
@@ -89,14 +91,17 @@ class NGramRCM:
 
 @dataclass
 class _Step:
-    """What RCMS kept of position i: the scores S [K, |Y|] of C_{i-1} x Y, each element's
-    context in C_i (``owner``, label-major: element e = y K + k; the root is len(C_i) - 1),
-    the elements that are arcs of their own (``single``, label-major indices, and their arcs),
-    and per source the pooled elements' scale ``top`` [K], ``EP`` = exp(S - top) on the pooled
-    elements (0 elsewhere) [K, |Y|], its row sums ``R``, the pooled arc of each source (-1: none)
-    and the first label of its best pooled element (``arg``)."""
+    """What RCMS kept of position i: the scores S [K, |Y|] of C_{i-1} x Y (label-major elements
+    e = y K + k), the labels with a selected element (``blocks``) and the owner in C_i of each
+    element of those blocks (``block_owner`` [blocks, K]; every other element lands in the root,
+    C_i[n]), the elements that are arcs of their own (``single``, label-major indices, and their
+    arcs), and per source the pooled elements' scale ``top`` [K], ``EP`` = exp(S - top) on the
+    pooled elements (0 elsewhere) [K, |Y|], its row sums ``R``, the pooled arc of each source
+    (-1: none) and the first label of its best pooled element (``arg``)."""
     S: np.ndarray
-    owner: np.ndarray
+    n: int
+    blocks: np.ndarray
+    block_owner: np.ndarray
     single: np.ndarray
     single_arc: np.ndarray
     top: np.ndarray
@@ -104,6 +109,13 @@ class _Step:
     R: np.ndarray
     pooled_arc: np.ndarray
     arg: np.ndarray
+
+    def owner(self) -> np.ndarray:
+        """int64 [K |Y|], each element's context in C_i."""
+        K, Y = self.S.shape
+        out = np.full(K * Y, self.n, np.int64)
+        out.reshape(Y, K)[self.blocks] = self.block_owner
+        return out
 
 
 @dataclass
@@ -140,6 +152,7 @@ class RCMSResult:
     _fb: object = None
     _marg: object = None
     _el: object = None
+    _pool: object = None
 
     @property
     def length(self) -> int:
@@ -161,15 +174,16 @@ class RCMSResult:
         per position)."""
         if self._marg is None:
             post = self.forward_backward().posteriors
+            single, soff, single_arc, pooled_arc, R = self._pool
             Y = self.steps[0].S.shape[1]
+            start = self.layer_start
             out = np.zeros((self.length, Y))
+            w = np.zeros(pooled_arc.size)
+            has = pooled_arc >= 0
+            w[has] = post[pooled_arc[has]] / R[has]
             for i, st in enumerate(self.steps):
-                K = st.S.shape[0]
-                has = st.pooled_arc >= 0
-                w = np.zeros(K)
-                w[has] = post[st.pooled_arc[has]] / st.R[has]
-                out[i] = w @ st.EP
-                np.add.at(out[i], st.single // K, post[st.single_arc])
+                out[i] = w[start[i]:start[i + 1]] @ st.EP
+            _add_singles(out, start, single, soff, single_arc, post)
             self._marg = out
         return self._marg
 
@@ -190,7 +204,7 @@ class RCMSResult:
                 e = np.arange(K * Y)
                 k = e % K
                 src.append(start[i] + k)
-                dst.append(start[i + 1] + st.owner)
+                dst.append(start[i + 1] + st.owner())
                 lab.append(e // K)
                 sc = st.S.T.ravel()
                 score.append(sc)
@@ -236,12 +250,28 @@ class RCMSResult:
         return np.asarray(p.ilabels, np.int64) - 1, -float(p.weight)
 
 
+def scores_matrix(model, suffixes, i: int, unary_row=None) -> np.ndarray:
+    """float64 [K, |Y|], theta . phi_i(c, y) for every context c of ``suffixes`` (C_{i-1}'s
+    determined suffixes, the root last) and every label y: the model's own ``scores_matrix``
+    when it has one, else its ``scores`` row by row."""
+    own = getattr(model, "scores_matrix", None)
+    if own is not None:
+        return own(suffixes, i, unary_row)
+    K = len(suffixes)
+    S = np.empty((K, model.num_labels))
+    for k, suf in enumerate(suffixes):
+        S[k] = model.scores(suf, i, k == K - 1, unary_row)
+    return S
+
+
 def rcms(model: NGramRCM, length: int, B: int, unary=None, exact_order: int | None = None) -> RCMSResult:
     """Choose contexts by RCMS for a sequence of ``length`` positions and build their machine.
 
     Args:
         model: the features and weights (an :class:`NGramRCM` or any object with
-            ``num_labels`` and ``scores(suffix, i, is_root, unary_row)``).
+            ``num_labels`` and ``scores(suffix, i, is_root, unary_row)``, and optionally
+            ``scores_matrix(suffixes, i, unary_row)`` giving all of C_{i-1}'s rows at once,
+            see :func:`scores_matrix`).
         length: L >= 1.
         B: the context size (contexts kept per position besides the root).
         unary: optional float64 [L, |Y|] per-position scores.
@@ -265,88 +295,128 @@ def rcms(model: NGramRCM, length: int, B: int, unary=None, exact_order: int | No
     for i in range(1, length + 1):
         prev = layers[-1]
         K = len(prev)
-        S = np.empty((K, Y))
-        for k, suf in enumerate(prev.suffixes):
-            S[k] = model.scores(suf, i, k == K - 1, None if unary is None else unary[i - 1])
-        logf = (prev.forward[None, :] + S.T).ravel()          # label-major: element e = y K + k
-        # exact order: every suffix of at most k labels, with or without mass (merge targets)
-        active = select_top(logf, B) if exact_order is None else np.tile(plen + 1 <= exact_order, Y)
-        out_e, out_lcs, owner, single, pooled, top, arg = merge_dense(plen, prev.lcs, S, active)
-        n = out_e.size                                        # selected; the root is C_i[n]
-        with np.errstate(invalid="ignore"):
-            EP = np.exp(S - np.where(np.isfinite(top), top, 0.0)[:, None])
-        EP[~pooled] = 0.0
+        S = scores_matrix(model, prev.suffixes, i, None if unary is None else unary[i - 1])
+        if exact_order is None:
+            sel = top_dense(S, prev.forward, B)
+        else:       # every suffix of at most k labels, with or without mass (merge targets)
+            sel = np.flatnonzero(np.tile(plen + 1 <= exact_order, Y))
+        (parent, label, plen, lcs_out, blocks, block_owner, single, s_owner, s_score, shift, finite,
+         all_finite, s_diff, top, arg, EP) = merge_sparse(plen, prev.lcs, S, prev.forward, sel)
+        n = sel.size                                          # selected; the root is C_i[n]
+        np.exp(EP, out=EP)                                    # exp(S - top) on the pooled, else 0
         R = EP.sum(axis=1)
         # forward masses of C_i: a selected context's is the log-sum of the singles it holds,
         # the root's the log-sum over sources of forward + log of its pooled row sum
-        fwd = np.full(n + 1, -np.inf)
-        if single.size:
-            o = owner[single]
-            big = np.full(n, -np.inf)
-            np.maximum.at(big, o, logf[single])
-            safe = np.where(np.isfinite(big), big, 0.0)
-            acc = np.bincount(o, weights=np.exp(logf[single] - safe[o]), minlength=n)
+        fwd = np.empty(n + 1)
+        acc = np.bincount(s_owner, weights=np.exp(s_diff), minlength=n)
+        if all_finite:
+            fwd[:n] = np.log(acc) + shift
+        else:
             with np.errstate(divide="ignore"):
-                fwd[:n] = np.where(np.isfinite(big), np.log(acc) + safe, -np.inf)
+                fwd[:n] = np.where(finite, np.log(acc) + shift, -np.inf)
         has = R > 0
         if has.any():
-            r = prev.forward[has] + top[has] + np.log(R[has])
+            log_r = np.log(R[has])
+            r = prev.forward[has] + top[has] + log_r
             mx = r.max()
-            fwd[n] = mx + np.log(np.exp(r - mx).sum()) if np.isfinite(mx) else -np.inf
-        chosen = out_e[::-1]
-        suffixes = [prev.suffixes[int(e % K)] + (int(e // K),) for e in chosen] + [()]
-        lcs_out = np.zeros(n + 1, np.int64)
-        if n:
-            lcs_out[:n] = out_lcs[::-1]
-            lcs_out[n - 1] = 0
-        # owner as an index into C_i (selected contexts in order, then the root)
-        owner = np.where(owner == n, n, n - 1 - owner)
-        fwd = np.concatenate([fwd[:n][::-1], fwd[n:]])
+            fwd[n] = mx + np.log(np.exp(r - mx).sum()) if math.isfinite(mx) else -np.inf
+        else:
+            log_r = R[has]
+            fwd[n] = -np.inf
+        ps = prev.suffixes
+        suffixes = [ps[k] + (y,) for k, y in zip(parent.tolist(), label.tolist())]
+        suffixes.append(())
         layers.append(ContextLayer(suffixes, lcs_out, fwd))
-        plen = np.array([len(t) for t in suffixes], np.int64)
-        raw.append((S, owner, single, top, EP, R, arg))
+        raw.append((S, n, blocks, block_owner, single, s_owner, s_score, top, EP, R, has, log_r, arg))
     return _build_dense(model, layers, raw)
+
+
+@nb.njit(cache=True)
+def _build_kernel(start, single, s_owner, s_score, soff, has, pooled_weight):
+    """The CSR arrays of the context machine (see :class:`RCMSResult`): per source state its
+    single arcs in label order, then its pooled arc; with each arc's position, each single's arc
+    and each source's pooled arc (-1: none)."""
+    L = start.size - 2
+    N = start[L + 1]
+    src_start = np.zeros(N + 1, np.int64)
+    for p in range(L):
+        K = start[p + 1] - start[p]
+        for j in range(soff[p], soff[p + 1]):
+            src_start[start[p] + single[j] % K + 1] += 1
+        for s in range(start[p], start[p + 1]):
+            if has[s]:
+                src_start[s + 1] += 1
+    for s in range(N):
+        src_start[s + 1] += src_start[s]
+    E = src_start[N]
+    cur = src_start[:N].copy()
+    dst = np.empty(E, np.int32)
+    ilabel = np.empty(E, np.int32)
+    weight = np.empty(E)
+    position = np.empty(E, np.int64)
+    single_arc = np.empty(single.size, np.int64)
+    pooled_arc = np.full(start[L], -1, np.int64)
+    q = 0
+    for p in range(L):
+        K = start[p + 1] - start[p]
+        for j in range(soff[p], soff[p + 1]):
+            y = single[j] // K
+            s = start[p] + single[j] - y * K
+            a = cur[s]
+            cur[s] += 1
+            dst[a] = start[p + 1] + s_owner[j]
+            ilabel[a] = y + 1
+            weight[a] = -s_score[j]
+            position[a] = p + 1
+            single_arc[j] = a
+        for s in range(start[p], start[p + 1]):
+            if has[s]:
+                a = cur[s]
+                cur[s] += 1
+                dst[a] = start[p + 2] - 1
+                ilabel[a] = 0
+                weight[a] = pooled_weight[q]
+                q += 1
+                position[a] = p + 1
+                pooled_arc[s] = a
+    return src_start, dst, ilabel, weight, position, single_arc, pooled_arc
+
+
+@nb.njit(cache=True)
+def _add_singles(out, start, single, soff, single_arc, post):
+    """out[i, y] += the posterior of each single arc of position i + 1 (label y), in order."""
+    for p in range(soff.size - 1):
+        K = start[p + 1] - start[p]
+        for j in range(soff[p], soff[p + 1]):
+            out[p, single[j] // K] += post[single_arc[j]]
 
 
 def _build_dense(model, layers, raw) -> RCMSResult:
     """The machine of the chosen contexts (see :class:`RCMSResult`): per position its single
     arcs and one pooled arc per source with pooled mass, in source order."""
     length = len(layers) - 1
-    sizes = np.array([len(c) for c in layers], np.int64)
     start = np.zeros(length + 2, np.int64)
-    np.cumsum(sizes, out=start[1:])
-    srcs, dsts, labs, wts, kinds = [], [], [], [], []
-    for i, (S, owner, single, top, EP, R, arg) in enumerate(raw):
-        K = S.shape[0]
-        k = single % K
-        srcs += [start[i] + k, start[i] + np.flatnonzero(R > 0)]
-        dsts += [start[i + 1] + owner[single], np.full(int((R > 0).sum()), start[i + 2] - 1)]
-        labs += [single // K + 1, np.zeros(int((R > 0).sum()), np.int64)]
-        has = R > 0
-        wts += [-S[k, single // K], -(top[has] + np.log(R[has]))]
-    src = np.concatenate(srcs).astype(np.int64)
-    order = np.argsort(src, kind="stable")
-    arc_of = np.empty(order.size, np.int64)
-    arc_of[order] = np.arange(order.size)
+    np.cumsum([len(c) for c in layers], out=start[1:])
+    soff = np.zeros(length + 1, np.int64)
+    np.cumsum([r[4].size for r in raw], out=soff[1:])
+    cat = np.concatenate
+    single = cat([r[4] for r in raw])
+    has = cat([r[10] for r in raw])
+    top = cat([r[7] for r in raw])
+    R = cat([r[9] for r in raw])
+    pooled_weight = -(top[has] + cat([r[11] for r in raw]))
+    src_start, dst, ilabel, weight, position, single_arc, pooled_arc = _build_kernel(
+        start, single, cat([r[5] for r in raw]), cat([r[6] for r in raw]), soff, has, pooled_weight)
     N = int(start[-1])
-    src_start = np.zeros(N + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=N), out=src_start[1:])
     final = np.full(N, np.inf)
     final[start[length]:start[length + 1]] = 0.0
     # the outside feature also weighs the root context at the end (I[c_L = Y_{1:L}]), so that
     # with -inf the normaliser sums the final beam only, as beam search's does
     final[start[length + 1] - 1] = -model.outside if np.isfinite(model.outside) else np.inf
-    m = Machine(start=0, final=final, src_start=src_start, dst=np.concatenate(dsts)[order].astype(np.int32),
-                ilabel=np.concatenate(labs)[order].astype(np.int32), weight=np.concatenate(wts)[order],
-                semiring="log")
-    steps = []
-    j = 0
-    for i, (S, owner, single, top, EP, R, arg) in enumerate(raw):
-        K = S.shape[0]
-        n_single, n_pool = single.size, int((R > 0).sum())
-        pooled_arc = np.full(K, -1, np.int64)
-        pooled_arc[R > 0] = arc_of[j + n_single:j + n_single + n_pool]
-        steps.append(_Step(S, owner, single, arc_of[j:j + n_single], top, EP, R, pooled_arc, arg))
-        j += n_single + n_pool
-    position = np.searchsorted(start, m.arc_src, side="right")     # a source in layer i - 1: position i
-    return RCMSResult(layers, m, start, position.astype(np.int64), steps)
+    for a in (final, src_start, dst, ilabel, weight):
+        a.setflags(write=False)                  # the machine takes them without a copy
+    m = Machine(start=0, final=final, src_start=src_start, dst=dst, ilabel=ilabel, weight=weight, semiring="log")
+    steps = [_Step(S, n, blocks, block_owner, sg, single_arc[soff[i]:soff[i + 1]], tp, EP, Ri,
+                   pooled_arc[start[i]:start[i + 1]], arg)
+             for i, (S, n, blocks, block_owner, sg, _, _, tp, EP, Ri, _, _, arg) in enumerate(raw)]
+    return RCMSResult(layers, m, start, position, steps, _pool=(single, soff, single_arc, pooled_arc, R))
