@@ -29,7 +29,7 @@ heap, :func:`merge_sparse` merges only the label blocks that hold a selected
 element (the elements of any other block all land in the root).
 
 Public names: ContextLayer, expand, suffix_of, select_top, merge, merge_dense, top_dense,
-merge_sparse, f_lookup.
+merge_sparse, select_merge, unpack_merge, f_lookup.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import numba as nb
 import numpy as np
 
 __all__ = ["ContextLayer", "expand", "suffix_of", "select_top", "merge", "merge_dense", "top_dense",
-           "merge_sparse", "f_lookup"]
+           "merge_sparse", "select_merge", "unpack_merge", "f_lookup"]
 
 
 @dataclass
@@ -320,6 +320,23 @@ def top_dense(S, forward, B: int) -> np.ndarray:
     return _top_dense_kernel(np.ascontiguousarray(S, np.float64), np.asarray(forward, np.float64), int(B))
 
 
+_HEAD = 4      # the packed merge's header: selected, blocks, singles, all_finite
+
+
+def unpack_merge(ints, floats, D):
+    """The arrays of :func:`merge_sparse` from its kernel's packed output (views)."""
+    n, nblk, ns, all_finite = ints[:_HEAD].tolist()
+    K = D.shape[0]
+    cut = np.cumsum([_HEAD, n, n, n + 1, n + 1, nblk, ns, ns, K, n]).tolist()
+    parent, label, plen_out, lcs_out, blocks, single, s_owner, arg, finite = (
+        ints[a:b] for a, b in zip(cut[:-1], cut[1:]))
+    own = ints[cut[-1]:].reshape(nblk, K)
+    s_score, shift, s_diff = floats[:ns], floats[ns:ns + n], floats[ns + n:2 * ns + n]
+    best = floats[2 * ns + n:2 * ns + n + K]
+    return (parent, label, plen_out, lcs_out, blocks, own, single, s_owner, s_score, shift, finite.astype(bool),
+            bool(all_finite), s_diff, best, arg, D)
+
+
 @nb.njit(cache=True)
 def _merge_sparse_kernel(S, fwd, plen, plcs, sel):
     """The merge of appendix A over C~_i = C_{i-1} x Y, visiting only the label blocks that hold a
@@ -434,8 +451,29 @@ def _merge_sparse_kernel(S, fwd, plen, plcs, sel):
             for b in range(nblk):
                 if own[b, k] != n:
                     D[k, blocks[b]] = -np.inf
-    return (parent, label, plen_out, lcs_out, blocks, own, single, s_owner, s_score, big, finite, all_finite,
-            s_diff, best, arg, D)
+    # packed in two flat arrays (one boxed array each instead of sixteen); see unpack_merge
+    ints = np.empty(_HEAD + 5 * n + 2 + nblk + 2 * n_single + K + nblk * K, np.int64)
+    ints[0] = n
+    ints[1] = nblk
+    ints[2] = n_single
+    ints[3] = 1 if all_finite else 0
+    o = _HEAD
+    for src in (parent, label, plen_out, lcs_out, blocks, single, s_owner, arg):
+        ints[o:o + src.size] = src
+        o += src.size
+    for t in range(n):
+        ints[o + t] = 1 if finite[t] else 0
+    o += n
+    ints[o:] = own.ravel()
+    floats = np.empty(2 * n_single + n + 2 * K)
+    floats[:n_single] = s_score
+    floats[n_single:n_single + n] = big
+    floats[n_single + n:2 * n_single + n] = s_diff
+    o = 2 * n_single + n
+    floats[o:o + K] = best
+    for k in range(K):                             # forward + best: the root's log-sum terms less log R
+        floats[o + K + k] = fwd[k] + best[k]
+    return ints, floats, D
 
 
 def merge_sparse(plen, plcs, S, forward, sel):
@@ -468,8 +506,26 @@ def merge_sparse(plen, plcs, S, forward, sel):
           (-inf and -1 when none), and float64 [K, |Y|] the scores less that on those elements,
           -inf elsewhere.
     """
-    return _merge_sparse_kernel(np.ascontiguousarray(S, np.float64), np.asarray(forward, np.float64),
-                                np.asarray(plen, np.int64), np.asarray(plcs, np.int64), np.asarray(sel, np.int64))
+    return unpack_merge(*_merge_sparse_kernel(np.ascontiguousarray(S, np.float64), np.asarray(forward, np.float64),
+                                              np.asarray(plen, np.int64), np.asarray(plcs, np.int64),
+                                              np.asarray(sel, np.int64)))
+
+
+
+@nb.njit(cache=True)
+def _select_merge_kernel(S, fwd, plen, plcs, B):
+    """:func:`top_dense` then :func:`merge_sparse` in one call."""
+    return _merge_sparse_kernel(S, fwd, plen, plcs, _top_dense_kernel(S, fwd, B))
+
+
+def select_merge(plen, plcs, S, forward, B: int, sel=None):
+    """Steps 2 and 3 of RCMS on the score matrix in one compiled call: :func:`merge_sparse` of
+    ``top_dense(S, forward, B)`` (or of ``sel`` when given), packed: (ints, floats, D), see
+    :func:`unpack_merge`.  The arrays must be contiguous of their dtypes already (float64 S and
+    forward, int64 plen and plcs)."""
+    if sel is None:
+        return _select_merge_kernel(S, forward, plen, plcs, B)
+    return _merge_sparse_kernel(S, forward, plen, plcs, sel)
 
 
 def merge(prev: ContextLayer, parent, label, lens, lcs, active, log_forward):

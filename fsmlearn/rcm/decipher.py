@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numba as nb
 import numpy as np
 
 from ..algo import chain_forward_backward
@@ -57,6 +58,8 @@ class AbsoluteDiscountLM:
         self.log_base = np.log(self.base)
         self._cache: dict = {}
         self._log_cache: dict = {}
+        self._row_of: dict = {}                  # history -> its row of _table (log_prob_table)
+        self._table = np.empty((0, num_labels))
 
     def prob(self, history: tuple) -> np.ndarray:
         """p(. | history), float64 [V] (a distribution)."""
@@ -77,17 +80,28 @@ class AbsoluteDiscountLM:
         self._cache[history] = p
         return p
 
-    def log_prob_rows(self, suffixes, start_len: int) -> list:
-        """[ln p(. | h) for each suffix]: h is the suffix, with ``<s>`` before it when it holds
-        ``start_len`` or more labels (the whole prefix); the same rows as :meth:`log_prob`."""
+    def log_prob_table(self, suffixes, start_len: int):
+        """(table, rows): ln p(. | h) for each suffix is ``table[rows[k]]`` (the same values as
+        :meth:`log_prob`), h the suffix with ``<s>`` before it when it holds ``start_len`` or more
+        labels (the whole prefix).  The table grows as new histories are asked for."""
         n = self.n
-        get = self._log_cache.get
+        get = self._row_of.get
         rows = []
         for suf in suffixes:
             h = ((_BOS,) + suf if len(suf) >= start_len else suf)[-n:] if n else ()
             r = get(h)
-            rows.append(r if r is not None else self.log_prob(h))
-        return rows
+            rows.append(r if r is not None else self._new_row(h))
+        return self._table, rows
+
+    def _new_row(self, history: tuple) -> int:
+        r = len(self._row_of)
+        if r == self._table.shape[0]:
+            grown = np.empty((max(16, 2 * r), self.V))
+            grown[:r] = self._table[:r]
+            self._table = grown
+        self._table[r] = self.log_prob(history)
+        self._row_of[history] = r
+        return r
 
     def log_prob(self, history: tuple) -> np.ndarray:
         """ln p(. | history), float64 [V] (kept once computed)."""
@@ -96,6 +110,17 @@ class AbsoluteDiscountLM:
         if got is None:
             got = self._log_cache[history] = np.log(self.prob(history))
         return got
+
+
+@nb.njit(cache=True)
+def _rows_plus(table, rows, u):
+    """table[rows] + u[None, :] in one pass."""
+    S = np.empty((rows.size, u.size))
+    for k in range(rows.size):
+        r = rows[k]
+        for y in range(u.size):
+            S[k, y] = table[r, y] + u[y]
+    return S
 
 
 class DecipherModel:
@@ -128,9 +153,12 @@ class DecipherModel:
     def scores_matrix(self, suffixes, i: int, unary_row) -> np.ndarray:
         """float64 [K, V]: :meth:`scores` of every context of C_{i-1} (``suffixes``, the root
         last) at once: the LM's cached rows stacked, the unary row added to all."""
-        S = np.array(self.lm.log_prob_rows(suffixes, i - 1))
-        if unary_row is not None:
-            S += unary_row
+        table, rows = self.lm.log_prob_table(suffixes, i - 1)
+        rows = np.array(rows, np.int64)
+        if unary_row is None:
+            S = table[rows]
+        else:
+            S = _rows_plus(table, rows, np.asarray(unary_row, np.float64))
         if i >= 2 and self.outside != 0.0:
             S[-1] += self.outside
         return S

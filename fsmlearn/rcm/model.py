@@ -36,7 +36,7 @@ import numpy as np
 from ..algo import best_path, forward_backward
 from ..errors import ArgumentError
 from ..fsm.machine import Machine
-from .contexts import ContextLayer, merge_sparse, top_dense
+from .contexts import ContextLayer, select_merge, unpack_merge
 
 __all__ = ["NGramRCM", "RCMSResult", "STAR", "BOS", "rcms", "scores_matrix"]
 
@@ -89,26 +89,34 @@ class NGramRCM:
         return s
 
 
-@dataclass
 class _Step:
     """What RCMS kept of position i: the scores S [K, |Y|] of C_{i-1} x Y (label-major elements
-    e = y K + k), the labels with a selected element (``blocks``) and the owner in C_i of each
+    e = y K + k), ``EP`` = exp(S - top) on the elements pooled into the root's arc of their
+    source (0 elsewhere) [K, |Y|] and its row sums ``R``, the arcs of the single elements and
+    each source's pooled arc (-1: none), and the merge's packed output (:func:`unpack_merge`),
+    from which: the labels with a selected element (``blocks``) and the owner in C_i of each
     element of those blocks (``block_owner`` [blocks, K]; every other element lands in the root,
-    C_i[n]), the elements that are arcs of their own (``single``, label-major indices, and their
-    arcs), and per source the pooled elements' scale ``top`` [K], ``EP`` = exp(S - top) on the
-    pooled elements (0 elsewhere) [K, |Y|], its row sums ``R``, the pooled arc of each source
-    (-1: none) and the first label of its best pooled element (``arg``)."""
-    S: np.ndarray
-    n: int
-    blocks: np.ndarray
-    block_owner: np.ndarray
-    single: np.ndarray
-    single_arc: np.ndarray
-    top: np.ndarray
-    EP: np.ndarray
-    R: np.ndarray
-    pooled_arc: np.ndarray
-    arg: np.ndarray
+    C_i[n]), the elements that are arcs of their own (``single``, label-major indices), and per
+    source the pooled elements' scale ``top`` [K] and the first label of its best one (``arg``)."""
+
+    __slots__ = ("S", "EP", "R", "single_arc", "pooled_arc", "_ints", "_floats", "_un")
+
+    def __init__(self, S, EP, R, ints, floats, single_arc, pooled_arc):
+        self.S, self.EP, self.R, self._ints, self._floats = S, EP, R, ints, floats
+        self.single_arc, self.pooled_arc = single_arc, pooled_arc
+        self._un = None
+
+    def _unpacked(self):
+        if self._un is None:
+            self._un = unpack_merge(self._ints, self._floats, self.EP)
+        return self._un
+
+    n = property(lambda self: int(self._ints[0]))
+    blocks = property(lambda self: self._unpacked()[4])
+    block_owner = property(lambda self: self._unpacked()[5])
+    single = property(lambda self: self._unpacked()[6])
+    top = property(lambda self: self._unpacked()[13])
+    arg = property(lambda self: self._unpacked()[14])
 
     def owner(self) -> np.ndarray:
         """int64 [K |Y|], each element's context in C_i."""
@@ -174,16 +182,13 @@ class RCMSResult:
         per position)."""
         if self._marg is None:
             post = self.forward_backward().posteriors
-            single, soff, single_arc, pooled_arc, R = self._pool
+            s_pos, s_lab, single_arc, pooled_arc, R, start = self._pool
             Y = self.steps[0].S.shape[1]
-            start = self.layer_start
             out = np.zeros((self.length, Y))
-            w = np.zeros(pooled_arc.size)
-            has = pooled_arc >= 0
-            w[has] = post[pooled_arc[has]] / R[has]
+            w = _pooled_shares(pooled_arc, post, R)
             for i, st in enumerate(self.steps):
                 out[i] = w[start[i]:start[i + 1]] @ st.EP
-            _add_singles(out, start, single, soff, single_arc, post)
+            _add_singles(out, s_pos, s_lab, single_arc, post)
             self._marg = out
         return self._marg
 
@@ -289,63 +294,89 @@ def rcms(model: NGramRCM, length: int, B: int, unary=None, exact_order: int | No
         unary = np.asarray(unary, np.float64)
         if unary.shape != (length, Y):
             raise ArgumentError(f"unary has shape {unary.shape}; expected ({length}, {Y})")
+    own_scores = getattr(model, "scores_matrix", None)
     layers = [ContextLayer.initial()]
     plen = np.zeros(1, np.int64)
-    raw = []
+    starts = [0, 1]                                  # the first state of each layer
+    Ss, EPs, Rs, log_rs, intss, floatss = [], [], [], [], [], []
+    log, exp, add, maximum = np.log, np.exp, np.add.reduce, np.maximum.reduce
     for i in range(1, length + 1):
         prev = layers[-1]
-        K = len(prev)
-        S = scores_matrix(model, prev.suffixes, i, None if unary is None else unary[i - 1])
-        if exact_order is None:
-            sel = top_dense(S, prev.forward, B)
-        else:       # every suffix of at most k labels, with or without mass (merge targets)
-            sel = np.flatnonzero(np.tile(plen + 1 <= exact_order, Y))
-        (parent, label, plen, lcs_out, blocks, block_owner, single, s_owner, s_score, shift, finite,
-         all_finite, s_diff, top, arg, EP) = merge_sparse(plen, prev.lcs, S, prev.forward, sel)
-        n = sel.size                                          # selected; the root is C_i[n]
-        np.exp(EP, out=EP)                                    # exp(S - top) on the pooled, else 0
-        R = EP.sum(axis=1)
+        urow = None if unary is None else unary[i - 1]
+        S = own_scores(prev.suffixes, i, urow) if own_scores is not None else \
+            scores_matrix(model, prev.suffixes, i, urow)
+        if S.dtype != np.float64 or not S.flags.c_contiguous:
+            S = np.ascontiguousarray(S, np.float64)
+        K = S.shape[0]
+        # every suffix of at most k labels, with or without mass (merge targets), or the B heaviest
+        sel = None if exact_order is None else np.flatnonzero(np.tile(plen + 1 <= exact_order, Y))
+        ints, floats, EP = select_merge(plen, prev.lcs, S, prev.forward, B, sel)
+        # the packed merge (unpack_merge): n selected (the root is C_i[n]), nblk blocks, ns singles
+        n, nblk, ns, all_finite = ints[:4].tolist()
+        pl = ints[4:4 + 2 * n].tolist()                       # each selected element's parent, label
+        plen = ints[4 + 2 * n:5 + 3 * n]
+        lcs_out = ints[5 + 3 * n:6 + 4 * n]
+        o = 6 + 4 * n + nblk + ns
+        s_owner = ints[o:o + ns]
+        fwd_top = floats[2 * ns + n + K:]                     # forward + top per source
+        exp(EP, out=EP)                                       # exp(S - top) on the pooled, else 0
+        R = add(EP, axis=1)
         # forward masses of C_i: a selected context's is the log-sum of the singles it holds,
         # the root's the log-sum over sources of forward + log of its pooled row sum
         fwd = np.empty(n + 1)
-        acc = np.bincount(s_owner, weights=np.exp(s_diff), minlength=n)
+        acc = np.bincount(s_owner, weights=exp(floats[ns + n:2 * ns + n]), minlength=n)
+        shift = floats[ns:ns + n]
         if all_finite:
-            fwd[:n] = np.log(acc) + shift
+            fwd[:n] = log(acc) + shift
         else:
+            finite = ints[o + ns + K:o + ns + K + n] != 0
             with np.errstate(divide="ignore"):
-                fwd[:n] = np.where(finite, np.log(acc) + shift, -np.inf)
+                fwd[:n] = np.where(finite, log(acc) + shift, -np.inf)
         has = R > 0
-        if has.any():
-            log_r = np.log(R[has])
-            r = prev.forward[has] + top[has] + log_r
-            mx = r.max()
-            fwd[n] = mx + np.log(np.exp(r - mx).sum()) if math.isfinite(mx) else -np.inf
+        log_r = log(R[has])
+        if log_r.size:
+            r = fwd_top[has] + log_r
+            mx = maximum(r)
+            fwd[n] = mx + log(add(exp(r - mx))) if math.isfinite(mx) else -np.inf
         else:
-            log_r = R[has]
             fwd[n] = -np.inf
         ps = prev.suffixes
-        suffixes = [ps[k] + (y,) for k, y in zip(parent.tolist(), label.tolist())]
+        suffixes = [ps[k] + (y,) for k, y in zip(pl[:n], pl[n:])]
         suffixes.append(())
         layers.append(ContextLayer(suffixes, lcs_out, fwd))
-        raw.append((S, n, blocks, block_owner, single, s_owner, s_score, top, EP, R, has, log_r, arg))
-    return _build_dense(model, layers, raw)
+        starts.append(starts[-1] + n + 1)
+        Ss.append(S)
+        EPs.append(EP)
+        Rs.append(R)
+        log_rs.append(log_r)
+        intss.append(ints)
+        floatss.append(floats)
+    return _build_dense(model, layers, starts, Ss, EPs, Rs, log_rs, intss, floatss)
 
 
 @nb.njit(cache=True)
-def _build_kernel(start, single, s_owner, s_score, soff, has, pooled_weight):
-    """The CSR arrays of the context machine (see :class:`RCMSResult`): per source state its
-    single arcs in label order, then its pooled arc; with each arc's position, each single's arc
-    and each source's pooled arc (-1: none)."""
+def _build_kernel(start, ints, floats, R, log_r):
+    """The CSR arrays of the context machine (see :class:`RCMSResult`) from the packed merges
+    of all positions (:func:`unpack_merge`, concatenated), the pooled row sums R (concatenated)
+    and the logs of the positive ones: per source state its single arcs in label order, then
+    its pooled arc if R > 0 (weight -(top + log R)); with each arc's position, each single's
+    position, label and arc, and each source's pooled arc (-1: none)."""
     L = start.size - 2
     N = start[L + 1]
     src_start = np.zeros(N + 1, np.int64)
+    n_single = 0
+    b = 0
     for p in range(L):
         K = start[p + 1] - start[p]
-        for j in range(soff[p], soff[p + 1]):
-            src_start[start[p] + single[j] % K + 1] += 1
+        n, nblk, ns = ints[b], ints[b + 1], ints[b + 2]
+        o = b + 6 + 4 * n + nblk
+        for j in range(o, o + ns):
+            src_start[start[p] + ints[j] % K + 1] += 1
+        n_single += ns
         for s in range(start[p], start[p + 1]):
-            if has[s]:
+            if R[s] > 0:
                 src_start[s + 1] += 1
+        b += 6 + 5 * n + nblk + 2 * ns + K + nblk * K
     for s in range(N):
         src_start[s + 1] += src_start[s]
     E = src_start[N]
@@ -354,69 +385,87 @@ def _build_kernel(start, single, s_owner, s_score, soff, has, pooled_weight):
     ilabel = np.empty(E, np.int32)
     weight = np.empty(E)
     position = np.empty(E, np.int64)
-    single_arc = np.empty(single.size, np.int64)
+    s_pos = np.empty(n_single, np.int64)
+    s_lab = np.empty(n_single, np.int64)
+    single_arc = np.empty(n_single, np.int64)
     pooled_arc = np.full(start[L], -1, np.int64)
     q = 0
+    jj = 0
+    b = 0
+    f = 0
     for p in range(L):
         K = start[p + 1] - start[p]
-        for j in range(soff[p], soff[p + 1]):
-            y = single[j] // K
-            s = start[p] + single[j] - y * K
+        n, nblk, ns = ints[b], ints[b + 1], ints[b + 2]
+        o = b + 6 + 4 * n + nblk
+        for j in range(ns):
+            e = ints[o + j]
+            y = e // K
+            s = start[p] + e - y * K
             a = cur[s]
             cur[s] += 1
-            dst[a] = start[p + 1] + s_owner[j]
+            dst[a] = start[p + 1] + ints[o + ns + j]
             ilabel[a] = y + 1
-            weight[a] = -s_score[j]
+            weight[a] = -floats[f + j]
             position[a] = p + 1
-            single_arc[j] = a
+            s_pos[jj] = p
+            s_lab[jj] = y
+            single_arc[jj] = a
+            jj += 1
+        top = f + 2 * ns + n
         for s in range(start[p], start[p + 1]):
-            if has[s]:
+            if R[s] > 0:
                 a = cur[s]
                 cur[s] += 1
                 dst[a] = start[p + 2] - 1
                 ilabel[a] = 0
-                weight[a] = pooled_weight[q]
+                weight[a] = -(floats[top + s - start[p]] + log_r[q])
                 q += 1
                 position[a] = p + 1
                 pooled_arc[s] = a
-    return src_start, dst, ilabel, weight, position, single_arc, pooled_arc
+        b += 6 + 5 * n + nblk + 2 * ns + K + nblk * K
+        f += 2 * ns + n + 2 * K
+    return src_start, dst, ilabel, weight, position, s_pos, s_lab, single_arc, pooled_arc
 
 
 @nb.njit(cache=True)
-def _add_singles(out, start, single, soff, single_arc, post):
-    """out[i, y] += the posterior of each single arc of position i + 1 (label y), in order."""
-    for p in range(soff.size - 1):
-        K = start[p + 1] - start[p]
-        for j in range(soff[p], soff[p + 1]):
-            out[p, single[j] // K] += post[single_arc[j]]
+def _pooled_shares(pooled_arc, post, R):
+    """Per source, its pooled arc's posterior over the arc's row sum R (0 without one)."""
+    w = np.zeros(pooled_arc.size)
+    for s in range(pooled_arc.size):
+        if pooled_arc[s] >= 0:
+            w[s] = post[pooled_arc[s]] / R[s]
+    return w
 
 
-def _build_dense(model, layers, raw) -> RCMSResult:
+@nb.njit(cache=True)
+def _add_singles(out, s_pos, s_lab, single_arc, post):
+    """out[i, y] += the posterior of each single arc (position i + 1, label y), in order."""
+    for j in range(s_pos.size):
+        out[s_pos[j], s_lab[j]] += post[single_arc[j]]
+
+
+def _build_dense(model, layers, starts, Ss, EPs, Rs, log_rs, intss, floatss) -> RCMSResult:
     """The machine of the chosen contexts (see :class:`RCMSResult`): per position its single
     arcs and one pooled arc per source with pooled mass, in source order."""
-    length = len(layers) - 1
-    start = np.zeros(length + 2, np.int64)
-    np.cumsum([len(c) for c in layers], out=start[1:])
-    soff = np.zeros(length + 1, np.int64)
-    np.cumsum([r[4].size for r in raw], out=soff[1:])
+    start = np.array(starts, np.int64)
     cat = np.concatenate
-    single = cat([r[4] for r in raw])
-    has = cat([r[10] for r in raw])
-    top = cat([r[7] for r in raw])
-    R = cat([r[9] for r in raw])
-    pooled_weight = -(top[has] + cat([r[11] for r in raw]))
-    src_start, dst, ilabel, weight, position, single_arc, pooled_arc = _build_kernel(
-        start, single, cat([r[5] for r in raw]), cat([r[6] for r in raw]), soff, has, pooled_weight)
-    N = int(start[-1])
+    R = cat(Rs)
+    (src_start, dst, ilabel, weight, position, s_pos, s_lab, single_arc, pooled_arc) = _build_kernel(
+        start, cat(intss), cat(floatss), R, cat(log_rs))
+    N = starts[-1]
     final = np.full(N, np.inf)
-    final[start[length]:start[length + 1]] = 0.0
+    final[starts[-2]:N] = 0.0
     # the outside feature also weighs the root context at the end (I[c_L = Y_{1:L}]), so that
     # with -inf the normaliser sums the final beam only, as beam search's does
-    final[start[length + 1] - 1] = -model.outside if np.isfinite(model.outside) else np.inf
+    final[N - 1] = -model.outside if math.isfinite(model.outside) else np.inf
     for a in (final, src_start, dst, ilabel, weight):
         a.setflags(write=False)                  # the machine takes them without a copy
     m = Machine(start=0, final=final, src_start=src_start, dst=dst, ilabel=ilabel, weight=weight, semiring="log")
-    steps = [_Step(S, n, blocks, block_owner, sg, single_arc[soff[i]:soff[i + 1]], tp, EP, Ri,
-                   pooled_arc[start[i]:start[i + 1]], arg)
-             for i, (S, n, blocks, block_owner, sg, _, _, tp, EP, Ri, _, _, arg) in enumerate(raw)]
-    return RCMSResult(layers, m, start, position, steps, _pool=(single, soff, single_arc, pooled_arc, R))
+    steps = []
+    j = 0
+    for i, ints in enumerate(intss):
+        ns = int(ints[2])
+        steps.append(_Step(Ss[i], EPs[i], Rs[i], ints, floatss[i], single_arc[j:j + ns],
+                           pooled_arc[starts[i]:starts[i + 1]]))
+        j += ns
+    return RCMSResult(layers, m, start, position, steps, _pool=(s_pos, s_lab, single_arc, pooled_arc, R, starts))
