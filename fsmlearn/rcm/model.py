@@ -156,15 +156,28 @@ class RCMSResult:
     machine: Machine
     layer_start: np.ndarray
     arc_position: np.ndarray
-    steps: list
+    _raw: tuple            # per position: S, EP, R, the packed merge; the arcs of singles and sources
     _fb: object = None
     _marg: object = None
     _el: object = None
-    _pool: object = None
+    _steps: object = None
 
     @property
     def length(self) -> int:
         return self.layer_start.size - 2
+
+    @property
+    def steps(self) -> list:
+        """Per position, what the marginals and the elements are computed from (:class:`_Step`)."""
+        if self._steps is None:
+            Ss, EPs, Rs, intss, floatss, single_arc, pooled_arc, starts = self._raw[:8]
+            self._steps, j = [], 0
+            for i, ints in enumerate(intss):
+                ns = int(ints[2])
+                self._steps.append(_Step(Ss[i], EPs[i], Rs[i], ints, floatss[i], single_arc[j:j + ns],
+                                         pooled_arc[starts[i]:starts[i + 1]]))
+                j += ns
+        return self._steps
 
     def forward_backward(self):
         """The engine's forward-backward on the machine (computed once, then kept)."""
@@ -182,12 +195,11 @@ class RCMSResult:
         per position)."""
         if self._marg is None:
             post = self.forward_backward().posteriors
-            s_pos, s_lab, single_arc, pooled_arc, R, start = self._pool
-            Y = self.steps[0].S.shape[1]
-            out = np.zeros((self.length, Y))
+            Ss, EPs, _, _, _, single_arc, pooled_arc, start, s_pos, s_lab, R = self._raw
+            out = np.zeros((self.length, Ss[0].shape[1]))
             w = _pooled_shares(pooled_arc, post, R)
-            for i, st in enumerate(self.steps):
-                out[i] = w[start[i]:start[i + 1]] @ st.EP
+            for i, EP in enumerate(EPs):
+                out[i] = w[start[i]:start[i + 1]] @ EP
             _add_singles(out, s_pos, s_lab, single_arc, post)
             self._marg = out
         return self._marg
@@ -461,11 +473,5 @@ def _build_dense(model, layers, starts, Ss, EPs, Rs, log_rs, intss, floatss) -> 
     for a in (final, src_start, dst, ilabel, weight):
         a.setflags(write=False)                  # the machine takes them without a copy
     m = Machine(start=0, final=final, src_start=src_start, dst=dst, ilabel=ilabel, weight=weight, semiring="log")
-    steps = []
-    j = 0
-    for i, ints in enumerate(intss):
-        ns = int(ints[2])
-        steps.append(_Step(Ss[i], EPs[i], Rs[i], ints, floatss[i], single_arc[j:j + ns],
-                           pooled_arc[starts[i]:starts[i + 1]]))
-        j += ns
-    return RCMSResult(layers, m, start, position, steps, _pool=(s_pos, s_lab, single_arc, pooled_arc, R, starts))
+    return RCMSResult(layers, m, start, position,
+                      (Ss, EPs, Rs, intss, floatss, single_arc, pooled_arc, starts, s_pos, s_lab, R))
