@@ -675,3 +675,76 @@ def test_bad_arguments_are_named():
         feature_id(8, "bigram", 1)
     with pytest.raises(ArgumentError, match="no alignment of 1 characters onto 2 phonemes"):
         best_alignment(AlignRCM(3, 4, max_advance=1, hash_bits=8), x, np.array([0]))
+
+
+# ----------------------------------------------------------------------------- kernels against numpy
+def _select_by_partition(seg, vals, B):
+    """The B highest finite values per segment, ties to the earlier: a stable sort by value."""
+    active = np.zeros(vals.size, bool)
+    for s in range(seg.size - 1):
+        idx = np.arange(seg[s], seg[s + 1])
+        idx = idx[vals[idx] > -np.inf]
+        order = idx[np.argsort(-vals[idx], kind="stable")]
+        active[order[:B]] = True
+    return active
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2 ** 32 - 1), st.integers(0, 7), st.integers(0, 60))
+def test_heap_selection_keeps_the_b_heaviest_ties_to_the_earlier(seed, B, n):
+    from fsmlearn.rcm.align import _select_segments
+    rng = np.random.default_rng(seed)
+    vals = rng.integers(-3, 4, n).astype(float)          # many ties
+    vals[rng.random(n) < 0.3] = -np.inf
+    cuts = np.sort(rng.integers(0, n + 1, rng.integers(0, 4)))
+    seg = np.concatenate([[0], cuts, [n]]).astype(np.int64)
+    got = np.zeros(n, np.bool_)
+    _select_segments(seg, vals, B, got)
+    np.testing.assert_array_equal(got, _select_by_partition(seg, vals, B))
+
+
+def test_pool_kernels_and_restriction_match_numpy():
+    from fsmlearn.rcm.align import _pool, _pool_total, _restrict_elems
+    rng = np.random.default_rng(3)
+    M = 50
+    arc = np.sort(rng.integers(0, M, 400))
+    score = rng.normal(size=400)
+    score[rng.random(400) < 0.2] = -np.inf
+    label = rng.integers(0, 9, 400).astype(np.int32)
+    bounds = np.array([0, 0, 120, 400], np.int64)
+    bounds[2] = np.searchsorted(arc, arc[120])          # no arc straddles a block
+    top, best, diff = _pool(score, arc, label, M, bounds)
+    for g in range(M):
+        js = np.flatnonzero(arc == g)
+        t = score[js].max() if js.size else -np.inf
+        assert top[g] == t
+        assert best[g] == (label[js[np.argmax(score[js])]] if t > -np.inf else -1)
+    safe = np.where(top > -np.inf, top, 0.0)
+    np.testing.assert_array_equal(diff, score - safe[arc])
+    scale = np.exp(diff)
+    np.testing.assert_array_equal(_pool_total(arc, scale, M), np.bincount(arc, weights=scale, minlength=M))
+    starts = np.array([0, 0, 100, 250, 400], np.int64)
+    layer = np.repeat(np.arange(4), np.diff(starts))
+    allowed = rng.random((3, 9)) < 0.4
+    for L in (1, 2, 3):
+        want = np.flatnonzero((layer >= 1) & (layer <= L) & allowed[np.minimum(np.maximum(layer, 1), L) - 1, label])
+        np.testing.assert_array_equal(_restrict_elems(starts, label, allowed, L), want)
+
+
+def test_scores_reuse_the_build_scores_only_for_the_same_tables():
+    rng = np.random.default_rng(4)
+    model = random_model(rng, 3, 4, n=2)
+    x = rng.integers(0, 4, 5)
+    lat = rcms_align(model, x, 2)
+    fresh = lat.scores(model.theta.copy())[0]           # the same values: the build scores
+    assert fresh is lat.built.scores
+    lat.built = None
+    np.testing.assert_array_equal(lat.scores()[0], fresh)
+    lat = rcms_align(model, x, 2)
+    plain = rcms_align(model, x, 2)
+    plain.built = None                                  # always computed
+    model.theta[:] += 0.5                               # changed in place: other tables
+    got = lat.scores()[0]
+    assert got is not lat.built.scores
+    np.testing.assert_array_equal(got, plain.scores()[0])
+    assert not np.array_equal(got, lat.built.scores)

@@ -84,6 +84,7 @@ default_max_len.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -460,40 +461,50 @@ def _expand(pz, plen, plcs, pm, pt, zoff, znr, zr0, zr1, S, tallow, lo_t, last, 
 
 @nb.njit(cache=True)
 def _select_segments(seg, vals, B, active):
-    """Step 2, per segment: mark the B elements of highest finite value (ties to the earlier)."""
+    """Step 2, per segment: mark the B elements of highest finite value (ties to the earlier).
+
+    One pass per segment with a heap of the B best so far, its root the worst (the least value,
+    of those the latest element): a later element displaces it only with a strictly larger
+    value, so the kept set is that of a sort by (value descending, position ascending)."""
+    if B <= 0:
+        return
+    hv = np.empty(B)
+    hi = np.empty(B, np.int64)
     for s in range(seg.size - 1):
-        a = seg[s]
-        b = seg[s + 1]
-        nf = 0
-        for e in range(a, b):
-            if vals[e] > -np.inf:
-                nf += 1
-        if nf <= B:
-            for e in range(a, b):
-                if vals[e] > -np.inf:
-                    active[e] = True
-            continue
-        if B == 0:
-            continue
-        tmp = np.empty(nf)
-        j = 0
-        for e in range(a, b):
-            if vals[e] > -np.inf:
-                tmp[j] = -vals[e]
-                j += 1
-        thr = -np.partition(tmp, B - 1)[B - 1]
-        above = 0
-        for e in range(a, b):
-            if vals[e] > thr:
-                active[e] = True
-                above += 1
-        need = B - above
-        for e in range(a, b):
-            if need == 0:
-                break
-            if vals[e] == thr:
-                active[e] = True
-                need -= 1
+        n = 0
+        for e in range(seg[s], seg[s + 1]):
+            x = vals[e]
+            if not x > -np.inf:
+                continue
+            if n < B:            # push, sift up
+                j = n
+                n += 1
+                while j > 0:
+                    p = (j - 1) >> 1
+                    if hv[p] < x or (hv[p] == x and hi[p] > e):
+                        break
+                    hv[j] = hv[p]
+                    hi[j] = hi[p]
+                    j = p
+                hv[j] = x
+                hi[j] = e
+            elif x > hv[0]:      # replace the root, sift down
+                j = 0
+                while True:
+                    c = 2 * j + 1
+                    if c >= B:
+                        break
+                    if c + 1 < B and (hv[c + 1] < hv[c] or (hv[c + 1] == hv[c] and hi[c + 1] > hi[c])):
+                        c += 1
+                    if x < hv[c] or (x == hv[c] and e > hi[c]):
+                        break
+                    hv[j] = hv[c]
+                    hi[j] = hi[c]
+                    j = c
+                hv[j] = x
+                hi[j] = e
+        for j in range(n):
+            active[hi[j]] = True
 
 
 @nb.njit(cache=True)
@@ -601,38 +612,50 @@ def _finish(i, out_e, out_lcs, owner_rev, e_z, e_v, e_par, lens, m, t, valid, ph
                 fm[q] = m[e]
             if t[e] > ft[q]:
                 ft[q] = t[e]
-    return nz, ng, nroot, nlen, npar, nlab, nlcs, nhist, fm, ft, ctx, sel
+    # the terms of the log-sums in element order, each less its context's largest: (context, term)
+    # of every valid element with a context and a finite mass, model and target
+    mq = np.empty(E, np.int64)
+    md = np.empty(E)
+    tq = np.empty(E, np.int64)
+    td = np.empty(E)
+    nm = 0
+    nt = 0
+    for e in range(E):
+        q = ctx[e]
+        if q < 0 or not valid[e]:
+            continue
+        if m[e] > -np.inf:
+            mq[nm] = q
+            md[nm] = m[e] - fm[q]
+            nm += 1
+        if t[e] > -np.inf:
+            tq[nt] = q
+            td[nt] = t[e] - ft[q]
+            nt += 1
+    return nz, ng, nroot, nlen, npar, nlab, nlcs, nhist, fm, ft, ctx, sel, mq[:nm], md[:nm], tq[:nt], td[:nt]
 
 
-def _log_sums(vals, ctx, valid, top):
-    """log sum of exp(vals) per context (ctx), given each context's largest term ``top``
-    (vectorised: numpy's exp is several times numba's here)."""
-    use = valid & (ctx >= 0) & (vals > -np.inf)
-    q = ctx[use]
-    s = np.bincount(q, weights=np.exp(vals[use] - top[q]), minlength=top.size)
+def _log_sums(q, d, top):
+    """log sum of exp per context: the terms ``d`` (each less its context's largest term
+    ``top``, in element order) of contexts ``q`` (vectorised: numpy's exp is several times
+    numba's here)."""
+    s = np.bincount(q, weights=np.exp(d), minlength=top.size)
     with np.errstate(divide="ignore"):
         return np.where(top > -np.inf, top + np.log(s), -np.inf)
 
 
 @nb.njit(cache=True)
 def _arcs(pz, proot, zoff, znr, S, blk, ctx, nroot, tallow, lo_t, last, C, A, Lp, target_only, src_off, dst_off,
-          grp_off):
+          n, ng, src, dst, lab, grp, sc, gsrc, gdst, glab):
     """The arcs (elements) of one position in source order, context k --v--> f(k, v), and their
     machine arcs: the elements of one source that land in the same root are one machine arc
-    (label 0), an element that lands in a selected context is one of its own (label v + 1);
-    machine arcs numbered from ``grp_off`` in source order."""
+    (label 0), an element that lands in a selected context is one of its own (label v + 1).
+    Written into the lattice-wide buffers from arc n and machine arc ng (room for K * V of each):
+    source, destination, label, machine arc and score S[k, v] of each arc;
+    source, destination and label of each machine arc.  Returns the new (n, ng)."""
     K, V = S.shape
-    src = np.empty(K * V, np.int64)
-    dst = np.empty(K * V, np.int64)
-    lab = np.empty(K * V, np.int32)
-    grp = np.empty(K * V, np.int64)
-    gsrc = np.empty(K * V, np.int64)
-    gdst = np.empty(K * V, np.int64)
-    glab = np.empty(K * V, np.int32)
     rq = np.empty(V, np.int64)      # the roots this source reached so far, and their machine arcs
     rg = np.empty(V, np.int64)
-    n = 0
-    ng = 0
     for k in range(K):
         zs = pz[k]
         rank = znr[zs] if proot[k] else k - zoff[zs]
@@ -652,6 +675,7 @@ def _arcs(pz, proot, zoff, znr, S, blk, ctx, nroot, tallow, lo_t, last, C, A, Lp
             src[n] = src_off + k
             dst[n] = dst_off + q
             lab[n] = v
+            sc[n] = S[k, v]
             gi = -1
             if nroot[q]:
                 for j in range(nr):
@@ -668,9 +692,9 @@ def _arcs(pz, proot, zoff, znr, S, blk, ctx, nroot, tallow, lo_t, last, C, A, Lp
                     rq[nr] = q
                     rg[nr] = gi
                     nr += 1
-            grp[n] = grp_off + gi
+            grp[n] = gi
             n += 1
-    return src[:n], dst[:n], lab[:n], grp[:n], gsrc[:ng], gdst[:ng], glab[:ng]
+    return n, ng
 
 
 @nb.njit(cache=True)
@@ -722,27 +746,49 @@ def _weighted_length(p, arc_src, ctx_len):
 
 
 @nb.njit(cache=True)
-def _group_best(score, arc, label, M):
+def _pool(score, arc, label, M, bounds):
     """Per machine arc, the largest score of its elements and the label of the first element
-    that has it (elements of one arc come in label order; -1 where none is finite)."""
+    that has it (elements of one arc come in label order; -1 where none is finite); and per
+    element score - top[arc] (top 0 where -inf), the exponent of its share.  ``bounds`` cut the
+    elements into blocks that no machine arc straddles (the positions), done one at a time
+    while they are in cache."""
     top = np.full(M, -np.inf)
     arg = np.full(M, -1, np.int64)
-    for j in range(score.size):
-        g = arc[j]
-        if score[j] > top[g]:
-            top[g] = score[j]
-            arg[g] = label[j]
-    return top, arg
+    diff = np.empty(score.size)
+    for blk in range(bounds.size - 1):
+        a = bounds[blk]
+        b = bounds[blk + 1]
+        for j in range(a, b):
+            g = arc[j]
+            if score[j] > top[g]:
+                top[g] = score[j]
+                arg[g] = label[j]
+        for j in range(a, b):
+            t = top[arc[j]]
+            diff[j] = score[j] - (t if t > -np.inf else 0.0)
+    return top, arg, diff
 
 
 @nb.njit(cache=True)
-def _restrict_mask(arc_layer, arc_lab, allowed, L):
-    out = np.zeros(arc_layer.size, np.bool_)
-    for a in range(arc_layer.size):
-        i = arc_layer[a]
-        if i <= L and allowed[i - 1, arc_lab[a]]:
-            out[a] = True
-    return out
+def _pool_total(arc, scale, M):
+    """Per machine arc the sum of its elements' scale, in element order (np.bincount's sum)."""
+    total = np.zeros(M)
+    for j in range(arc.size):
+        total[arc[j]] += scale[j]
+    return total
+
+
+@nb.njit(cache=True)
+def _restrict_elems(arc_layer_start, arc_lab, allowed, L):
+    """The arcs of positions 1..L whose label is allowed at their position, ascending."""
+    out = np.empty(arc_layer_start[L + 1], np.int64)
+    n = 0
+    for i in range(1, L + 1):
+        for a in range(arc_layer_start[i], arc_layer_start[i + 1]):
+            if allowed[i - 1, arc_lab[a]]:
+                out[n] = a
+                n += 1
+    return out[:n].copy()
 
 
 # ----------------------------------------------------------------------------- the lattice
@@ -831,8 +877,9 @@ class AlignLattice:
         ctx_hist: int64 [N, max(n, 1)]: the last labels (STAR, BOS where not determined).
         ctx_forward, ctx_forward_target: float64 [N], the forward masses (model; target when a
             target was given) that selected them.
-        arc_src: int64 [E], arc_dst: int32 [E]; arc_label: int32 [E] (0-based labels; arc_ilabel
-            = label + 1); arc_layer: int32 [E], the position i of each arc; arcs are sorted by
+        arc_src: int64 [E], arc_dst: int32 [E]; arc_label: int32 [E] (0-based labels; the
+            properties arc_ilabel = label + 1 and arc_layer, int32 [E], the position i of each arc);
+            arc_layer_start: int64 [max_len + 2], the first arc of each position; arcs are sorted by
             source, then label.  These are the *elements* (one per context and allowed label).
         arc_group: int64 [E], the arc of the machine (:meth:`machine`) that carries each element;
         group_src: int64 [M], group_dst: int32 [M], group_ilabel: int32 [M]: the machine's arcs,
@@ -842,6 +889,8 @@ class AlignLattice:
         target: bool [L, V] of the labels allowed at each position of the target, or None.
         elements: with ``keep_elements``, per position a dict of the expanded elements
             (z, label, parent, lens, lcs, mass, target_mass, valid, active, context).
+        built: the score tables and arc scores of the theta the lattice was built with
+            (rcms_align's; :meth:`scores` reuses the arc scores while the tables are the same).
     """
     model: AlignRCM
     x: np.ndarray
@@ -861,7 +910,7 @@ class AlignLattice:
     arc_src: np.ndarray
     arc_dst: np.ndarray
     arc_label: np.ndarray
-    arc_layer: np.ndarray
+    arc_layer_start: np.ndarray
     arc_group: np.ndarray
     group_src: np.ndarray
     group_dst: np.ndarray
@@ -872,20 +921,36 @@ class AlignLattice:
     big_ids: np.ndarray
     target: np.ndarray | None = None
     elements: list | None = None
+    built: _BuildTables | None = field(default=None, repr=False)
 
     def __post_init__(self):
-        self.arc_dst = self.arc_dst.astype(np.int32)
-        self.arc_ilabel = (self.arc_label + 1).astype(np.int32)   # the machine's labels
-        self.group_dst = self.group_dst.astype(np.int32)
-        self.group_ilabel = self.group_ilabel.astype(np.int32)
+        self.arc_dst = self.arc_dst.astype(np.int32, copy=False)
+        self.group_dst = self.group_dst.astype(np.int32, copy=False)
+        self.group_ilabel = self.group_ilabel.astype(np.int32, copy=False)
+        if self.built is not None:
+            self.built.scores.setflags(write=False)
         self.ctx_prev_index = self.ctx_prev
-        for a in (self.arc_src, self.arc_dst, self.arc_ilabel, self.arc_label, self.arc_layer, self.arc_group,
+        for a in (self.arc_src, self.arc_dst, self.arc_label, self.arc_layer_start, self.arc_group,
                   self.group_src, self.group_dst, self.group_ilabel):
             a.setflags(write=False)      # read-only: machines share them instead of copying
 
     @property
     def num_contexts(self) -> int:
         return int(self.ctx_z.size)
+
+    @functools.cached_property
+    def arc_ilabel(self) -> np.ndarray:
+        """int32 [E]: arc_label + 1, the machine's labels (read-only)."""
+        out = (self.arc_label + 1).astype(np.int32)
+        out.setflags(write=False)
+        return out
+
+    @functools.cached_property
+    def arc_layer(self) -> np.ndarray:
+        """int32 [E]: the position i of each arc (read-only)."""
+        out = np.repeat(np.arange(self.max_len + 1, dtype=np.int32), np.diff(self.arc_layer_start))
+        out.setflags(write=False)
+        return out
 
     @property
     def num_arcs(self) -> int:
@@ -935,8 +1000,13 @@ class AlignLattice:
         ngs, edge_s, big_s, ends = self._tables(theta)
         root_out = self.ctx_root & (self.ctx_layer >= 1)
         out = self.outside if np.isfinite(self.outside) else 0.0
-        s = _arc_scores(self.arc_src, self.arc_label, self.ctx_z, self.ctx_prev_index, root_out, ngs, edge_s, big_s,
-                        self.model.edge_bigram, self.model.num_chars, self.model.num_labels, out)
+        b = self.built
+        if (b is not None and _same_bits(edge_s, b.edge_s) and _same_bits(big_s, b.big_s)
+                and _same_bits(ngs[:b.ngs.shape[0]], b.ngs)):
+            s = b.scores        # the same tables: the same scores (read-only)
+        else:
+            s = _arc_scores(self.arc_src, self.arc_label, self.ctx_z, self.ctx_prev_index, root_out, ngs, edge_s,
+                            big_s, self.model.edge_bigram, self.model.num_chars, self.model.num_labels, out)
         fin = np.full(self.num_contexts, -np.inf)
         stop = (self.ctx_z == self.x.size) & (self.ctx_layer >= 1)
         fin[stop] = ends[stop] + np.where(root_out[stop], self.outside, 0.0)
@@ -972,8 +1042,7 @@ class AlignLattice:
             if allowed.shape != (L, self.model.num_labels) or not 1 <= L <= self.max_len:
                 raise ArgumentError(f"allowed has shape {allowed.shape}; expected ({L}, {self.model.num_labels}) "
                                     f"with 1 <= {L} <= max_len {self.max_len}")
-            end = int(np.searchsorted(self.arc_layer, L, side="right"))    # arcs come layer by layer
-            elems = np.flatnonzero(_restrict_mask(self.arc_layer[:end], self.arc_label[:end], allowed, L))
+            elems = _restrict_elems(self.arc_layer_start, self.arc_label, allowed, L)
             final = np.full(N, np.inf)
             a, b = self.layer_start[L], self.layer_start[L + 1]
             final[a:b] = -fin[a:b]
@@ -986,10 +1055,11 @@ class AlignLattice:
             M = kept.size
             gsrc, dst, ilabel = self.group_src[kept], self.group_dst[kept], self.group_ilabel[kept]
             es, lab = s[elems], self.arc_label[elems]
-        top, best = _group_best(es, arc, lab, M)
+        bounds = self.arc_layer_start if elems is None else np.array([0, es.size], np.int64)
+        top, best, scale = _pool(es, arc, lab, M, bounds)
+        np.exp(scale, out=scale)
+        total = _pool_total(arc, scale, M)
         safe = np.where(top > -np.inf, top, 0.0)
-        scale = np.exp(es - safe[arc])
-        total = np.bincount(arc, weights=scale, minlength=M)
         with np.errstate(divide="ignore"):
             w = -(safe + np.log(total))
         src_start = np.zeros(N + 1, np.int64)
@@ -1021,6 +1091,12 @@ class AlignLattice:
         return _weighted_length(p, src, self.ctx_len)
 
 
+def _same_bits(a, b) -> bool:
+    """Whether two float64 arrays are the same bit for bit (signed zeros and NaNs included)."""
+    return a.shape == b.shape and np.array_equal(np.ascontiguousarray(a).view(np.int64),
+                                                 np.ascontiguousarray(b).view(np.int64))
+
+
 def _allowed_from(model: AlignRCM, y, advances=None) -> np.ndarray:
     V = model.num_labels
     C = model.num_chars
@@ -1032,6 +1108,53 @@ def _allowed_from(model: AlignRCM, y, advances=None) -> np.ndarray:
     else:
         allowed[np.arange(L), advances * C + y] = True
     return allowed
+
+
+class _ArcBuffers:
+    """The lattice-wide arc buffers rcms_align's positions write into, grown (doubled) as
+    needed; the lattice keeps views of them."""
+    ARC = (np.int64, np.int32, np.int32, np.int64, np.float64)   # src dst lab grp score
+    GROUP = (np.int64, np.int32, np.int32)                                           # src dst ilabel
+
+    def __init__(self, cap: int):
+        cap = max(int(cap), 1024)
+        self.arc = [np.empty(cap, t) for t in self.ARC]
+        self.group = [np.empty(cap, t) for t in self.GROUP]
+        self.arrays = (*self.arc, *self.group)
+
+    @staticmethod
+    def _grow(arrs, used, need):
+        if need <= arrs[0].size:
+            return arrs
+        new = max(need, 2 * arrs[0].size)
+        out = []
+        for a in arrs:
+            b = np.empty(new, a.dtype)
+            b[:used] = a[:used]
+            out.append(b)
+        return out
+
+    def reserve(self, used_arcs, used_groups, more):
+        """Room for ``more`` arcs and machine arcs after the used ones."""
+        if used_arcs + more > self.arc[0].size or used_groups + more > self.group[0].size:
+            self.arc = self._grow(self.arc, used_arcs, used_arcs + more)
+            self.group = self._grow(self.group, used_groups, used_groups + more)
+            self.arrays = (*self.arc, *self.group)
+
+    def take(self, n, ng):
+        return [a[:n] for a in self.arc], [a[:ng] for a in self.group]
+
+
+@dataclass
+class _BuildTables:
+    """What the lattice's arc scores were made of when it was built (the n-gram score of every
+    context below the last position, the edge and edge-bigram tables) and those scores:
+    :meth:`AlignLattice.scores` returns them again when the tables it computes have the same
+    bits (the scores are a function of the tables: bit for bit what it would compute)."""
+    ngs: np.ndarray
+    edge_s: np.ndarray
+    big_s: np.ndarray
+    scores: np.ndarray
 
 
 def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str = "model",
@@ -1115,10 +1238,13 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
     hist = np.full((1, W), BOS, np.int64)
     fm = np.zeros(1)
     ft = np.zeros(1) if ya is not None else np.full(1, -np.inf)
-    parts = {k: [] for k in ("z", "g", "root", "len", "par", "lab", "lcs", "hist", "fm", "ft", "ng")}
-    arcs_src, arcs_dst, arcs_lab, arcs_layer, arcs_grp = [], [], [], [], []
-    grp_src, grp_dst, grp_lab = [], [], []
+    parts = {k: [] for k in ("z", "g", "root", "len", "par", "lab", "lcs", "hist", "fm", "ft", "ng", "ngs")}
+    # every position has at most (L' + 1) (2 B + 2) contexts (B per rule and z, and the roots); at most
+    # 3M arcs at first: a buffer of at most 24 MB is reused by malloc, a larger one faulted in afresh
+    buf = _ArcBuffers(min(max_len * (Lp + 1) * (2 * B + 2) * V if exact_order is None else 1 << 16, 3_000_000))
+    n_arcs = 0
     n_groups = 0
+    arc_starts = [0, 0]
     sizes = [1]
     elements = [] if keep_elements else None
     offset = 0
@@ -1131,6 +1257,7 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
             break
         K = z.size
         ngs = theta[ng_ids].sum(axis=2)
+        parts["ngs"].append(ngs)
         prev_idx = np.where(hist[:, -1] >= 0, hist[:, -1], np.where(hist[:, -1] == STAR, V, V + 1))
         lo = max(1, Lp - A * (max_len - i))
         S = _layer_scores(z, g, root, prev_idx, ngs, edge_s, big_s, model.edge_bigram, C, A, Lp, lo, outside,
@@ -1153,23 +1280,16 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
             if select in ("target", "both"):
                 _select_segments(seg, t, B, active)
         out_e, out_lcs, owner_rev, _ = _merge_kernel(lens, e_lcs, active, m)
-        (nz, ngg, nroot, nlen, npar, nlab, nlcs, nhist, nfm, nft, ctx, sel) = _finish(
+        (nz, ngg, nroot, nlen, npar, nlab, nlcs, nhist, nfm, nft, ctx, sel, mq, md, tq, td) = _finish(
             i, out_e, out_lcs, owner_rev, e_z, e_v, e_par, lens, m, t, valid, hist, C, A, Lp, keep_roots)
-        nfm = _log_sums(m, ctx, valid, nfm)
+        nfm = _log_sums(mq, md, nfm)
         if ya is not None:
-            nft = _log_sums(t, ctx, valid, nft)
+            nft = _log_sums(tq, td, nft)
         new_off = offset + K
-        s_, d_, l_, g_, gs_, gd_, gl_ = _arcs(z, root, zoff, znr, S, blk, ctx, nroot, tallow, lo_t, i == L, C, A,
-                                              Lp, target_only, offset, new_off, n_groups)
-        arcs_src.append(s_)
-        arcs_dst.append(d_)
-        arcs_lab.append(l_)
-        arcs_layer.append(np.full(s_.size, i, np.int32))
-        arcs_grp.append(g_)
-        grp_src.append(gs_)
-        grp_dst.append(gd_)
-        grp_lab.append(gl_)
-        n_groups += gs_.size
+        buf.reserve(n_arcs, n_groups, K * V)
+        n_arcs, n_groups = _arcs(z, root, zoff, znr, S, blk, ctx, nroot, tallow, lo_t, i == L, C, A, Lp,
+                                 target_only, offset, new_off, n_arcs, n_groups, *buf.arrays)
+        arc_starts.append(n_arcs)
         if keep_elements:
             elements.append(dict(z=e_z, label=e_v, parent=np.where(e_par >= 0, e_par + offset, -1), lens=lens,
                                  lcs=e_lcs, mass=m, target_mass=t, valid=valid, active=active,
@@ -1182,17 +1302,18 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
     np.cumsum(sizes, out=layer_start[1:])
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     hist_all = cat["hist"].reshape(-1, W)
+    (a_src, a_dst, a_lab, a_grp, a_sc), (g_src, g_dst, g_lab) = buf.take(n_arcs, n_groups)
     return AlignLattice(
         model=model, x=xa, max_len=max_len, outside=outside, layer_start=layer_start,
         ctx_z=cat["z"], ctx_g=cat["g"], ctx_root=cat["root"], ctx_len=cat["len"], ctx_parent=cat["par"],
         ctx_label=cat["lab"], ctx_lcs=cat["lcs"], ctx_hist=hist_all, ctx_forward=cat["fm"],
         ctx_forward_target=cat["ft"],
-        arc_src=np.concatenate(arcs_src), arc_dst=np.concatenate(arcs_dst), arc_label=np.concatenate(arcs_lab),
-        arc_layer=np.concatenate(arcs_layer), arc_group=np.concatenate(arcs_grp),
-        group_src=np.concatenate(grp_src), group_dst=np.concatenate(grp_dst), group_ilabel=np.concatenate(grp_lab),
+        arc_src=a_src, arc_dst=a_dst, arc_label=a_lab, arc_layer_start=np.array(arc_starts, np.int64), arc_group=a_grp,
+        group_src=g_src, group_dst=g_dst, group_ilabel=g_lab,
         ng_ids=cat["ng"].reshape(-1, C, model.n + 1 if model.backoff else 1),
         end_ids=_end_ids(hist_all, C, n, model.backoff, mask), edge_ids=edge_ids, big_ids=big_ids,
-        target=allowed, elements=elements)
+        target=allowed, elements=elements,
+        built=_BuildTables(cat["ngs"], edge_s, big_s, a_sc))
 
 
 # ----------------------------------------------------------------------------- inference

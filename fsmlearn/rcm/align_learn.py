@@ -52,12 +52,12 @@ STRATEGIES = ("model", "target", "hybrid", "forced", "rcms")
 
 # ----------------------------------------------------------------------------- expectations
 @nb.njit(cache=True)
-def _aggregate(arc_src, arc_lab, idx, use_idx, post, ctx_z, ctx_prev, C, V, use_big, sign, ng_acc, edge_acc,
-               big_acc):
-    """Arc posteriors (machine arc j is lattice arc idx[j], or j without use_idx) summed into
-    the feature tables."""
-    for j in range(post.size):
-        p = post[j]
+def _aggregate(arc_src, arc_lab, idx, use_idx, factor, arc, scale, ctx_z, ctx_prev, C, V, use_big, sign, ng_acc,
+               edge_acc, big_acc):
+    """Element posteriors summed into the feature tables: element j (lattice arc idx[j], or j
+    without use_idx) has posterior factor[arc[j]] * scale[j] (see ArcPool.element_posteriors)."""
+    for j in range(arc.size):
+        p = factor[arc[j]] * scale[j]
         if p == 0.0:
             continue
         a = idx[j] if use_idx else j
@@ -115,15 +115,16 @@ class _Accumulator:
         return ids[keep], vals[keep]
 
 
-def _add_expectations(acc: _Accumulator, lat: AlignLattice, idx, post, final_post, sign: float):
+def _add_expectations(acc: _Accumulator, lat: AlignLattice, pool, factor, final_post, sign: float):
     m = lat.model
     C, V = m.num_chars, m.num_labels
     N = lat.num_contexts
     ng_acc = np.zeros(N * C)
     edge_acc = np.zeros(lat.edge_ids.shape[0])
     big_acc = np.zeros(lat.big_ids.size if m.edge_bigram else 1)
-    _aggregate(lat.arc_src, lat.arc_label, np.zeros(0, np.int64) if idx is None else idx, idx is not None, post,
-               lat.ctx_z, lat.ctx_prev_index, C, V, m.edge_bigram,
+    idx = pool.elements
+    _aggregate(lat.arc_src, lat.arc_label, np.zeros(0, np.int64) if idx is None else idx, idx is not None, factor,
+               pool.arc, pool.scale, lat.ctx_z, lat.ctx_prev_index, C, V, m.edge_bigram,
                sign, ng_acc, edge_acc, big_acc)
     acc.add(lat.ng_ids.reshape(N * C, -1), ng_acc)
     acc.add(lat.edge_ids, edge_acc)
@@ -188,8 +189,7 @@ class UpdateProblem:
         if acc is None:
             acc = _Accumulator(self.model.theta.size)
         for lat, pool, fb, sign in ((self.target_lattice, pool_t, fb_t, 1.0), (self.lattice, pool_m, fb_m, -1.0)):
-            post = pool.arc_factor(fb.posteriors)[pool.arc] * pool.scale     # the kept elements' posteriors
-            _add_expectations(acc, lat, pool.elements, post, fb.final_posteriors, sign)
+            _add_expectations(acc, lat, pool, pool.arc_factor(fb.posteriors), fb.final_posteriors, sign)
         ids, vals = acc.take()
         return ll, ids, vals, info
 
