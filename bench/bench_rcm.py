@@ -116,13 +116,17 @@ def rcms_parts(model, B, unaries, repeats):
     return best
 
 
-def timed(fn, items, repeats):
-    best = np.inf
-    out = None
+def timed(fns, items, repeats):
+    """Each function over all items, ``repeats`` times, the functions taking turns within each
+    repeat (so that a burst of load elsewhere falls on all of them alike); per function the
+    fastest repeat's seconds and its outputs."""
+    best = [np.inf] * len(fns)
+    out = [None] * len(fns)
     for _ in range(repeats):
-        t = time.perf_counter()
-        out = [fn(it) for it in items]
-        best = min(best, time.perf_counter() - t)
+        for j, fn in enumerate(fns):
+            t = time.perf_counter()
+            out[j] = [fn(it) for it in items]
+            best[j] = min(best[j], time.perf_counter() - t)
     return best, out
 
 
@@ -164,9 +168,8 @@ def main(argv=None) -> int:
     print(f"{'B':>4} {'rcms ms/seq':>12} {'beam ms/seq':>12} {'peer ms/seq':>12} {'rcms/beam':>10} "
           f"{'rcms/peer':>10} {'beam-peer dlogZ':>16}", flush=True)
     for B in sizes:
-        tr, out_r = timed(infer(rc, B), unaries, a.repeats)
-        tb, out_b = timed(infer(bm, B), unaries, a.repeats)
-        tp, out_p = timed(lambda u: peer_beam(lm2, u, B), unaries, a.repeats)
+        (tr, tb, tp), (out_r, out_b, out_p) = timed([infer(rc, B), infer(bm, B), lambda u: peer_beam(lm2, u, B)],
+                                                     unaries, a.repeats)
         dz = max(abs(zb - zp) for (zb, _), (zp, _) in zip(out_b, out_p))
         dm = max(np.abs(mb - mp).max() for (_, mb), (_, mp) in zip(out_b, out_p))
         if dz > 1e-9 * max(1.0, max(abs(z) for z, _ in out_b)) or dm > 1e-9:
@@ -193,7 +196,7 @@ def main(argv=None) -> int:
     res = chain_forward_backward(init, trans, unaries)
     t_chain = time.perf_counter() - t
     few = unaries[:20]
-    t_mach, out_m = timed(lambda u: rcms(m1, u.shape[0], 0, u, exact_order=1).log_partition(), few, 1)
+    (t_mach,), (out_m,) = timed([lambda u: rcms(m1, u.shape[0], 0, u, exact_order=1).log_partition()], few, 1)
     dz1 = max(abs(z - res.logz[k]) for k, z in enumerate(out_m))
     report["exact_order_1"] = {"dense_chain_ms": 1e3 * t_chain / len(cipher),
                                "context_machine_ms": 1e3 * t_mach / len(few),
