@@ -101,6 +101,31 @@ def test_speech_resume_keeps_the_finished_runs_and_runs_the_rest(tmp_path):
         run_speech(SpeechConfig(strategies=("model",), orders=1, resume=True, **base), task=speech_task())
 
 
+def test_imputed_alignments_are_kept_and_read_back(tmp_path):
+    from fsmlearn.rcm.align_learn import impute_alignments
+    task = speech_task()
+    base = dict(strategies=("forced",), size=2, n=1, passes=1, orders=1, hash_bits=12,
+                model_dir=str(tmp_path / "m"))
+    said = []
+    first = run_speech(SpeechConfig(**base), task=task, progress=said.append)
+    assert first["impute_seconds"] > 0 and (tmp_path / "m" / "imputed-alignments.npz").exists()
+    said.clear()
+    again = run_speech(SpeechConfig(**base), task=task, progress=said.append)
+    assert again["impute_seconds"] == 0.0 and any("imputed alignments read from" in m for m in said)
+    assert again["runs"][0]["passes"][0]["cer"] == first["runs"][0]["passes"][0]["cer"]
+    # what is read back is what the imputation gives
+    from fsmlearn.experiments.rcm_speech import _imputed
+    got, _ = _imputed(task, 0, str(tmp_path / "m"), lambda m: None)
+    _, want = impute_alignments(list(zip(task.train.x, task.train.y)), len(task.chars), len(task.phonemes), seed=0)
+    assert len(got) == len(want)
+    assert all((g is None and w is None) or (g is not None and w is not None and np.array_equal(g, w))
+               for g, w in zip(got, want))
+    # another seed is another imputation
+    said.clear()
+    _imputed(task, 1, str(tmp_path / "m"), said.append)
+    assert not any("read from" in m for m in said)
+
+
 def test_bad_options_are_named():
     with pytest.raises(ArgumentError, match="bad run"):
         parse_word_runs("viterbi:3")

@@ -45,7 +45,8 @@ from ..rcm.align_learn import STRATEGIES, DenseAdaGrad, impute_alignments, train
 from ..rcm.io import save_align_rcm
 from .rcm_metrics import (plot_pass_curves, plot_pr_curves, precision_recall_curve, recall_at_precision,
                           transcription_scores)
-from .report import new_figure, save_figure, write_report
+from ..fsm.atomic import atomic_write
+from .report import Stage, new_figure, save_figure, write_report
 
 __all__ = ["SpeechConfig", "WordsConfig", "run_speech", "run_words"]
 
@@ -162,6 +163,40 @@ def _finished_runs(path: Path, report: dict, specs: list) -> dict:
 _SHARED: dict = {}     # a run's data, inherited by forked workers
 
 
+def _imputed(task, seed: int, folder, say):
+    """Forced decoding's alignments of the training data (:func:`impute_alignments`), kept in
+    ``folder``/imputed-alignments.npz with the task and seed they were made for (a
+    :class:`~fsmlearn.experiments.report.Stage`): a later run of the same task reads them back
+    instead of imputing again.  Returns (alignments, seconds spent imputing; 0.0 when read)."""
+    data = list(zip(task.train.x, task.train.y))
+    stage = None
+    if folder:
+        stage = Stage(Path(folder) / "imputed-alignments.npz",
+                      {"task": task.stats()["config"], "train": len(data), "seed": seed,
+                       "imputation": "exact first order, 1 pass"})
+        if stage.fresh():
+            with np.load(stage.path) as z:
+                flat, off, ok = z["flat"], z["offsets"], z["aligned"]
+            if ok.size == len(data):
+                say(f"forced decoding: the imputed alignments read from {stage.path}")
+                return [flat[off[j]:off[j + 1]].astype(np.int64) if ok[j] else None for j in range(ok.size)], 0.0
+    t0 = time.time()
+    _, alignments = impute_alignments(data, len(task.chars), len(task.phonemes), seed=seed, progress=say)
+    seconds = time.time() - t0
+    say(f"forced decoding: alignments imputed by an exact first-order model in {seconds:.0f} s")
+    if stage is not None:
+        stage.start()
+        ok = np.array([a is not None for a in alignments])
+        parts = [np.asarray(a, np.int8) if a is not None else np.zeros(0, np.int8) for a in alignments]
+        off = np.zeros(len(parts) + 1, np.int64)
+        np.cumsum([p.size for p in parts], out=off[1:])
+        flat = np.concatenate(parts) if parts else np.zeros(0, np.int8)
+        stage.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(stage.path, lambda f: np.savez(f, flat=flat, offsets=off, aligned=ok))
+        stage.done()
+    return alignments, seconds
+
+
 def _save(model, folder, name, task):
     """Write a trained model (atomically, :func:`fsmlearn.rcm.io.save_align_rcm`); its path or None."""
     if not folder:
@@ -268,11 +303,7 @@ def run_speech(cfg: SpeechConfig, progress=None, task=None) -> dict:
             f"({', '.join(done[k]['name'] for k in sorted(done))})")
     todo = [k for k in range(len(specs)) if k not in done]
     if any(specs[k][0] == "forced" for k in todo):
-        t0 = time.time()
-        _, alignments = impute_alignments(list(zip(task.train.x, task.train.y)), len(task.chars),
-                                          len(task.phonemes), seed=cfg.seed, progress=say)
-        report["impute_seconds"] = time.time() - t0
-        say(f"forced decoding: alignments imputed by an exact first-order model in {time.time() - t0:.0f} s")
+        alignments, report["impute_seconds"] = _imputed(task, cfg.seed, cfg.model_dir, say)
     _SHARED.update(cfg=cfg, task=task, alignments=alignments, say=say)
     record = _recorder(report, path, done)
     if done:
@@ -348,11 +379,9 @@ def run_words(cfg: WordsConfig, progress=None, task=None) -> dict:
     stats = task.stats()
     say(f"word task: {len(task.train)} training and {len(task.test)} test words, "
         f"{stats['train']['mean_phonemes']:.2f} phonemes and {stats['train']['mean_chars']:.2f} letters on average")
-    t0 = time.time()
-    _, alignments = impute_alignments(list(zip(task.train.x, task.train.y)), len(task.chars), len(task.phonemes),
-                                      seed=cfg.seed, progress=say)
+    alignments, impute_seconds = _imputed(task, cfg.seed, cfg.model_dir, say)
     report = {"command": "fsmlearn rcms words", "task": stats, "n": cfg.n, "passes": cfg.passes,
-              "precision": cfg.precision, "impute_seconds": time.time() - t0, "runs": [], "complete": False}
+              "precision": cfg.precision, "impute_seconds": impute_seconds, "runs": [], "complete": False}
     _SHARED.update(cfg=cfg, task=task, alignments=alignments, say=say)
     path = Path(cfg.report) if cfg.report else None
     _pool_map(_words_run, list(cfg.runs), cfg.jobs, _recorder(report, path))
