@@ -748,3 +748,21 @@ def test_scores_reuse_the_build_scores_only_for_the_same_tables():
     assert got is not lat.built.scores
     np.testing.assert_array_equal(got, plain.scores()[0])
     assert not np.array_equal(got, lat.built.scores)
+
+
+def test_the_build_pool_gives_the_machine_computed_afresh():
+    rng = np.random.default_rng(5)
+    model = random_model(rng, 3, 4, n=2)
+    x, y = rng.integers(0, 4, 5), rng.integers(0, 3, 6)
+    lat = rcms_align(model, x, 2, y=y)
+    plain = rcms_align(model, x, 2, y=y)
+    plain.built = None
+    for allowed in (None, lat.target):
+        kw = {} if allowed is None else dict(allowed=allowed, length=allowed.shape[0])
+        for _ in range(2):                                   # the second call reuses the first's pool
+            m, p = lat.machine(**kw)
+            m0, p0 = plain.machine(**kw)
+            for a, b in ((m.weight, m0.weight), (m.final, m0.final), (m.src_start, m0.src_start), (m.dst, m0.dst),
+                         (m.ilabel, m0.ilabel), (p.arc, p0.arc), (p.scale, p0.scale), (p.top, p0.top),
+                         (p.total, p0.total), (p.best_label, p0.best_label)):
+                np.testing.assert_array_equal(a, b)

@@ -646,13 +646,15 @@ def _log_sums(q, d, top):
 
 @nb.njit(cache=True)
 def _arcs(pz, proot, zoff, znr, S, blk, ctx, nroot, tallow, lo_t, last, C, A, Lp, target_only, src_off, dst_off,
-          n, ng, src, dst, lab, grp, sc, gsrc, gdst, glab):
+          n, ng, src, dst, lab, grp, sc, diff, gsrc, gdst, glab, gtop, gbest):
     """The arcs (elements) of one position in source order, context k --v--> f(k, v), and their
     machine arcs: the elements of one source that land in the same root are one machine arc
     (label 0), an element that lands in a selected context is one of its own (label v + 1).
     Written into the lattice-wide buffers from arc n and machine arc ng (room for K * V of each):
     source, destination, label, machine arc and score S[k, v] of each arc;
-    source, destination and label of each machine arc.  Returns the new (n, ng)."""
+    source, destination and label of each machine arc.  Also the machine's pool of these
+    scores (see :func:`_pool`): per machine arc the largest score and the label of the first
+    element that has it, per arc its score less that.  Returns the new (n, ng)."""
     K, V = S.shape
     rq = np.empty(V, np.int64)      # the roots this source reached so far, and their machine arcs
     rg = np.empty(V, np.int64)
@@ -660,6 +662,7 @@ def _arcs(pz, proot, zoff, znr, S, blk, ctx, nroot, tallow, lo_t, last, C, A, Lp
         zs = pz[k]
         rank = znr[zs] if proot[k] else k - zoff[zs]
         nr = 0
+        n0 = n
         for v in range(V):
             if not S[k, v] > -np.inf:
                 continue
@@ -687,13 +690,21 @@ def _arcs(pz, proot, zoff, znr, S, blk, ctx, nroot, tallow, lo_t, last, C, A, Lp
                 gsrc[ng] = src_off + k
                 gdst[ng] = dst_off + q
                 glab[ng] = 0 if nroot[q] else v + 1
+                gtop[ng] = -np.inf
+                gbest[ng] = -1
                 ng += 1
                 if nroot[q]:
                     rq[nr] = q
                     rg[nr] = gi
                     nr += 1
             grp[n] = gi
+            if sc[n] > gtop[gi]:
+                gtop[gi] = sc[n]
+                gbest[gi] = v
             n += 1
+        for j in range(n0, n):        # this source's machine arcs are complete
+            t = gtop[grp[j]]
+            diff[j] = sc[j] - (t if t > -np.inf else 0.0)
     return n, ng
 
 
@@ -776,6 +787,34 @@ def _pool_total(arc, scale, M):
     for j in range(arc.size):
         total[arc[j]] += scale[j]
     return total
+
+
+def _src_start(gsrc, N):
+    out = np.zeros(N + 1, np.int64)
+    np.cumsum(np.bincount(gsrc, minlength=N), out=out[1:])
+    return out
+
+
+@nb.njit(cache=True)
+def _restrict_groups(arc_group, elems, M):
+    """The machine arcs that carry some of ``elems`` (ascending) and each element's arc among them."""
+    used = np.zeros(M, np.bool_)
+    for j in range(elems.size):
+        used[arc_group[elems[j]]] = True
+    renum = np.empty(M, np.int64)
+    n = 0
+    for g in range(M):
+        if used[g]:
+            renum[g] = n
+            n += 1
+    kept = np.empty(n, np.int64)
+    for g in range(M):
+        if used[g]:
+            kept[renum[g]] = g
+    arc = np.empty(elems.size, np.int64)
+    for j in range(elems.size):
+        arc[j] = renum[arc_group[elems[j]]]
+    return kept, arc
 
 
 @nb.njit(cache=True)
@@ -939,6 +978,13 @@ class AlignLattice:
         return int(self.ctx_z.size)
 
     @functools.cached_property
+    def _src_start(self) -> np.ndarray:
+        """The model machine's CSR starts (read-only)."""
+        out = _src_start(self.group_src, self.num_contexts)
+        out.setflags(write=False)
+        return out
+
+    @functools.cached_property
     def arc_ilabel(self) -> np.ndarray:
         """int32 [E]: arc_label + 1, the machine's labels (read-only)."""
         out = (self.arc_label + 1).astype(np.int32)
@@ -1046,24 +1092,31 @@ class AlignLattice:
             final = np.full(N, np.inf)
             a, b = self.layer_start[L], self.layer_start[L + 1]
             final[a:b] = -fin[a:b]
-            g = self.arc_group[elems]
-            used = np.zeros(self.group_src.size, np.bool_)
-            used[g] = True
-            kept = np.flatnonzero(used)            # group ids ascend with their sources
-            renum = np.cumsum(used) - 1
-            arc = renum[g]
+            kept, arc = _restrict_groups(self.arc_group, elems, self.group_src.size)   # renumbered in order
             M = kept.size
             gsrc, dst, ilabel = self.group_src[kept], self.group_dst[kept], self.group_ilabel[kept]
             es, lab = s[elems], self.arc_label[elems]
-        bounds = self.arc_layer_start if elems is None else np.array([0, es.size], np.int64)
-        top, best, scale = _pool(es, arc, lab, M, bounds)
-        np.exp(scale, out=scale)
-        total = _pool_total(arc, scale, M)
-        safe = np.where(top > -np.inf, top, 0.0)
-        with np.errstate(divide="ignore"):
-            w = -(safe + np.log(total))
-        src_start = np.zeros(N + 1, np.int64)
-        np.cumsum(np.bincount(gsrc, minlength=N), out=src_start[1:])
+        bt = self.built
+        if elems is None and bt is not None and s is bt.scores:
+            if bt.pooled is None:       # the build's pool of these very scores: complete it once
+                scale = np.exp(bt.diff)
+                total = _pool_total(arc, scale, M)
+                with np.errstate(divide="ignore"):
+                    w = -(np.where(bt.top > -np.inf, bt.top, 0.0) + np.log(total))
+                for arr in (scale, total, w, bt.top, bt.best):
+                    arr.setflags(write=False)
+                bt.pooled = (scale, total, w)
+            top, best = bt.top, bt.best
+            scale, total, w = bt.pooled
+        else:
+            bounds = self.arc_layer_start if elems is None else np.array([0, es.size], np.int64)
+            top, best, scale = _pool(es, arc, lab, M, bounds)
+            np.exp(scale, out=scale)
+            total = _pool_total(arc, scale, M)
+            safe = np.where(top > -np.inf, top, 0.0)
+            with np.errstate(divide="ignore"):
+                w = -(safe + np.log(total))
+        src_start = self._src_start if elems is None else _src_start(gsrc, N)
         for arr in (src_start, dst, ilabel, w, final):
             arr.setflags(write=False)    # fresh or the lattice's: the machine may share them
         m = Machine(start=0, final=final, src_start=src_start, dst=dst, ilabel=ilabel, weight=w, semiring="log")
@@ -1113,8 +1166,8 @@ def _allowed_from(model: AlignRCM, y, advances=None) -> np.ndarray:
 class _ArcBuffers:
     """The lattice-wide arc buffers rcms_align's positions write into, grown (doubled) as
     needed; the lattice keeps views of them."""
-    ARC = (np.int64, np.int32, np.int32, np.int64, np.float64)   # src dst lab grp score
-    GROUP = (np.int64, np.int32, np.int32)                                           # src dst ilabel
+    ARC = (np.int64, np.int32, np.int32, np.int64, np.float64, np.float64)   # src dst lab grp score diff
+    GROUP = (np.int64, np.int32, np.int32, np.float64, np.int64)             # src dst ilabel top best
 
     def __init__(self, cap: int):
         cap = max(int(cap), 1024)
@@ -1150,11 +1203,18 @@ class _BuildTables:
     """What the lattice's arc scores were made of when it was built (the n-gram score of every
     context below the last position, the edge and edge-bigram tables) and those scores:
     :meth:`AlignLattice.scores` returns them again when the tables it computes have the same
-    bits (the scores are a function of the tables: bit for bit what it would compute)."""
+    bits (the scores are a function of the tables: bit for bit what it would compute).  With
+    them the pool of the model's machine (:func:`_pool`'s top, best and exponents, made by
+    _arcs), whose shares, sums and weights the first :meth:`AlignLattice.machine` on these
+    scores completes (``pooled``) and later ones reuse."""
     ngs: np.ndarray
     edge_s: np.ndarray
     big_s: np.ndarray
     scores: np.ndarray
+    top: np.ndarray
+    best: np.ndarray
+    diff: np.ndarray
+    pooled: tuple | None = None
 
 
 def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str = "model",
@@ -1239,9 +1299,10 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
     fm = np.zeros(1)
     ft = np.zeros(1) if ya is not None else np.full(1, -np.inf)
     parts = {k: [] for k in ("z", "g", "root", "len", "par", "lab", "lcs", "hist", "fm", "ft", "ng", "ngs")}
-    # every position has at most (L' + 1) (2 B + 2) contexts (B per rule and z, and the roots); at most
-    # 3M arcs at first: a buffer of at most 24 MB is reused by malloc, a larger one faulted in afresh
-    buf = _ArcBuffers(min(max_len * (Lp + 1) * (2 * B + 2) * V if exact_order is None else 1 << 16, 3_000_000))
+    # every position has at most (L' + 1) (B r + 2) contexts (B per rule r and z, and the roots), each with at
+    # most V arcs: room for all (never copied; untouched pages cost nothing, and malloc reuses what it has)
+    rules = 2 if select == "both" else 1
+    buf = _ArcBuffers(max_len * (Lp + 1) * (B * rules + 2) * V if exact_order is None else 1 << 16)
     n_arcs = 0
     n_groups = 0
     arc_starts = [0, 0]
@@ -1302,7 +1363,7 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
     np.cumsum(sizes, out=layer_start[1:])
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     hist_all = cat["hist"].reshape(-1, W)
-    (a_src, a_dst, a_lab, a_grp, a_sc), (g_src, g_dst, g_lab) = buf.take(n_arcs, n_groups)
+    (a_src, a_dst, a_lab, a_grp, a_sc, a_diff), (g_src, g_dst, g_lab, g_top, g_best) = buf.take(n_arcs, n_groups)
     return AlignLattice(
         model=model, x=xa, max_len=max_len, outside=outside, layer_start=layer_start,
         ctx_z=cat["z"], ctx_g=cat["g"], ctx_root=cat["root"], ctx_len=cat["len"], ctx_parent=cat["par"],
@@ -1313,7 +1374,7 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
         ng_ids=cat["ng"].reshape(-1, C, model.n + 1 if model.backoff else 1),
         end_ids=_end_ids(hist_all, C, n, model.backoff, mask), edge_ids=edge_ids, big_ids=big_ids,
         target=allowed, elements=elements,
-        built=_BuildTables(cat["ngs"], edge_s, big_s, a_sc))
+        built=_BuildTables(cat["ngs"], edge_s, big_s, a_sc, g_top, g_best, a_diff))
 
 
 # ----------------------------------------------------------------------------- inference
