@@ -126,6 +126,20 @@ def test_imputed_alignments_are_kept_and_read_back(tmp_path):
     assert not any("read from" in m for m in said)
 
 
+def test_words_resume_runs_only_the_missing_runs(tmp_path):
+    path = tmp_path / "w.json"
+    base = dict(n=1, passes=1, hash_bits=12, report=str(path), model_dir=str(tmp_path / "m"), length_every=5)
+    first = run_words(WordsConfig(runs=parse_word_runs("beam:2"), **base), task=word_task())
+    said = []
+    rep = run_words(WordsConfig(runs=parse_word_runs("beam:2,rcms:2"), resume=True, **base), task=word_task(),
+                    progress=said.append)
+    assert [r["name"] for r in rep["runs"]] == ["beam 2", "RCMS 2"]
+    assert rep["runs"][0]["passes"] == first["runs"][0]["passes"]       # kept, not rerun
+    assert any("1 of 2 runs already finished" in m for m in said)
+    assert any("imputed alignments read from" in m for m in said)
+    assert json.loads(path.read_text())["complete"] and (tmp_path / "w.png").exists()
+
+
 def test_bad_options_are_named():
     with pytest.raises(ArgumentError, match="bad run"):
         parse_word_runs("viterbi:3")

@@ -30,7 +30,7 @@ def _words(args) -> int:
     from ..experiments.rcm_speech import WordsConfig, parse_word_runs, run_words
     cfg = WordsConfig(runs=parse_word_runs(args.runs), passes=args.passes, train=args.train, test=args.test,
                       seed=args.seed, precision=args.precision, report=args.report, jobs=args.jobs,
-                      model_dir=args.models)
+                      model_dir=args.models, resume=args.resume)
     run_words(cfg, progress=Progress(args.quiet))
     return 0
 
@@ -87,5 +87,8 @@ def add_parser(sub) -> None:
     p.add_argument("--jobs", type=int, default=1, help="runs at once, in forked processes (default 1)")
     p.add_argument("--report", default="reports/rcms-words.json", help="JSON report (PNG beside it)")
     p.add_argument("--models", default="models/rcms-words", help="folder for the trained models ('' for none)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the finished runs of an existing --report made with the same task and settings, "
+                        "run only the others")
     add_quiet(p)
     p.set_defaults(func=_words)

@@ -86,6 +86,7 @@ class WordsConfig:
     jobs: int = 1
     model_dir: str | None = None
     length_every: int = 50
+    resume: bool = False
 
 
 def _num(v):
@@ -128,12 +129,21 @@ def _pool_map(fn, items, jobs, record, indices=None):
 
 
 _RESUME_KEYS = ("command", "task", "size", "n", "passes", "seed")
+_WORDS_RESUME_KEYS = ("command", "task", "n", "passes", "precision")
 
 
-def _finished_runs(path: Path, report: dict, specs: list) -> dict:
+def _speech_spec(run):
+    return run["strategy"], int(run["order"])
+
+
+def _words_spec(run):
+    return run["method"], int(run["size"])
+
+
+def _finished_runs(path: Path, report: dict, specs: list, keys=_RESUME_KEYS, spec_of=_speech_spec) -> dict:
     """The runs of an earlier report at ``path`` that this one would repeat: {spec index: run}.
-    The report must have been written with the same task and settings (else a located error);
-    a run counts when it has every pass."""
+    The report must have been written with the same task and settings (``keys``; else a
+    located error); a run counts when it has every pass; ``spec_of(run)`` is its spec."""
     import json
     from ..errors import FsmError
     try:
@@ -143,18 +153,18 @@ def _finished_runs(path: Path, report: dict, specs: list) -> dict:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise FsmError(f"{path}: cannot resume from this report: {e}") from None
     if not isinstance(old, dict) or not isinstance(old.get("runs"), list):
-        raise FsmError(f"{path}: cannot resume: not a report of fsmlearn rcms speech (no list of runs)")
-    for key in _RESUME_KEYS:
+        raise FsmError(f"{path}: cannot resume: not a report of {report['command']} (no list of runs)")
+    for key in keys:
         if old.get(key) != report[key]:
             raise FsmError(f"{path}: cannot resume: {key} was {old.get(key)!r}, this run has {report[key]!r}")
     index = {spec: k for k, spec in enumerate(specs)}
     done = {}
     for j, run in enumerate(old["runs"]):
         try:
-            spec = (run["strategy"], int(run["order"]))
+            spec = spec_of(run)
             complete = len(run["passes"]) == report["passes"]
         except (TypeError, KeyError, ValueError):
-            raise FsmError(f"{path}: cannot resume: run {j} has no strategy, order and passes") from None
+            raise FsmError(f"{path}: cannot resume: run {j} has no spec and passes") from None
         if complete and spec in index:
             done[index[spec]] = run
     return done
@@ -379,12 +389,24 @@ def run_words(cfg: WordsConfig, progress=None, task=None) -> dict:
     stats = task.stats()
     say(f"word task: {len(task.train)} training and {len(task.test)} test words, "
         f"{stats['train']['mean_phonemes']:.2f} phonemes and {stats['train']['mean_chars']:.2f} letters on average")
-    alignments, impute_seconds = _imputed(task, cfg.seed, cfg.model_dir, say)
     report = {"command": "fsmlearn rcms words", "task": stats, "n": cfg.n, "passes": cfg.passes,
-              "precision": cfg.precision, "impute_seconds": impute_seconds, "runs": [], "complete": False}
-    _SHARED.update(cfg=cfg, task=task, alignments=alignments, say=say)
+              "precision": cfg.precision, "impute_seconds": 0.0, "runs": [], "complete": False}
+    specs = [(m, int(b)) for m, b in cfg.runs]
     path = Path(cfg.report) if cfg.report else None
-    _pool_map(_words_run, list(cfg.runs), cfg.jobs, _recorder(report, path))
+    done = (_finished_runs(path, report, specs, _WORDS_RESUME_KEYS, _words_spec)
+            if cfg.resume and path is not None else {})
+    if done:
+        say(f"resuming {path}: {len(done)} of {len(specs)} runs already finished "
+            f"({', '.join(done[k]['name'] for k in sorted(done))})")
+    todo = [k for k in range(len(specs)) if k not in done]
+    alignments = None
+    if todo:
+        alignments, report["impute_seconds"] = _imputed(task, cfg.seed, cfg.model_dir, say)
+    _SHARED.update(cfg=cfg, task=task, alignments=alignments, say=say)
+    record = _recorder(report, path, done)
+    if done:
+        record(*next(iter(sorted(done.items()))))
+    _pool_map(_words_run, [specs[k] for k in todo], cfg.jobs, record, indices=todo)
     report["complete"] = True
     if path is not None:
         write_report(path, report)
