@@ -140,6 +140,15 @@ def test_words_resume_runs_only_the_missing_runs(tmp_path):
     assert json.loads(path.read_text())["complete"] and (tmp_path / "w.png").exists()
 
 
+def test_progress_inside_a_pass_names_the_run_and_pass():
+    from fsmlearn.experiments.rcm_speech import _within
+    out = []
+    f = _within(out.append, "RCMS order 1", 2, 5)
+    f("pass 1/1: 250/746 utterances, 3.00/s, ETA 165 s")
+    f("pass 1/1 (rcms, B=20): log-likelihood -3.1000 per utterance with signal (746/746), context length 1.2, 9 s")
+    assert out == ["RCMS order 1: pass 2/5: 250/746 utterances, 3.00/s, ETA 165 s"]
+
+
 def test_bad_options_are_named():
     with pytest.raises(ArgumentError, match="bad run"):
         parse_word_runs("viterbi:3")

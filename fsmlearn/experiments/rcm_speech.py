@@ -173,6 +173,15 @@ def _finished_runs(path: Path, report: dict, specs: list, keys=_RESUME_KEYS, spe
 _SHARED: dict = {}     # a run's data, inherited by forked workers
 
 
+def _within(say, name: str, p: int, passes: int):
+    """Progress inside one pass of a run: train()'s messages (utterances done, rate, ETA) named
+    by the run and its pass, the pass summaries left to the caller."""
+    def progress(message: str) -> None:
+        if "utterances" in message:
+            say(f"{name}: pass {p}/{passes}: {message.split(': ', 1)[-1]}")
+    return progress
+
+
 def _imputed(task, seed: int, folder, say):
     """Forced decoding's alignments of the training data (:func:`impute_alignments`), kept in
     ``folder``/imputed-alignments.npz with the task and seed they were made for (a
@@ -267,7 +276,8 @@ def _speech_run(item):
     for p in range(1, cfg.passes + 1):
         t0 = time.time()
         st = train(model, data, strategy, cfg.size, passes=1, seed=cfg.seed + 1000 * order + p,
-                   optimizer=opt, on_update=on_update, alignments=alignments if strategy == "forced" else None)[0]
+                   optimizer=opt, on_update=on_update, alignments=alignments if strategy == "forced" else None,
+                   progress=_within(say, name, p, cfg.passes), progress_every=250)[0]
         t1 = time.time()
         hyps, conf = _evaluate(model, task.test.x, task.test.y, cfg.size, method)
         sc = transcription_scores(hyps, task.test.y)
@@ -359,7 +369,8 @@ def _words_run(item):
         # the alignments are given (forced decoding's imputation): RCMS trains on p(z | x, y) under
         # its contexts, beam search on the fixed path against its beam
         st = train(model, data, strategy, size, passes=1, seed=cfg.seed + p, optimizer=opt, on_update=on_update,
-                   alignments=alignments if strategy == "forced" else None)[0]
+                   alignments=alignments if strategy == "forced" else None,
+                   progress=_within(say, name, p, cfg.passes), progress_every=1000)[0]
         run["passes"].append({"pass": p, "train_loglik": _num(st["loglik"]), "seconds": st["seconds"]})
         say(f"{name}: pass {p}/{cfg.passes}: training log-likelihood {st['loglik']:.3f}, {st['seconds']:.0f} s")
     run["model"] = _save(model, cfg.model_dir, f"{method}-{size}", task)
