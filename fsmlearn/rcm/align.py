@@ -94,7 +94,7 @@ import numpy as np
 from ..algo import best_path, forward_backward
 from ..errors import ArgumentError
 from ..fsm.machine import Machine
-from .contexts import _merge_kernel
+from .contexts import _heap_replace_root, _heap_sift_up, _merge_kernel
 
 __all__ = ["AlignRCM", "AlignLattice", "ArcPool", "rcms_align", "feature_id", "decode", "best_alignment", "label_of",
            "advances_valid", "STAR", "BOS", "EOS", "TEMPLATES", "default_max_len"]
@@ -476,33 +476,11 @@ def _select_segments(seg, vals, B, active):
             x = vals[e]
             if not x > -np.inf:
                 continue
-            if n < B:            # push, sift up
-                j = n
+            if n < B:            # push
+                _heap_sift_up(hv, hi, n, x, e)
                 n += 1
-                while j > 0:
-                    p = (j - 1) >> 1
-                    if hv[p] < x or (hv[p] == x and hi[p] > e):
-                        break
-                    hv[j] = hv[p]
-                    hi[j] = hi[p]
-                    j = p
-                hv[j] = x
-                hi[j] = e
-            elif x > hv[0]:      # replace the root, sift down
-                j = 0
-                while True:
-                    c = 2 * j + 1
-                    if c >= B:
-                        break
-                    if c + 1 < B and (hv[c + 1] < hv[c] or (hv[c + 1] == hv[c] and hi[c + 1] > hi[c])):
-                        c += 1
-                    if x < hv[c] or (x == hv[c] and e > hi[c]):
-                        break
-                    hv[j] = hv[c]
-                    hi[j] = hi[c]
-                    j = c
-                hv[j] = x
-                hi[j] = e
+            elif x > hv[0]:      # replace the root (a later element only with a larger value)
+                _heap_replace_root(hv, hi, B, x, e)
         for j in range(n):
             active[hi[j]] = True
 

@@ -246,6 +246,42 @@ def _worse(v1, e1, v2, e2):
     return v1 < v2 or (v1 == v2 and e1 > e2)
 
 
+@nb.njit(inline="always")
+def _heap_sift_up(hv, he, i, v, e):
+    """Put (v, e) into slot i of a heap whose root is its worst element (:func:`_worse`), sifting
+    it up; the caller has grown the heap to hold slot i."""
+    while i > 0:
+        p = (i - 1) // 2
+        if _worse(v, e, hv[p], he[p]):
+            hv[i] = hv[p]
+            he[i] = he[p]
+            i = p
+        else:
+            break
+    hv[i] = v
+    he[i] = e
+
+
+@nb.njit(inline="always")
+def _heap_replace_root(hv, he, B, v, e):
+    """Replace the worst element (the root) of a full heap of B by (v, e), sifting it down."""
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= B:
+            break
+        if c + 1 < B and _worse(hv[c + 1], he[c + 1], hv[c], he[c]):
+            c += 1
+        if _worse(hv[c], he[c], v, e):
+            hv[i] = hv[c]
+            he[i] = he[c]
+            i = c
+        else:
+            break
+    hv[i] = v
+    he[i] = e
+
+
 @nb.njit(cache=True)
 def _top_dense_kernel(S, fwd, B):
     """The B largest fwd[k] + S[k, y] over label-major positions y K + k, ties by position, by
@@ -268,37 +304,13 @@ def _top_dense_kernel(S, fwd, B):
                 e = y * K + k
                 if v == hv[0] and e > he[0]:
                     continue
-                i = 0                             # replace the root, sift down
-                while True:
-                    c = 2 * i + 1
-                    if c >= B:
-                        break
-                    if c + 1 < B and _worse(hv[c + 1], he[c + 1], hv[c], he[c]):
-                        c += 1
-                    if _worse(hv[c], he[c], v, e):
-                        hv[i] = hv[c]
-                        he[i] = he[c]
-                        i = c
-                    else:
-                        break
-                hv[i] = v
-                he[i] = e
+                _heap_replace_root(hv, he, B, v, e)
             else:
                 if not (v > -np.inf):             # zero mass is never selected
                     continue
                 e = y * K + k
-                i = size                          # push, sift up
+                _heap_sift_up(hv, he, size, v, e)   # push
                 size += 1
-                while i > 0:
-                    p = (i - 1) // 2
-                    if _worse(v, e, hv[p], he[p]):
-                        hv[i] = hv[p]
-                        he[i] = he[p]
-                        i = p
-                    else:
-                        break
-                hv[i] = v
-                he[i] = e
     out = np.empty(size, np.int64)
     cnt = 0
     for i in range(size):
