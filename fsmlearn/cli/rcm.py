@@ -35,6 +35,18 @@ def _words(args) -> int:
     return 0
 
 
+def _add_run_options(p, name: str, pngs: str) -> None:
+    """The options speech and words share: seed, jobs, report, models, resume, quiet."""
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=1, help="runs at once, in forked processes (default 1)")
+    p.add_argument("--report", default=f"reports/rcms-{name}.json", help=f"JSON report ({pngs} beside it)")
+    p.add_argument("--models", default=f"models/rcms-{name}", help="folder for the trained models ('' for none)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the finished runs of an existing --report made with the same task and settings, "
+                        "run only the others")
+    add_quiet(p)
+
+
 def add_parser(sub) -> None:
     from ..experiments.rcm_decipher import DEFAULT_RUNS
     rcm = sub.add_parser("rcms", help="reified context models (Steinhardt and Liang 2015)")
@@ -65,14 +77,7 @@ def add_parser(sub) -> None:
     p.add_argument("--orders", type=int, default=5, help="random data orders for forced decoding and RCMS (default 5)")
     p.add_argument("--train", type=int, default=746, help="training utterances (default 746)")
     p.add_argument("--test", type=int, default=253, help="test utterances (default 253)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=int, default=1, help="runs at once, in forked processes (default 1)")
-    p.add_argument("--report", default="reports/rcms-speech.json", help="JSON report (PNGs beside it)")
-    p.add_argument("--models", default="models/rcms-speech", help="folder for the trained models ('' for none)")
-    p.add_argument("--resume", action="store_true",
-                   help="keep the finished runs of an existing --report made with the same task and settings, "
-                        "run only the others")
-    add_quiet(p)
+    _add_run_options(p, "speech", "PNGs")
     p.set_defaults(func=_speech)
 
     p = rsub.add_parser("words", help="precision at high confidence (section 5, figure 3) on phonemes -> letters "
@@ -83,12 +88,5 @@ def add_parser(sub) -> None:
     p.add_argument("--train", type=int, default=6000, help="training words (default 6000)")
     p.add_argument("--test", type=int, default=1000, help="test words (default 1000)")
     p.add_argument("--precision", type=float, default=0.99, help="the precision of the recall figure (default 0.99)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=int, default=1, help="runs at once, in forked processes (default 1)")
-    p.add_argument("--report", default="reports/rcms-words.json", help="JSON report (PNG beside it)")
-    p.add_argument("--models", default="models/rcms-words", help="folder for the trained models ('' for none)")
-    p.add_argument("--resume", action="store_true",
-                   help="keep the finished runs of an existing --report made with the same task and settings, "
-                        "run only the others")
-    add_quiet(p)
+    _add_run_options(p, "words", "PNG")
     p.set_defaults(func=_words)
