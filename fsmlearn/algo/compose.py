@@ -179,7 +179,8 @@ def _b_structures(b: Machine, phi_final: bool):
     return perm, phi
 
 
-def compose(a: Machine, b: Machine, phi_final: bool = True, connect: bool = True) -> Machine:
+def compose(a: Machine, b: Machine, phi_final: bool = True, connect: bool = True,
+            return_pairs: bool = False):
     """The composition a o b, with failure semantics for b's phi arcs.
 
     Args:
@@ -187,11 +188,14 @@ def compose(a: Machine, b: Machine, phi_final: bool = True, connect: bool = True
         b: right machine; phi arcs (input label PHI) are failure arcs.
         phi_final: b's final weights fail over like labels.
         connect: drop states that cannot reach a final state.
+        return_pairs: also return, for each state of the result, the pair of
+            states of a and b it stands for.
 
     Returns:
         A phi-free Machine with weights as negative logs (semiring "tropical"
         if both inputs are tropical, else "log"); input symbols of a, output
-        symbols of b.
+        symbols of b.  With ``return_pairs``, ``(machine, pairs)`` where
+        ``pairs`` is int64 [num_states, 2]: row q holds (state of a, state of b).
 
     Raises:
         SymbolTableError: a's output symbols differ from b's input symbols.
@@ -210,8 +214,9 @@ def compose(a: Machine, b: Machine, phi_final: bool = True, connect: bool = True
                            "this needs an epsilon filter, which compose does not implement")
     semiring = "tropical" if (a.semiring == "tropical" and b.semiring == "tropical") else "log"
     if a.start < 0 or b.start < 0:
-        return Machine(start=-1, final=np.zeros(0), src_start=np.zeros(1, np.int64), dst=np.zeros(0, np.int32),
-                       ilabel=np.zeros(0, np.int32), weight=np.zeros(0), semiring=semiring)
+        empty = Machine(start=-1, final=np.zeros(0), src_start=np.zeros(1, np.int64), dst=np.zeros(0, np.int32),
+                        ilabel=np.zeros(0, np.int32), weight=np.zeros(0), semiring=semiring)
+        return (empty, np.zeros((0, 2), np.int64)) if return_pairs else empty
     aw, af = neglog_arrays(a)
     bw, bf = neglog_arrays(b)
     perm, phi = _b_structures(b, phi_final)
@@ -226,12 +231,19 @@ def compose(a: Machine, b: Machine, phi_final: bool = True, connect: bool = True
                           None if acceptor and np.array_equal(r_il[:E], r_ol[:E]) else r_ol[:E],
                           r_w[:E], isyms=a.isyms, osyms=b.output_symbols if not acceptor else None,
                           semiring=semiring)
-    return trim(m) if connect else m
+    if not return_pairs:
+        return trim(m) if connect else m
+    pairs = np.stack([qa_of[:n], qb_of[:n]], axis=1)
+    if not connect:
+        return m, pairs
+    keep = _trim_keep(m)
+    return _trim_by(m, keep), (pairs[keep] if keep[m.start] else np.zeros((0, 2), np.int64))
 
 
-def intersect(a: Machine, b: Machine, phi_final: bool = True, connect: bool = True) -> Machine:
+def intersect(a: Machine, b: Machine, phi_final: bool = True, connect: bool = True,
+              return_pairs: bool = False):
     """Intersection of two acceptors (b may have phi arcs): compose(a, b)."""
-    return compose(a, b, phi_final=phi_final, connect=connect)
+    return compose(a, b, phi_final=phi_final, connect=connect, return_pairs=return_pairs)
 
 
 @nb.njit(cache=True)
@@ -256,11 +268,11 @@ def _reach(n, start, src_start, dst):
     return seen
 
 
-def trim(m: Machine) -> Machine:
-    """Remove states not on a path from the start to a final state (renumbered in order)."""
+def _trim_keep(m: Machine) -> np.ndarray:
+    """bool [num_states]: the states on a path from the start to a final state."""
     n = m.num_states
     if n == 0 or m.start < 0:
-        return m
+        return np.ones(n, bool)
     init = np.zeros(n, bool)
     init[m.start] = True
     acc = _reach(n, init, m.src_start, m.dst)
@@ -270,7 +282,18 @@ def trim(m: Machine) -> Machine:
     np.cumsum(np.bincount(m.dst, minlength=n), out=rstart[1:])
     w, f = m.neglog_weights()
     co = _reach(n, np.isfinite(f), rstart, m.arc_src[order].astype(np.int32))
-    keep = acc & co
+    return acc & co
+
+
+def trim(m: Machine) -> Machine:
+    """Remove states not on a path from the start to a final state (renumbered in order)."""
+    if m.num_states == 0 or m.start < 0:
+        return m
+    return _trim_by(m, _trim_keep(m))
+
+
+def _trim_by(m: Machine, keep: np.ndarray) -> Machine:
+    """The machine restricted to the states in ``keep``, renumbered in order."""
     if keep.all():
         return m
     if not keep[m.start]:
