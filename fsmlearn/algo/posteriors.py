@@ -126,7 +126,7 @@ class ForwardBackward:
 
 def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_000,
                      init_alpha=None, init_beta=None, phi: str = "failure",
-                     phi_final: bool = True) -> ForwardBackward:
+                     phi_final: bool = True, device: str = "cpu") -> ForwardBackward:
     """Forward values, backward values and arc posteriors (log semiring).
 
     Args:
@@ -134,6 +134,9 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
         tol, max_sweeps: relaxation settings for cyclic machines.
         init_alpha, init_beta: warm starts (previous alpha / beta arrays).
         phi, phi_final: failure-arc handling (see shortest_distance).
+        device: "cpu" (default) or "cuda": both solves and the arc flows
+            (the posteriors, mapped to the machine's arcs on a phi machine)
+            run on the device (:mod:`fsmlearn.algo.cuda`).
 
     Returns:
         A :class:`ForwardBackward`.  If the total weight is zero, posteriors
@@ -144,9 +147,9 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
         # convert the arc weights once; both directions and the flows reuse them
         rows = get_semiring("log").arc_rows(m.weight, m.semiring)
     sr, A, ia, ex = solve_values(m, "log", False, tol=tol, max_sweeps=max_sweeps, init=init_alpha,
-                                 phi=phi, phi_final=phi_final, arc_rows=rows)
+                                 phi=phi, phi_final=phi_final, arc_rows=rows, device=device)
     _, Bt, ib, _ = solve_values(m, "log", True, tol=tol, max_sweeps=max_sweeps, init=init_beta,
-                                phi=phi, phi_final=phi_final, arc_rows=rows)
+                                phi=phi, phi_final=phi_final, arc_rows=rows, device=device)
     E = m.num_arcs
     post = np.zeros(E)
     fpost = np.zeros(m.num_states)
@@ -157,6 +160,16 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
         g = ex["graph"]
         W = ex["system_rows"]()
         F = ex["F"]
+        if device == "cuda":
+            from .cuda.solve import final_flows_cuda, flows_cuda
+            if g is m:
+                post = flows_cuda(A, W, Bt, g.arc_src, g.dst, zp, zk)
+            else:
+                system = {"kind": g.kind, "ref": g.ref, "st": g.phi, "F": F,
+                          "Wm": sr.arc_rows(m.weight, m.semiring)}
+                post = flows_cuda(A, W, Bt, g.arc_src, g.dst, zp, zk, m.num_arcs, system)
+            fpost = final_flows_cuda(A, F, zp, zk)
+            return ForwardBackward(lambda: sr.output(A), lambda: sr.output(Bt), logz, post, fpost, (ia, ib))
         flows = np.empty(W.shape[0])
         _flows(A, W, Bt, g.arc_src, g.dst, zp, zk, flows)
         if g is m:

@@ -31,6 +31,7 @@ from ..semiring.ops import scaled_ops
 from .phi import LinearSystem, linear_system, phi_depths
 from .schedule import Schedule, csr_is_forward_ordered, schedule_for
 from .convergence import STATUS_NOT_CONVERGED, STATUS_OK, raise_for_status
+from .cuda import check_device
 from .solve_acyclic import acyclic_neglog
 from .solve_linear import gather_rows, linear_solver
 from .solve_phi import phi_solver
@@ -186,8 +187,12 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
 
 def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_values=None,
                  tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS, init=None,
-                 phi: str = "failure", phi_final: bool = True, arc_rows=None):
+                 phi: str = "failure", phi_final: bool = True, arc_rows=None, device: str = "cpu"):
     """Internal rows of forward/backward values, in state order.
+
+    ``device``: "cpu" (numba kernels) or "cuda" (the numba.cuda twins of
+    :mod:`fsmlearn.algo.cuda`, linear semirings only); with "cuda" and a
+    phi-free machine ``extra["device_rows"]`` holds the rows on the device.
 
     ``arc_rows`` (optional, a phi-free machine only): the machine's arc rows
     in this semiring, ``sr.arc_rows(m.weight, m.semiring, arc_values)``, to
@@ -202,7 +207,11 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
         ``bp`` (int64 [N] back-pointer arc of each state, -1 for none).
     """
     _check_machine(m)
+    device = check_device(device)
     sr = get_semiring(semiring, arc_values)
+    if device == "cuda" and not sr.linear:
+        raise SemiringError(f"device='cuda' covers the real, log and expectation semirings, not {sr.name}; "
+                            "use device='cpu'")
     g = _graph(m, sr, phi, phi_final)
     if not (tol > 0 and math.isfinite(tol)):
         raise SemiringError(f"tol must be a positive number, got {tol!r}")
@@ -227,7 +236,12 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
             extra["bp"] = np.full(n, -1, np.int64)
         return sr, V, info, extra
     if g is not m:
-        V = _solve_phi_system(g, m, sr, W, F, reverse, init, tol, max_sweeps, info)
+        V = _solve_phi_system(g, m, sr, W, F, reverse, init, tol, max_sweeps, info, device)
+        return sr, V, info, extra
+    if device == "cuda":
+        from .cuda.solve import solve_plain_machine
+        rows = arc_rows if arc_rows is not None else sr.arc_rows(m.weight, m.semiring, arc_values)
+        V, extra["device_rows"] = solve_plain_machine(m, sr, reverse, rows, F, init, tol, max_sweeps, info)
         return sr, V, info, extra
     if (sr.linear and sr.R == 0 and g is m and arc_rows is None and m.semiring != "real"
             and m.cached("forward_ordered", lambda: csr_is_forward_ordered(m.src_start, m.dst))):
@@ -339,7 +353,7 @@ def _krylov(solver, X, B, args, tol):
 
 
 def _solve_phi_system(g: LinearSystem, m: Machine, sr: Semiring, W, F, reverse, init, tol, max_sweeps,
-                      info: SolveInfo):
+                      info: SolveInfo, device: str = "cpu"):
     row_ptr, col, idx, phi_t, dorder, phi_sys, self_arc = _phi_index(g, m, reverse)
     n = m.num_states
     KE = sr.K - 1
@@ -364,8 +378,16 @@ def _solve_phi_system(g: LinearSystem, m: Machine, sr: Semiring, W, F, reverse, 
     stats = np.zeros(6, np.int64)
     fstats = np.zeros(4)
     args = (row_ptr, col, Wp, self_arc, dorder, phi_t, Wphi, not reverse)
-    first = int(max_sweeps) if KE > 1 else min(int(max_sweeps), _KRYLOV_AFTER)
-    status = solver(X, B, *args, float(tol), first, stats, fstats)
+    if device == "cuda":
+        from .cuda.solve import solve_phi_system
+        first = int(max_sweeps)
+        status, Xc = solve_phi_system(m, phi_t, row_ptr, col, Wp, self_arc, Wphi, B, X, not reverse, sr.R,
+                                      float(tol), first, stats, fstats)
+        if Xc is not None:
+            X = Xc
+    else:
+        first = int(max_sweeps) if KE > 1 else min(int(max_sweeps), _KRYLOV_AFTER)
+        status = solver(X, B, *args, float(tol), first, stats, fstats)
     if status == STATUS_NOT_CONVERGED and KE == 1 and int(max_sweeps) > first:
         # slow modes (an LM's '= - = -' loop keeps its mass with probability
         # 0.9992): GMRES on the fixed-point map, then the sweeps check it
@@ -433,7 +455,8 @@ def _raise_solver(status, stats, fstats, sched: Schedule, m: Machine, reverse, m
 
 def shortest_distance(machine: Machine, semiring="log", reverse: bool = False, *, arc_values=None,
                       tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS, init=None,
-                      phi: str = "failure", phi_final: bool = True, return_info: bool = False):
+                      phi: str = "failure", phi_final: bool = True, return_info: bool = False,
+                      device: str = "cpu"):
     """Forward (or backward) value of every state.
 
     Args:
@@ -451,6 +474,10 @@ def shortest_distance(machine: Machine, semiring="log", reverse: bool = False, *
         phi: "failure" (exact semantics, default) or "epsilon".
         phi_final: final weights fail over like labels (see algo.phi).
         return_info: also return a :class:`SolveInfo`.
+        device: "cpu" (default) or "cuda": the numba.cuda kernels of
+            :mod:`fsmlearn.algo.cuda` (real, log and expectation semirings;
+            level-synchronous passes for acyclic machines, Jacobi sweeps
+            under the same stopping rule and errors for cyclic ones).
 
     Returns:
         float64 [N] (log, tropical: negative logs; real: values), or for the
@@ -460,10 +487,13 @@ def shortest_distance(machine: Machine, semiring="log", reverse: bool = False, *
     Raises:
         DivergenceError: the weights of a cycle diverge.
         NotConvergedError: relaxation did not converge within max_sweeps.
-        SemiringError: a bad semiring name or argument.
+        SemiringError: a bad semiring name or argument (or the tropical semiring on "cuda").
+        ArgumentError: a device other than "cpu" or "cuda".
+        FsmError: device="cuda" without a CUDA device or numba's simulator.
     """
     sr, V, info, _ = solve_values(machine, semiring, reverse, arc_values=arc_values, tol=tol,
-                                  max_sweeps=max_sweeps, init=init, phi=phi, phi_final=phi_final)
+                                  max_sweeps=max_sweeps, init=init, phi=phi, phi_final=phi_final,
+                                  device=device)
     out = sr.output(V)
     return (out, info) if return_info else out
 

@@ -1,0 +1,381 @@
+"""numba.cuda kernels of the engine: sums over arcs in the linear semirings, one thread per row.
+
+Two row layouts, those of the CPU kernels (:mod:`fsmlearn.semiring.ops`):
+
+* *scaled* rows ``[p, r_1..r_R, k]``, float64 [n, R+2], meaning
+  ``(p, r) * 2**k`` (zero: all zero with ``k = EXP_UNSET``): phi-free
+  machines, in the real, log and expectation semirings (Eisner 2002's
+  ``<p, r>`` with product ``<p1 p2, p1 r2 + r1 p2>``);
+* *plain* rows ``[p, r_1..r_R]``, float64 [n, R+1]: the signed phi systems,
+  as :mod:`fsmlearn.algo.solve_phi` keeps them.
+
+Every kernel writes only rows its own thread owns (pull form: a state gathers
+over its incoming arcs), except the scatters of flows to a machine's arcs,
+which add atomically.  The row width is read from the arrays, so one compiled
+kernel serves every R.
+
+Kernels (grid: one thread per item named first):
+
+* :func:`pull_level` (state of a level): ``V[t] = V[t] (+) sum_j V[nbr_j] (x) W[arc_j]``,
+  the level-synchronous pass of an acyclic machine (Mohri 2002's generic
+  single-source shortest distance in topological order, one level at a time);
+* :func:`jacobi_sweep` (state): ``Y[t] = B[t] (+) sum_j X[nbr_j] (x) W[arc_j]``
+  and the row's change (largest relative change, L1 change at a fixed
+  exponent, non-finite / unbounded flag), one Jacobi step of the algebraic
+  path problem;
+* :func:`reduce_change` (chunk of rows): the largest relative change, the L1
+  change and the first bad row of each chunk;
+* :func:`extrapolate_scaled`, :func:`extrapolate_plain` (state): Aitken's step
+  ``Y <- Y + c (Y - X)`` (Kamvar et al. 2003);
+* :func:`phi_pull` (state): ``Y[t] = B[t] + sum_e X[col_e] (x) W[e]`` over the
+  own and exclusion arcs of a phi system (plain rows);
+* :func:`phi_up_level`, :func:`phi_down_level` (state of a forest level): the
+  phi forest's passes ``(I - Phi^T)^{-1}`` and ``(I - Phi)^{-1}``, one depth
+  at a time (:mod:`fsmlearn.algo.solve_phi`);
+* :func:`plain_change` (state): the change of a Jacobi step on plain rows
+  (:func:`fsmlearn.algo.convergence.measure_change`, row by row);
+* :func:`arc_flows` (arc): ``alpha[tail] w beta[head] / Z`` (the arc posterior);
+* :func:`scatter_flows` (system arc): adds the flows of a phi system's own arcs
+  to the machine's arcs; :func:`chain_flows` (exclusion): adds an exclusion
+  arc's (negative) flow to every arc of its backoff chain.
+
+Public names: the kernels above, EXP_UNSET, CHUNK.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import cuda
+
+from ...semiring.ops import EXP_UNSET
+
+__all__ = ["pull_level", "jacobi_sweep", "reduce_change", "extrapolate_scaled", "extrapolate_plain",
+           "phi_pull", "phi_up_level", "phi_down_level", "plain_change", "arc_flows", "scatter_flows",
+           "chain_flows", "EXP_UNSET", "CHUNK"]
+
+CHUNK = 256                  # rows per thread of reduce_change
+_HI = 2.0**64
+_LO = 2.0**-64
+_UNBOUNDED_EXP = 1000.0      # a row this many binary orders above the reference diverges
+_UNBOUNDED = 2.0**1000       # the same bound for plain rows (convergence.measure_change)
+
+
+@cuda.jit(device=True)
+def _p2(d, P2):
+    """2**-d for d >= 0 (0 beyond 2**-1100), from the table P2."""
+    i = int(d)
+    if i > 1100:
+        i = 1100
+    return P2[i]
+
+
+@cuda.jit(device=True)
+def _renorm(V, t):
+    """Bring row t's largest value into [2**-64, 2**64) (exponent column adjusted); zero rows unset."""
+    KE = V.shape[1] - 1
+    m = 0.0
+    for j in range(KE):
+        m = max(m, abs(V[t, j]))
+    if m == 0.0:
+        V[t, KE] = EXP_UNSET
+    elif (m >= _HI or m < _LO) and m < math.inf:
+        _, e = math.frexp(m)
+        for j in range(KE):
+            V[t, j] = math.ldexp(V[t, j], -e)
+        V[t, KE] += e
+
+
+@cuda.jit(device=True)
+def _gather(Y, t, Bs, bt, X, ptr, nbr, arc, W, P2):
+    """Y[t] = Bs[bt] (+) sum over j in ptr[t]:ptr[t+1] of X[nbr[j]] (x) W[arc[j]] (scaled rows).
+
+    Two passes over the row's arcs: the largest exponent first, then the sum
+    with every term scaled to it, so no term overflows and none that matters
+    underflows.  Y[t] may be Bs[bt] itself.
+    """
+    KE = Y.shape[1] - 1
+    kmax = Bs[bt, KE]
+    for j in range(ptr[t], ptr[t + 1]):
+        k = X[nbr[j], KE] + W[arc[j], KE]
+        if k > kmax:
+            kmax = k
+    f = _p2(kmax - Bs[bt, KE], P2)
+    for c in range(KE):
+        Y[t, c] = Bs[bt, c] * f
+    for j in range(ptr[t], ptr[t + 1]):
+        s = nbr[j]
+        a = arc[j]
+        f = _p2(kmax - (X[s, KE] + W[a, KE]), P2)
+        px = X[s, 0]
+        pw = W[a, 0]
+        Y[t, 0] += px * pw * f
+        for c in range(1, KE):
+            Y[t, c] += (px * W[a, c] + X[s, c] * pw) * f
+    Y[t, KE] = kmax
+    _renorm(Y, t)
+
+
+@cuda.jit
+def pull_level(V, states, s0, s1, ptr, nbr, arc, W, P2):
+    """One level of the acyclic pass: V[t] = V[t] (+) sum_j V[nbr_j] (x) W[arc_j] for t = states[s0:s1].
+
+    Args:
+        V: float64 [n, K] scaled rows: each state's input on entry (start row
+            or final weight), its value on exit; the rows of earlier levels are final.
+        states: int64 [n] states by level; s0, s1: this level's slice.
+        ptr, nbr, arc: int64 CSR of the arcs each state pulls (forward: its
+            incoming arcs and their sources; backward: its outgoing arcs and
+            their destinations).
+        W: float64 [E, K] scaled arc rows; P2: float64 [1101] powers 2**-j.
+    """
+    i = cuda.grid(1) + s0
+    if i < s1:
+        t = states[i]
+        _gather(V, t, V, t, V, ptr, nbr, arc, W, P2)
+
+
+@cuda.jit
+def jacobi_sweep(Y, X, B, ptr, nbr, arc, W, P2, kref, dn, sd, bad):
+    """One Jacobi step Y = B (+) X (x) W on scaled rows, with each row's change.
+
+    Args:
+        Y: float64 [n, K] out: the new rows; X: the previous rows; B: the inputs.
+        ptr, nbr, arc, W, P2: as for :func:`pull_level`.
+        kref: the reference exponent of the L1 change (the inputs' largest).
+        dn: float64 [n] out: the row's largest change over its largest value
+            (1 for a row leaving or reaching zero).
+        sd: float64 [n] out: the row's L1 change, in units of 2**kref.
+        bad: int64 [n] out: 1 when the row is not finite or above 2**(kref + 1000).
+    """
+    t = cuda.grid(1)
+    if t >= Y.shape[0]:
+        return
+    _gather(Y, t, B, t, X, ptr, nbr, arc, W, P2)
+    KE = Y.shape[1] - 1
+    ky = Y[t, KE]
+    kx = X[t, KE]
+    zy = True
+    zx = True
+    finite = True
+    for c in range(KE):
+        if Y[t, c] != 0.0:
+            zy = False
+        if X[t, c] != 0.0:
+            zx = False
+        if not (abs(Y[t, c]) < math.inf):
+            finite = False
+    bad[t] = 0
+    if not finite or (not zy and ky - kref > _UNBOUNDED_EXP):
+        bad[t] = 1
+        dn[t] = 1.0
+        sd[t] = math.inf
+        return
+    if zy and zx:
+        dn[t] = 0.0
+        sd[t] = 0.0
+        return
+    kn = max(ky, kx)
+    fy = _p2(kn - ky, P2)
+    fx = _p2(kn - kx, P2)
+    m = 0.0
+    d = 0.0
+    s = 0.0
+    for c in range(KE):
+        y = Y[t, c] * fy
+        x = X[t, c] * fx
+        m = max(m, max(abs(y), abs(x)))
+        d = max(d, abs(y - x))
+        s += abs(y - x)
+    e = kn - kref
+    if e < -2200.0:
+        e = -2200.0
+    sd[t] = math.ldexp(s, int(e))
+    if zy or zx:
+        dn[t] = 1.0
+    elif m > 0.0:
+        dn[t] = d / m
+    else:
+        dn[t] = 0.0
+
+
+@cuda.jit
+def reduce_change(dn, sd, bad, part):
+    """part[c] = [largest dn, sum of sd, first bad row or -1] over rows c*CHUNK .. (c+1)*CHUNK - 1."""
+    c = cuda.grid(1)
+    if c >= part.shape[0]:
+        return
+    n = dn.shape[0]
+    lo = c * CHUNK
+    hi = min(lo + CHUNK, n)
+    mx = 0.0
+    tot = 0.0
+    first = -1.0
+    for i in range(lo, hi):
+        mx = max(mx, dn[i])
+        tot += sd[i]
+        if bad[i] != 0 and first < 0.0:
+            first = float(i)
+    part[c, 0] = mx
+    part[c, 1] = tot
+    part[c, 2] = first
+
+
+@cuda.jit
+def extrapolate_scaled(Y, X, factor, P2):
+    """Aitken's step on scaled rows: Y[t] <- Y[t] + factor (Y[t] - X[t])."""
+    t = cuda.grid(1)
+    if t >= Y.shape[0]:
+        return
+    KE = Y.shape[1] - 1
+    kn = max(Y[t, KE], X[t, KE])
+    fy = _p2(kn - Y[t, KE], P2)
+    fx = _p2(kn - X[t, KE], P2)
+    for c in range(KE):
+        y = Y[t, c] * fy
+        Y[t, c] = y + factor * (y - X[t, c] * fx)
+    Y[t, KE] = kn
+    _renorm(Y, t)
+
+
+@cuda.jit
+def extrapolate_plain(X, D, factor):
+    """Aitken's step on plain rows: X[t] += factor D[t] (D: the last change)."""
+    t = cuda.grid(1)
+    if t >= X.shape[0]:
+        return
+    for c in range(X.shape[1]):
+        X[t, c] += D[t, c] * factor
+
+
+@cuda.jit(device=True)
+def _add_prod(Y, t, X, s, W, e):
+    """Y[t] += X[s] (x) W[e] (plain rows)."""
+    px = X[s, 0]
+    pw = W[e, 0]
+    Y[t, 0] += px * pw
+    for c in range(1, Y.shape[1]):
+        Y[t, c] += px * W[e, c] + X[s, c] * pw
+
+
+@cuda.jit
+def phi_pull(Y, X, B, ptr, col, W):
+    """Y[t] = B[t] + sum_{e in ptr[t]:ptr[t+1]} X[col[e]] (x) W[e]: one pass over a phi system's
+    own arcs (phi arcs excluded) and exclusion arcs, plain rows [n, R+1]."""
+    t = cuda.grid(1)
+    if t >= Y.shape[0]:
+        return
+    for c in range(Y.shape[1]):
+        Y[t, c] = B[t, c]
+    for e in range(ptr[t], ptr[t + 1]):
+        _add_prod(Y, t, X, col[e], W, e)
+
+
+@cuda.jit
+def phi_up_level(Z, states, s0, s1, cptr, child, Wphi):
+    """Z[t] += sum over the phi children q of t of Z[q] (x) Wphi[q], for t = states[s0:s1]
+    (one depth of the forest, deepest first: the children's rows are final)."""
+    i = cuda.grid(1) + s0
+    if i < s1:
+        t = states[i]
+        for j in range(cptr[t], cptr[t + 1]):
+            q = child[j]
+            _add_prod(Z, t, Z, q, Wphi, q)
+
+
+@cuda.jit
+def phi_down_level(Z, states, s0, s1, phi_t, Wphi):
+    """Z[q] += Z[phi_t[q]] (x) Wphi[q] for q = states[s0:s1] (one depth, shallowest first)."""
+    i = cuda.grid(1) + s0
+    if i < s1:
+        q = states[i]
+        _add_prod(Z, q, Z, phi_t[q], Wphi, q)
+
+
+@cuda.jit
+def plain_change(X, Y, D, dn, sd, bad):
+    """Take a Jacobi step's result row by row: D[t] = Y[t] - X[t], X[t] = Y[t]; dn, sd, bad as
+    for :func:`jacobi_sweep` (bad: not finite or beyond 2**1000)."""
+    t = cuda.grid(1)
+    if t >= X.shape[0]:
+        return
+    mx = 0.0
+    d = 0.0
+    s = 0.0
+    for c in range(X.shape[1]):
+        dj = Y[t, c] - X[t, c]
+        D[t, c] = dj
+        X[t, c] = Y[t, c]
+        mx = max(mx, abs(Y[t, c]))
+        d = max(d, abs(dj))
+        s += abs(dj)
+    sd[t] = s
+    bad[t] = 0
+    if not (mx < math.inf) or d != d or mx > _UNBOUNDED:
+        bad[t] = 1
+    if mx > 0.0:
+        dn[t] = d / mx
+    elif d > 0.0:
+        dn[t] = 1.0
+    else:
+        dn[t] = 0.0
+
+
+@cuda.jit
+def arc_flows(A, W, Bt, tail, head, zp, zk, out):
+    """out[i] = A[tail[i]] W[i] Bt[head[i]] / Z (the p-parts of scaled rows; Z = zp 2**zk)."""
+    i = cuda.grid(1)
+    if i >= out.shape[0]:
+        return
+    KA = A.shape[1] - 1
+    KW = W.shape[1] - 1
+    KB = Bt.shape[1] - 1
+    t = tail[i]
+    h = head[i]
+    m = A[t, 0] * W[i, 0] * Bt[h, 0] / zp
+    if m == 0.0:
+        out[i] = 0.0
+        return
+    e = A[t, KA] + W[i, KW] + Bt[h, KB] - zk
+    if e < -2200.0:
+        out[i] = 0.0
+    else:
+        out[i] = math.ldexp(m, int(min(e, 2200.0)))
+
+
+@cuda.jit
+def scatter_flows(post, flows, kind, ref):
+    """post[ref[i]] += flows[i] for the phi system's own arcs (kind 0), atomically."""
+    i = cuda.grid(1)
+    if i < flows.shape[0] and kind[i] == 0:
+        cuda.atomic.add(post, ref[i], flows[i])
+
+
+@cuda.jit
+def chain_flows(A, Wm, Hd, tail_state, ptr, chain, head_state, zp, zk, post):
+    """For exclusion i (or final adjustment): v = -A[q] (x) chain weights (x) Hd[r] / Z, with
+    q = tail_state[i], r = head_state[i] and Hd the backward rows (or the final rows); adds v
+    to every arc of its chain ptr[i]:ptr[i+1] atomically (scaled rows, p-parts)."""
+    i = cuda.grid(1)
+    if i >= tail_state.shape[0]:
+        return
+    K = Wm.shape[1] - 1
+    q = tail_state[i]
+    m = A[q, 0] / zp
+    e = A[q, A.shape[1] - 1] - zk
+    for c in range(ptr[i], ptr[i + 1]):
+        a = chain[c]
+        m *= Wm[a, 0]
+        e += Wm[a, K]
+        if m != 0.0:
+            fr, ex = math.frexp(m)
+            m = fr
+            e += ex
+    r = head_state[i]
+    m *= Hd[r, 0]
+    e += Hd[r, Hd.shape[1] - 1]
+    if m == 0.0 or e < -2200.0:
+        return
+    v = -math.ldexp(m, int(min(e, 2200.0)))
+    for c in range(ptr[i], ptr[i + 1]):
+        cuda.atomic.add(post, chain[c], v)

@@ -1,0 +1,398 @@
+"""Host drivers of the CUDA path: forward / backward values and arc flows on the device.
+
+:func:`solve_values_cuda` is the twin of :func:`fsmlearn.algo.shortest.solve_values`
+for the linear semirings (real, log, expectation): the same arguments, the
+same scaled rows out, the same errors.
+
+* A phi-free acyclic machine takes one level-synchronous pass
+  (:func:`~fsmlearn.algo.cuda.kernels.pull_level` once per level of the
+  longest-path layering: each level's states read only earlier levels).
+* A phi-free cyclic machine is solved by Jacobi sweeps
+  (:func:`~fsmlearn.algo.cuda.kernels.jacobi_sweep`) from its inputs or a
+  warm start, the least solution of ``x = b (+) x (x) W`` (Mohri 2002).
+  After each sweep the device reduces the rows' changes to three numbers and
+  :func:`fsmlearn.algo.convergence.rate_step` decides, as on the CPU: converged
+  (estimated remaining relative error ``change * r / (1 - r) <= tol``),
+  diverged (a settled rate >= 1, or a row not finite or beyond 2**1000 of the
+  inputs: :class:`~fsmlearn.errors.DivergenceError`), Aitken's extrapolation
+  (real and log), or go on; the sweep limit raises
+  :class:`~fsmlearn.errors.NotConvergedError`.
+* A phi machine (exact failure semantics) runs the iteration of
+  :func:`fsmlearn.algo.solve_phi.phi_solver` on the signed linear system of
+  :mod:`fsmlearn.algo.phi`: per sweep one pull over the own and exclusion arcs
+  and one level-synchronous pass over the phi forest, plain rows, the same
+  stopping rule; an own self-loop of total weight >= 1 is the same
+  ``DivergenceError`` (the CPU's exact self-loop stars become ordinary arcs
+  of the sweep: the same fixed point).
+
+:func:`flows_cuda` computes the arc posteriors of :func:`fsmlearn.algo.posteriors.forward_backward`
+on the device (phi systems: own arcs scattered to the machine's arcs, each
+exclusion's negative flow added along its backoff chain, atomically).
+
+Public names: solve_values_cuda, flows_cuda, final_flows_cuda, threads_for.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+from numba import cuda
+
+from ...semiring.ops import P2
+from ..convergence import (RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED,
+                           STATUS_OK, WHY_NONFINITE, WHY_STAR, new_rate_state, raise_for_status, rate_step)
+from ..phi import phi_depths
+from . import kernels as K
+
+__all__ = ["solve_values_cuda", "flows_cuda", "final_flows_cuda", "threads_for"]
+
+_TPB = 128          # threads per block on a device (the simulator gets exactly as many as there is work)
+_FACTOR = 6         # convergence.FACTOR: the field of the rate state holding Aitken's factor
+
+
+def threads_for(n: int):
+    """(blocks, threads per block) covering n items; at least one thread."""
+    n = max(int(n), 1)
+    tpb = min(_TPB, n)
+    return (n + tpb - 1) // tpb, tpb
+
+
+def _launch(kernel, n, *args):
+    if n > 0:
+        b, t = threads_for(n)
+        kernel[b, t](*args)
+
+
+_P2_DEV = {}
+
+
+def _p2_device():
+    d = _P2_DEV.get(0)
+    if d is None:
+        d = _P2_DEV[0] = cuda.to_device(P2)
+    return d
+
+
+# ---------------------------------------------------------------- host-side structure (cached per machine)
+
+@nb.njit(cache=True)
+def _levels(n, ptr, nbr):
+    """Longest-path level of every state when each state pulls from nbr[ptr[t]:ptr[t+1]];
+    returns (level int64 [n], ok): ok False when the pull graph has a cycle (self-loops too)."""
+    # out-degree in the pull graph = the number of states that pull from s
+    pulled_by_ptr = np.zeros(n + 1, np.int64)
+    for t in range(n):
+        for j in range(ptr[t], ptr[t + 1]):
+            pulled_by_ptr[nbr[j] + 1] += 1
+    for s in range(n):
+        pulled_by_ptr[s + 1] += pulled_by_ptr[s]
+    fill = pulled_by_ptr[:-1].copy()
+    pulled_by = np.empty(pulled_by_ptr[n], np.int64)
+    for t in range(n):
+        for j in range(ptr[t], ptr[t + 1]):
+            s = nbr[j]
+            pulled_by[fill[s]] = t
+            fill[s] += 1
+    need = np.zeros(n, np.int64)
+    for t in range(n):
+        need[t] = ptr[t + 1] - ptr[t]
+    level = np.zeros(n, np.int64)
+    queue = np.empty(n, np.int64)
+    qh = 0
+    qt = 0
+    for t in range(n):
+        if need[t] == 0:
+            queue[qt] = t
+            qt += 1
+    while qh < qt:
+        s = queue[qh]
+        qh += 1
+        for j in range(pulled_by_ptr[s], pulled_by_ptr[s + 1]):
+            t = pulled_by[j]
+            if level[s] + 1 > level[t]:
+                level[t] = level[s] + 1
+            need[t] -= 1
+            if need[t] == 0:
+                queue[qt] = t
+                qt += 1
+    return level, qt == n
+
+
+def _pull_csr(m, reverse: bool):
+    """(ptr, nbr, arc) int64: the arcs each state pulls (backward: its own CSR; forward: by destination)."""
+    def build():
+        if reverse:
+            ptr = np.asarray(m.src_start, np.int64)
+            return ptr, np.asarray(m.dst, np.int64), np.arange(m.num_arcs, dtype=np.int64)
+        order = np.argsort(m.dst, kind="stable").astype(np.int64)
+        ptr = np.zeros(m.num_states + 1, np.int64)
+        np.cumsum(np.bincount(m.dst, minlength=m.num_states), out=ptr[1:])
+        return ptr, np.asarray(m.arc_src, np.int64)[order], order
+    return m.cached(("cuda_pull_csr", reverse), build)
+
+
+def _device_graph(m, reverse: bool):
+    """Device copies of the pull CSR and, for an acyclic machine, its levels (cached per machine).
+
+    Returns a dict: ptr, nbr, arc (device int64), acyclic (bool), and for
+    acyclic machines states (device int64 [n], by level) and level_ptr (host
+    int64 [L+1]).
+    """
+    def build():
+        ptr, nbr, arc = _pull_csr(m, reverse)
+        level, acyclic = _levels(m.num_states, ptr, nbr)
+        g = {"ptr": cuda.to_device(ptr), "nbr": cuda.to_device(nbr), "arc": cuda.to_device(arc),
+             "acyclic": bool(acyclic)}
+        if acyclic:
+            order = np.argsort(level, kind="stable").astype(np.int64)
+            lp = np.zeros(int(level.max(initial=0)) + 2, np.int64)
+            np.cumsum(np.bincount(level, minlength=lp.size - 1), out=lp[1:])
+            g["states"] = cuda.to_device(order)
+            g["level_ptr"] = lp
+        return g
+    return m.cached(("cuda_graph", reverse), build)
+
+
+# ---------------------------------------------------------------- phi-free machines
+
+def _reduce(dn, sd, bad, part_d):
+    _launch(K.reduce_change, part_d.shape[0], dn, sd, bad, part_d)
+    part = part_d.copy_to_host()
+    first = part[:, 2]
+    badrows = first[first >= 0]
+    return float(part[:, 0].max()), float(part[:, 1].sum()), (int(badrows[0]) if badrows.size else -1)
+
+
+def _jacobi(dg, W_d, B, X0, R, tol, max_sweeps, stats, fstats):
+    """Jacobi sweeps of a phi-free system on scaled rows; returns (status, rows on the device)."""
+    n = B.shape[0]
+    P2d = _p2_device()
+    B_d = cuda.to_device(B)
+    X = cuda.to_device(X0)
+    Y = cuda.device_array_like(X0)
+    KE = B.shape[1] - 1
+    nz = np.any(B[:, :KE] != 0.0, axis=1) | np.any(X0[:, :KE] != 0.0, axis=1)
+    kref = float(np.max(np.maximum(B[nz, KE], X0[nz, KE]))) if nz.any() else 0.0
+    dn = cuda.device_array(n)
+    sd = cuda.device_array(n)
+    bad = cuda.device_array(n, np.int64)
+    part = cuda.device_array(((n + K.CHUNK - 1) // K.CHUNK, 3))
+    rs = new_rate_state(0.0)
+    status = STATUS_NOT_CONVERGED
+    while stats[0] < max_sweeps:
+        _launch(K.jacobi_sweep, n, Y, X, B_d, dg["ptr"], dg["nbr"], dg["arc"], W_d, P2d, kref, dn, sd, bad)
+        stats[0] += 1
+        d, s, first_bad = _reduce(dn, sd, bad, part)
+        fstats[0] = d
+        if first_bad >= 0:
+            stats[4] = WHY_NONFINITE
+            stats[5] = first_bad
+            X, Y = Y, X
+            status = STATUS_DIVERGED
+            break
+        decision = rate_step(rs, d, s, tol, R == 0, True, R > 0, stats, fstats)
+        if decision == RATE_EXTRAPOLATE:
+            _launch(K.extrapolate_scaled, n, Y, X, float(rs[_FACTOR]), P2d)
+            stats[1] += 1
+        X, Y = Y, X
+        if decision == RATE_CONVERGED:
+            status = STATUS_OK
+            break
+        if decision == RATE_DIVERGED:
+            status = STATUS_DIVERGED
+            break
+    return status, X
+
+
+def solve_plain_machine(m, sr, reverse, W, F, init, tol, max_sweeps, info):
+    """Values of a phi-free machine on the device: (host scaled rows [n, K], device rows).
+
+    W: float64 [E, K] scaled arc rows; F: float64 [n, K] final rows; init: a
+    warm start in the semiring's output convention, or None.
+    """
+    n = m.num_states
+    dg = _device_graph(m, reverse)
+    W_d = cuda.to_device(np.ascontiguousarray(W))
+    if reverse:
+        B = np.ascontiguousarray(F)
+    else:
+        B = sr.zero_rows(n)
+        B[m.start] = sr.one_row()
+    info.components = 1
+    info.cyclic = not dg["acyclic"]
+    if dg["acyclic"]:
+        V_d = cuda.to_device(B)
+        lp = dg["level_ptr"]
+        P2d = _p2_device()
+        for lv in range(1, lp.size - 1):      # level 0 pulls nothing: its rows are its inputs
+            s0, s1 = int(lp[lv]), int(lp[lv + 1])
+            _launch(K.pull_level, s1 - s0, V_d, dg["states"], s0, s1, dg["ptr"], dg["nbr"], dg["arc"], W_d, P2d)
+        info.sweeps = 1
+        return V_d.copy_to_host(), V_d
+    if init is not None:
+        X0 = sr.rows_from_output(init)
+        if X0.shape[0] != n:
+            from ...errors import SemiringError
+            raise SemiringError(f"init has {X0.shape[0]} rows for {n} states")
+    else:
+        X0 = B.copy()
+    stats = np.zeros(6, np.int64)
+    fstats = np.zeros(4)
+    status, V_d = _jacobi(dg, W_d, B, np.ascontiguousarray(X0), sr.R, float(tol), int(max_sweeps), stats, fstats)
+    info.sweeps, info.extrapolations = int(stats[0]), int(stats[1])
+    info.last_change, info.rate = float(fstats[0]), float(fstats[2])
+    raise_for_status(status, stats, fstats, what="backward" if reverse else "forward",
+                     where="the machine's cycles (CUDA Jacobi sweeps)", tol=tol, max_sweeps=max_sweeps,
+                     num_states=n)
+    return V_d.copy_to_host(), V_d
+
+
+# ---------------------------------------------------------------- phi systems
+
+def _phi_forest(m, phi_t):
+    """Device copies of the phi forest by depth: states (by depth), level_ptr (host), children CSR."""
+    def build():
+        n = m.num_states
+        depth, order = phi_depths(phi_t, n)
+        lp = np.zeros(int(depth.max(initial=0)) + 2, np.int64)
+        np.cumsum(np.bincount(depth, minlength=lp.size - 1), out=lp[1:])
+        has = phi_t >= 0
+        kids = np.flatnonzero(has)
+        korder = kids[np.argsort(phi_t[kids], kind="stable")].astype(np.int64)
+        cptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(phi_t[kids], minlength=n), out=cptr[1:])
+        return {"states": cuda.to_device(np.asarray(order, np.int64)), "level_ptr": lp,
+                "cptr": cuda.to_device(cptr), "child": cuda.to_device(korder),
+                "phi_t": cuda.to_device(np.asarray(phi_t, np.int64))}
+    return m.cached("cuda_phi_forest", build)
+
+
+def _phi_up(Z, fo, Wphi_d):
+    """Z <- (I - Phi^T)^{-1} Z: each row's mass also flows to its backoff states (deepest first)."""
+    lp = fo["level_ptr"]
+    for lv in range(lp.size - 3, -1, -1):    # a level pulls from the one below it
+        s0, s1 = int(lp[lv]), int(lp[lv + 1])
+        _launch(K.phi_up_level, s1 - s0, Z, fo["states"], s0, s1, fo["cptr"], fo["child"], Wphi_d)
+
+
+def _phi_down(Z, fo, Wphi_d):
+    """Z <- (I - Phi)^{-1} Z: each row adds its backoff state's row (shallowest first)."""
+    lp = fo["level_ptr"]
+    for lv in range(1, lp.size - 1):
+        s0, s1 = int(lp[lv]), int(lp[lv + 1])
+        _launch(K.phi_down_level, s1 - s0, Z, fo["states"], s0, s1, fo["phi_t"], Wphi_d)
+
+
+def solve_phi_system(m, phi_t, row_ptr, col, Wp, self_arc, Wphi, B, X0, forward, R, tol, max_sweeps, stats,
+                     fstats):
+    """Jacobi iteration of a phi system on the device (plain rows); returns (status, host rows).
+
+    The arrays are those of :func:`fsmlearn.algo.shortest._solve_phi_system`:
+    row_ptr / col int64 CSR of the own (non-phi) and exclusion arcs by row, Wp
+    their plain rows, self_arc which of them are own self-loops, Wphi [n, R+1]
+    each state's phi arc (zero: none), B the inputs, X0 the start (gamma for
+    forward).  Forward returns alpha = (I - Phi^T)^{-1} gamma.
+    """
+    n = X0.shape[0]
+    KE = R + 1
+    # an own self-loop of total weight >= 1 diverges (solve_phi.self_rows)
+    rows = np.repeat(np.arange(n), np.diff(row_ptr))
+    loops = np.zeros(n)
+    np.add.at(loops, rows[self_arc], Wp[self_arc, 0])
+    badl = np.flatnonzero(np.bincount(rows[self_arc], minlength=n).astype(bool) & ~(loops < 1.0))
+    if badl.size:
+        stats[4] = WHY_STAR
+        stats[5] = int(badl[0])
+        return STATUS_DIVERGED, None
+    fo = _phi_forest(m, phi_t)
+    ptr_d = cuda.to_device(np.asarray(row_ptr, np.int64))
+    col_d = cuda.to_device(np.asarray(col, np.int64))
+    W_d = cuda.to_device(np.ascontiguousarray(Wp))
+    Wphi_d = cuda.to_device(np.ascontiguousarray(Wphi))
+    B_d = cuda.to_device(np.ascontiguousarray(B))
+    X = cuda.to_device(np.ascontiguousarray(X0))
+    Y = cuda.device_array_like(X)
+    Z = cuda.device_array_like(X) if forward else None
+    D = cuda.device_array_like(X)
+    dn = cuda.device_array(n)
+    sd = cuda.device_array(n)
+    bad = cuda.device_array(n, np.int64)
+    part = cuda.device_array(((n + K.CHUNK - 1) // K.CHUNK, 3))
+    rs = new_rate_state(0.0)
+    status = STATUS_NOT_CONVERGED
+    while stats[0] < max_sweeps:
+        if forward:
+            Z.copy_to_device(X)
+            _phi_up(Z, fo, Wphi_d)
+            _launch(K.phi_pull, n, Y, Z, B_d, ptr_d, col_d, W_d)
+        else:
+            _launch(K.phi_pull, n, Y, X, B_d, ptr_d, col_d, W_d)
+            _phi_down(Y, fo, Wphi_d)
+        stats[0] += 1
+        _launch(K.plain_change, n, X, Y, D, dn, sd, bad)
+        d, s, first_bad = _reduce(dn, sd, bad, part)
+        fstats[0] = d
+        if first_bad >= 0:
+            stats[4] = WHY_NONFINITE
+            stats[5] = first_bad
+            status = STATUS_DIVERGED
+            break
+        decision = rate_step(rs, d, s, tol, KE == 1, True, KE > 1, stats, fstats)
+        if decision == RATE_CONVERGED:
+            status = STATUS_OK
+            break
+        if decision == RATE_DIVERGED:
+            status = STATUS_DIVERGED
+            break
+        if decision == RATE_EXTRAPOLATE:
+            _launch(K.extrapolate_plain, n, X, D, float(rs[_FACTOR]))
+            stats[1] += 1
+    if status == STATUS_OK and forward:
+        _phi_up(X, fo, Wphi_d)
+    return status, X.copy_to_host()
+
+
+# ---------------------------------------------------------------- flows
+
+def flows_cuda(A, W, Bt, tail, head, zp, zk, post_size=None, system=None):
+    """float64 flows of every arc, ``alpha[tail] w beta[head] / Z``, computed on the device.
+
+    With ``system`` (a dict: kind, ref, Wm, F, and the PhiStructure ``st``)
+    the flows of a phi system's arcs are mapped to the machine's ``post_size``
+    arcs on the device: own arcs scattered, each exclusion arc's and final
+    adjustment's negative flow added to every arc of its backoff chain.
+    """
+    E = tail.shape[0]
+    A_d = cuda.to_device(np.ascontiguousarray(A))
+    Bt_d = cuda.to_device(np.ascontiguousarray(Bt))
+    out = cuda.device_array(E)
+    _launch(K.arc_flows, E, A_d, cuda.to_device(np.ascontiguousarray(W)), Bt_d,
+            cuda.to_device(np.ascontiguousarray(tail, np.int64)), cuda.to_device(np.ascontiguousarray(head, np.int64)),
+            float(zp), float(zk), out)
+    if system is None:
+        return out.copy_to_host()
+    post = cuda.to_device(np.zeros(post_size))
+    _launch(K.scatter_flows, E, post, out, cuda.to_device(np.ascontiguousarray(system["kind"], np.int64)),
+            cuda.to_device(np.ascontiguousarray(system["ref"], np.int64)))
+    st = system["st"]
+    Wm_d = cuda.to_device(np.ascontiguousarray(system["Wm"]))
+    F_d = cuda.to_device(np.ascontiguousarray(system["F"]))
+    for tail_s, ptr, chain, head_s, Hd in ((st.neg_tail, st.neg_ptr, st.neg_chain, st.neg_head, Bt_d),
+                                           (st.nf_state, st.nf_ptr, st.nf_chain, st.nf_final, F_d)):
+        if len(tail_s):
+            _launch(K.chain_flows, len(tail_s), A_d, Wm_d, Hd, cuda.to_device(np.asarray(tail_s, np.int64)),
+                    cuda.to_device(np.asarray(ptr, np.int64)), cuda.to_device(np.asarray(chain, np.int64)),
+                    cuda.to_device(np.asarray(head_s, np.int64)), float(zp), float(zk), post)
+    return post.copy_to_host()
+
+
+def final_flows_cuda(A, F, zp, zk):
+    """float64 [n]: the probability of stopping at each state, alpha[q] F[q] / Z, on the device."""
+    n = A.shape[0]
+    ones = np.zeros((n, A.shape[1]))
+    ones[:, 0] = 0.5
+    ones[:, -1] = 1.0
+    idx = np.arange(n, dtype=np.int64)
+    return flows_cuda(A, F, ones, idx, idx, zp, zk)
