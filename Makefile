@@ -46,9 +46,10 @@ bench-lm: $(STAMP)
 # user's own Web1T/Gigaword count directory instead (corpus EM is then skipped).
 GIGA_CACHE ?= data/cache/giga200
 NGRAMS ?=
+DEVICE ?= cpu
 tagger-giga200: $(STAMP)
 	$(VENV)/bin/fsmlearn tag giga200 --cache $(GIGA_CACHE) $(if $(NGRAMS),--ngrams $(NGRAMS)) \
-		--report reports/tagger-giga200.json --model models/tagger-giga200
+		--device $(DEVICE) --report reports/tagger-giga200.json --model models/tagger-giga200
 
 # reified context models, decipherment (issue 17, section 6 of the paper): exact, beam and RCMS
 rcms-decipher: $(STAMP)

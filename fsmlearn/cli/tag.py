@@ -84,7 +84,7 @@ def _giga200(args) -> int:
                         tokens=args.tokens, seed=args.seed, order=args.order, cutoff=args.cutoff,
                         iterations=args.iterations, corpus_em=not args.no_corpus_em,
                         method=args.method, discount=args.discount, cut_mass=args.cut_mass,
-                        corpus_em_iterations=args.corpus_em_iterations)
+                        corpus_em_iterations=args.corpus_em_iterations, device=args.device)
     rep = run_giga200(cfg, progress=say)
     it = rep["iterations"][-1]
     line = (f"n-gram EM ({rep['ngrams']:,} n-grams): after {it['iteration']} iterations accuracy "
@@ -151,6 +151,9 @@ def add_parser(sub) -> None:
     p.add_argument("--cut-mass", choices=["backoff", "interpolate"], default="backoff",
                    help="where each context's cut extensions' mass goes (default: its backoff weight)")
     p.add_argument("--no-corpus-em", action="store_true", help="skip EM on the sampled corpus")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where n-gram EM and c's forward values run (default cpu; cuda: a CUDA GPU through "
+                        "numba.cuda, see docs/cuda.md)")
     add_quiet(p)
     p.set_defaults(func=_giga200)
 

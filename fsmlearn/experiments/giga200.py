@@ -47,6 +47,7 @@ from ..lm.estimate import estimate
 from ..lm.model import CompiledLM, compile_lm
 from ..lm.sample import sample_corpus
 from ..lm.web1t import read_web1t, write_web1t
+from ..algo.cuda import check_device
 from ..tag import Corpus, dictionary_mask, em, setup_from_lm, train_ngram_em, uniform_hmm
 from .report import Stage, device, new_figure, peak_rss_mb, save_figure, write_report
 
@@ -72,6 +73,7 @@ class Giga200Config:
     discount: float = 0.25
     cut_mass: str = "backoff"         # where the cut extensions' mass goes (lm.estimate)
     threads: int = 2
+    device: str = "cpu"               # where n-gram EM (and c's forward values) run: "cpu" or "cuda"
     extra: dict = field(default_factory=dict)
 
 
@@ -178,6 +180,7 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
         raise ArgumentError(f"iterations must be >= 1, got {cfg.iterations}")
     if cfg.cutoff < 1 or cfg.order < 2:
         raise ArgumentError(f"need order >= 2 and cutoff >= 1, got order {cfg.order}, cutoff {cfg.cutoff}")
+    check_device(cfg.device)      # before hours of counting, not after
     t_all = time.time()
     cache = Path(cfg.cache)
     report_path = Path(cfg.report)
@@ -228,7 +231,7 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
     td = tag_dictionary("tag17")
     ev = list(iter_sentences("wsj-small"))
     t0 = time.time()
-    st = setup_from_lm(c, tagdict=td, progress=say)
+    st = setup_from_lm(c, tagdict=td, progress=say, device=cfg.device)
     report["stages"]["setup_seconds"] = round(time.time() - t0, 1)
     report["variational_parameters"] = int(st.cs.num_params)
     singletons = np.array([w in singleton_words for w in st.vocab])
@@ -240,7 +243,7 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
 
     say(f"n-gram EM: {cfg.iterations} iterations")
     hmm, _ = train_ngram_em(st, cfg.iterations, eval=ev, heldout=[[w for w, _ in s] for s in ev], progress=say,
-                            tagdict=td, singletons=singletons, on_record=on_ngram)
+                            tagdict=td, singletons=singletons, on_record=on_ngram, device=cfg.device)
     model_path.parent.mkdir(parents=True, exist_ok=True)
     hmm.save(model_path.with_suffix(".hmm"))
     hmm.tagger_transducer().save(model_path.with_suffix(".fsm"))

@@ -44,8 +44,9 @@ class NGramSetup:
     seconds: float        # preparation time (alpha solve included)
 
 
-def setup_from_lm(lm: CompiledLM, tagset: str = "tag17", tagdict=None, progress=None) -> NGramSetup:
-    """Prepare n-gram EM on a compiled LM (solves c's forward values once)."""
+def setup_from_lm(lm: CompiledLM, tagset: str = "tag17", tagdict=None, progress=None,
+                  device: str = "cpu") -> NGramSetup:
+    """Prepare n-gram EM on a compiled LM (solves c's forward values once, on ``device``)."""
     say = progress or (lambda m: None)
     t0 = time.time()
     tags = tagset_tags(tagset)
@@ -63,7 +64,7 @@ def setup_from_lm(lm: CompiledLM, tagset: str = "tag17", tagdict=None, progress=
         raise MachineError(f"the LM has an arc labelled {lv[m.ilabel[bad[0]] - 1]!r}")
     allowed = dictionary_mask(vocab, tags, tagdict)
     say(f"solving the forward values of c ({m.num_states:,} states, {m.num_arcs:,} arcs)")
-    cs = CqStructure.build(m, arc_word, allowed, tol=1e-9)
+    cs = CqStructure.build(m, arc_word, allowed, tol=1e-9, device=device)
     say(f"cq: {cs.num_params:,} variational parameters, {cs.ev_src.size:,} signed events; "
         f"alpha solved in {cs.solve_seconds:.1f} s")
     unk = vocab.index(UNK) if UNK in vocab else -1
@@ -117,18 +118,21 @@ def to_hmm(setup: NGramSetup, log_trans, log_emit, tagdict=None, singletons=None
 
 def train_ngram_em(setup: NGramSetup, iterations: int, *, optimizer: str = "vem", eval=None,
                    progress=None, on_record=None, tagdict=None, singletons=None, estep_passes: int = 1,
-                   cond: str = "none", heldout=None):
+                   cond: str = "none", heldout=None, device: str = "cpu"):
     """Run n-gram EM and evaluate each iteration's model.
 
     ``eval``: tagged sentences for accuracy; ``heldout``: word lists for the
-    held-out log-likelihood per token (as corpus EM reports it).
+    held-out log-likelihood per token (as corpus EM reports it); ``device``:
+    "cpu" or "cuda" (the E-step, the counts and the bound on a CUDA device,
+    :mod:`fsmlearn.tag.ngram_cuda`).
 
     Returns:
         (final HMM, list of dict records {iteration, bound, accuracy, seconds, ...}).
     """
     say = progress or (lambda m: None)
     lt, le = initial_theta(setup)
-    tr = NGramEM(setup.cs, setup.allowed, lt, le, optimizer=optimizer, estep_passes=estep_passes, cond=cond)
+    tr = NGramEM(setup.cs, setup.allowed, lt, le, optimizer=optimizer, estep_passes=estep_passes, cond=cond,
+                 device=device)
     eval_sents = [list(s) for s in eval] if eval is not None else None
     held_words = [list(s) for s in heldout] if heldout is not None else None
     records = []

@@ -5,7 +5,8 @@ Smith and Eisner, "Unsupervised learning on an approximate corpus", sections
 phi (the variational tag blocks of cq, :mod:`fsmlearn.tag.ngram_structure`),
 by approximate variational EM (a parallel block update of phi, then the
 closed-form M-step; :mod:`fsmlearn.tag.ngram_objective`) or by gradient
-ascent on softmax parameters of theta and phi (section 3.5).  Blocks may also
+ascent on softmax parameters of theta and phi (section 3.5), on the CPU or
+(``device="cuda"``) on a CUDA device (:mod:`fsmlearn.tag.ngram_cuda`).  Blocks may also
 be conditioned on the previous tag (footnote 7, :mod:`fsmlearn.tag.ngram_cond`).
 
 Public names: NGramEM, IterationRecord.
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..algo.cuda import check_device
 from ..errors import ArgumentError
 from .ngram_cond import CondBlocks, estep_parallel_cond, expected_stats_cond
 from .ngram_objective import Stats, d_bound_d_phi, dot_log, estep_parallel, expected_stats, mstep
@@ -56,17 +58,36 @@ class NGramEM:
             ``"roots"``, ``"all"`` or a bool [N] mask of source states.
         threads: threads of the n_q = 1 vEM kernels (default: numba's
             thread count; 1 runs the single-threaded kernels).
+        device: ``"cpu"`` (default) or ``"cuda"``: the bound, its gradient
+            and the E-step run on the device (:mod:`fsmlearn.tag.ngram_cuda`;
+            phi, alpha2 and G stay there, only theta's M-step runs on the
+            host); n_q = 1 blocks only (``cond="none"``).
+
+    Raises:
+        ArgumentError: a bad optimizer or device, or conditioned blocks on "cuda".
+        FsmError: device="cuda" without a CUDA device or numba's simulator.
     """
 
     def __init__(self, cs: CqStructure, allowed, log_trans, log_emit, optimizer: str = "vem",
-                 estep_passes: int = 1, step: float = 1.0, cond="none", threads: int | None = None):
+                 estep_passes: int = 1, step: float = 1.0, cond="none", threads: int | None = None,
+                 device: str = "cpu"):
         if optimizer not in ("vem", "gradient"):
             raise ArgumentError(f"optimizer must be 'vem' or 'gradient', got {optimizer!r}")
+        self.device = check_device(device)
+        self._cq = None
+        self._phi_host = None
+        self._phi_d = None
         self.cond = CondBlocks.build(cs, cond)
         if self.cond.K2 == 0:
             self.cond = None
         elif optimizer != "vem":
             raise ArgumentError("blocks conditioned on the previous tag need optimizer='vem'")
+        if self.cond is not None and self.device == "cuda":
+            raise ArgumentError("blocks conditioned on the previous tag have no CUDA path; use device='cpu' "
+                                "or cond='none'")
+        if self.device == "cuda":
+            from .ngram_cuda import cuda_cq
+            self._cq = cuda_cq(cs)
         self.phi2 = self.cond.uniform(cs) if self.cond is not None else None
         self._U = None              # the adjoint of the last E-step (warm start of the next)
         self._A2 = None             # alpha2 of the last statistics (warm start of the next)
@@ -82,13 +103,36 @@ class NGramEM:
         self.history: list[IterationRecord] = []
         # n_q = 1 variational EM runs its kernels on every thread numba has (threads=1: one)
         self.px = None
-        if self.cond is None and optimizer == "vem" and (threads is None or threads > 1):
+        if self.cond is None and optimizer == "vem" and (threads is None or threads > 1) and self._cq is None:
             px = ParIndex(cs, threads)
             self.px = px if px.threads > 1 else None
 
+    @property
+    def phi(self) -> np.ndarray:
+        """float64 [K]: the variational parameters (a host copy when they live on the device)."""
+        if self._phi_d is not None:
+            return self._phi_d.copy_to_host()
+        return self._phi_host
+
+    @phi.setter
+    def phi(self, value):
+        if self._cq is not None:
+            self._phi_d = self._cq.put(value)
+        else:
+            self._phi_host = value
+
+    def _expected(self, phi, lt, le):
+        """expected_stats on this trainer's device (phi: host, or device on "cuda")."""
+        if self._cq is not None:
+            return self._cq.expected_stats(phi, lt, le)
+        return expected_stats(self.cs, phi, lt, le, self.px)
+
+    def _phi_now(self):
+        return self._phi_d if self._cq is not None else self._phi_host
+
     def _stats(self):
         if self.cond is None:
-            return expected_stats(self.cs, self.phi, self.log_trans, self.log_emit, self.px)
+            return self._expected(self._phi_now(), self.log_trans, self.log_emit)
         warm = self.stats.alpha2 if self.stats is not None else self._A2
         st = expected_stats_cond(self.cs, self.cond, self.phi, self.phi2, self.log_trans, self.log_emit,
                                  warm=warm)
@@ -114,9 +158,12 @@ class NGramEM:
             for _ in range(self.estep_passes):
                 a2 = self.stats.alpha2 if self.stats is not None else None
                 G = self.stats.G if self.stats is not None else None
-                self.phi = estep_parallel(self.cs, self.phi, self.log_trans, self.log_emit, a2, self.px, G)
+                if self._cq is not None:
+                    self._phi_d = self._cq.estep(self._phi_d, self.log_trans, self.log_emit, a2, G)
+                else:
+                    self.phi = estep_parallel(self.cs, self.phi, self.log_trans, self.log_emit, a2, self.px, G)
                 self.stats = None
-            st = expected_stats(self.cs, self.phi, self.log_trans, self.log_emit, self.px)
+            st = self._expected(self._phi_now(), self.log_trans, self.log_emit)
             self.log_trans, self.log_emit = mstep(st.trans, st.emit, self.allowed)
             # the counts depend on phi alone: only the bound moves with theta
             b = dot_log(st.trans, self.log_trans) + dot_log(st.emit, self.log_emit) + st.entropy
@@ -129,13 +176,19 @@ class NGramEM:
     def _gradient_step(self):
         # gradient of r in softmax coordinates: d r / d eta = p (g - E_p g)
         cs = self.cs
-        st = self.stats or expected_stats(cs, self.phi, self.log_trans, self.log_emit)
+        st = self.stats or self._expected(self._phi_now(), self.log_trans, self.log_emit)
         r0 = st.bound
-        g_phi = d_bound_d_phi(cs, self.phi, self.log_trans, self.log_emit)
+        phi = self.phi
+        if self._cq is not None:
+            g_phi = self._cq.d_bound_d_phi(self._phi_d, self.log_trans, self.log_emit)
+            a2_total = float(st.alpha2.copy_to_host().sum())
+        else:
+            g_phi = d_bound_d_phi(cs, phi, self.log_trans, self.log_emit)
+            a2_total = float(st.alpha2.sum())
         arc_of = np.repeat(np.arange(cs.machine.num_arcs), np.diff(cs.blk_start))
         Eg = np.zeros(cs.machine.num_arcs)
-        np.add.at(Eg, arc_of, self.phi * g_phi)
-        geta = self.phi * (g_phi - Eg[arc_of])
+        np.add.at(Eg, arc_of, phi * g_phi)
+        geta = phi * (g_phi - Eg[arc_of])
         # theta rows: d r / d log theta = counts; softmax: counts - p * row total
         Pt = np.exp(self.log_trans)
         gt = st.trans - Pt * st.trans.sum(1, keepdims=True)
@@ -144,13 +197,13 @@ class NGramEM:
         scale = max(float(np.abs(st.trans).sum()), 1e-300)
         lr = self.step
         with np.errstate(divide="ignore"):
-            eta = np.log(np.maximum(self.phi, 1e-300))
+            eta = np.log(np.maximum(phi, 1e-300))
         for _ in range(30):
-            phi_new = _block_softmax(eta + lr * geta / np.maximum(st.alpha2.sum() / scale, 1e-300),
+            phi_new = _block_softmax(eta + lr * geta / np.maximum(a2_total / scale, 1e-300),
                                      cs.blk_start, arc_of)
             lt = _row_log_softmax(self.log_trans + lr * gt / scale)
             le = _row_log_softmax(np.where(self.allowed.T, self.log_emit + lr * ge / scale, -np.inf))
-            s_new = expected_stats(cs, phi_new, lt, le)
+            s_new = self._expected(phi_new, lt, le)
             if s_new.bound >= r0:
                 self.phi, self.log_trans, self.log_emit = phi_new, lt, le
                 self.step = lr * 1.5

@@ -162,7 +162,7 @@ class CqStructure:
 
     @classmethod
     def build(cls, c: Machine, arc_word: np.ndarray, allowed: np.ndarray, *, alpha=None,
-              tol: float = 1e-10, max_sweeps: int = 100_000) -> "CqStructure":
+              tol: float = 1e-10, max_sweeps: int = 100_000, device: str = "cpu") -> "CqStructure":
         """Prepare cq for machine ``c``.
 
         Args:
@@ -173,6 +173,7 @@ class CqStructure:
             allowed: bool [V+1, T] the tags each word may take.
             alpha: optional precomputed forward values of c (probabilities).
             tol, max_sweeps: relaxation settings for alpha.
+            device: where alpha is solved, "cpu" or "cuda" (:mod:`fsmlearn.algo.cuda`).
 
         Raises:
             MachineError: epsilon arcs, a word arc without an allowed tag,
@@ -209,7 +210,7 @@ class CqStructure:
         blk_tag = _block_tags(aw, wt_ptr, wt_tag, blk_start)
         t0 = time.time()
         if alpha is None:
-            a = forward(c, "log", tol=tol, max_sweeps=max_sweeps)
+            a = forward(c, "log", tol=tol, max_sweeps=max_sweeps, device=device)
             alpha = np.exp(-a)
         alpha = np.asarray(alpha, np.float64)
         secs = time.time() - t0

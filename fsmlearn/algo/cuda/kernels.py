@@ -25,6 +25,7 @@ Kernels (grid: one thread per item named first):
   path problem;
 * :func:`reduce_change` (chunk of rows): the largest relative change, the L1
   change and the first bad row of each chunk;
+* :func:`chunk_sums` (chunk): partial sums of a vector;
 * :func:`extrapolate_scaled`, :func:`extrapolate_plain` (state): Aitken's step
   ``Y <- Y + c (Y - X)`` (Kamvar et al. 2003);
 * :func:`phi_pull` (state): ``Y[t] = B[t] + sum_e X[col_e] (x) W[e]`` over the
@@ -34,6 +35,9 @@ Kernels (grid: one thread per item named first):
   at a time (:mod:`fsmlearn.algo.solve_phi`);
 * :func:`plain_change` (state): the change of a Jacobi step on plain rows
   (:func:`fsmlearn.algo.convergence.measure_change`, row by row);
+* :func:`forest_up_rows`, :func:`forest_down_rows` (state of a forest level):
+  the same passes over matrix rows with scalar weights, ``P X`` and ``P^T X``
+  (the twin of :func:`fsmlearn.algo.relax_blocks.phi_pass_rows`);
 * :func:`arc_flows` (arc): ``alpha[tail] w beta[head] / Z`` (the arc posterior);
 * :func:`scatter_flows` (system arc): adds the flows of a phi system's own arcs
   to the machine's arcs; :func:`chain_flows` (exclusion): adds an exclusion
@@ -50,7 +54,7 @@ from numba import cuda
 
 from ...semiring.ops import EXP_UNSET
 
-__all__ = ["pull_level", "jacobi_sweep", "reduce_change", "extrapolate_scaled", "extrapolate_plain",
+__all__ = ["forest_up_rows", "forest_down_rows", "pull_level", "jacobi_sweep", "reduce_change", "chunk_sums", "extrapolate_scaled", "extrapolate_plain",
            "phi_pull", "phi_up_level", "phi_down_level", "plain_change", "arc_flows", "scatter_flows",
            "chain_flows", "EXP_UNSET", "CHUNK"]
 
@@ -222,6 +226,20 @@ def reduce_change(dn, sd, bad, part):
 
 
 @cuda.jit
+def chunk_sums(x, part):
+    """part[c] = sum of x[c*CHUNK : (c+1)*CHUNK] (float64 vectors)."""
+    c = cuda.grid(1)
+    if c >= part.shape[0]:
+        return
+    lo = c * CHUNK
+    hi = min(lo + CHUNK, x.shape[0])
+    tot = 0.0
+    for i in range(lo, hi):
+        tot += x[i]
+    part[c] = tot
+
+
+@cuda.jit
 def extrapolate_scaled(Y, X, factor, P2):
     """Aitken's step on scaled rows: Y[t] <- Y[t] + factor (Y[t] - X[t])."""
     t = cuda.grid(1)
@@ -379,3 +397,30 @@ def chain_flows(A, Wm, Hd, tail_state, ptr, chain, head_state, zp, zk, post):
     v = -math.ldexp(m, int(min(e, 2200.0)))
     for c in range(ptr[i], ptr[i + 1]):
         cuda.atomic.add(post, chain[c], v)
+
+
+@cuda.jit
+def forest_up_rows(X, states, s0, s1, cptr, child, w):
+    """X[t, :] += sum over the forest children q of t of w[q] X[q, :], for t = states[s0:s1]
+    (one depth, deepest first): ``P X`` of :func:`fsmlearn.algo.relax_blocks.phi_pass_rows`."""
+    i = cuda.grid(1) + s0
+    if i < s1:
+        t = states[i]
+        for j in range(cptr[t], cptr[t + 1]):
+            q = child[j]
+            k = w[q]
+            for c in range(X.shape[1]):
+                X[t, c] += k * X[q, c]
+
+
+@cuda.jit
+def forest_down_rows(X, states, s0, s1, parent, w):
+    """X[q, :] += w[q] X[parent[q], :] for q = states[s0:s1] (one depth, shallowest first):
+    ``P^T X`` of :func:`fsmlearn.algo.relax_blocks.phi_pass_rows`."""
+    i = cuda.grid(1) + s0
+    if i < s1:
+        q = states[i]
+        r = parent[q]
+        k = w[q]
+        for c in range(X.shape[1]):
+            X[q, c] += k * X[r, c]

@@ -1,8 +1,9 @@
 """Host drivers of the CUDA path: forward / backward values and arc flows on the device.
 
-:func:`solve_values_cuda` is the twin of :func:`fsmlearn.algo.shortest.solve_values`
-for the linear semirings (real, log, expectation): the same arguments, the
-same scaled rows out, the same errors.
+:func:`solve_plain_machine` and :func:`solve_phi_system` are what
+:func:`fsmlearn.algo.shortest.solve_values` runs with ``device="cuda"`` for the
+linear semirings (real, log, expectation): the same scaled rows out, the same
+errors.
 
 * A phi-free acyclic machine takes one level-synchronous pass
   (:func:`~fsmlearn.algo.cuda.kernels.pull_level` once per level of the
@@ -29,7 +30,8 @@ same scaled rows out, the same errors.
 on the device (phi systems: own arcs scattered to the machine's arcs, each
 exclusion's negative flow added along its backoff chain, atomically).
 
-Public names: solve_values_cuda, flows_cuda, final_flows_cuda, threads_for.
+Public names: solve_plain_machine, solve_phi_system, flows_cuda, final_flows_cuda,
+threads_for, launch, forest_levels, forest_pass_rows, reduce_sum.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ from ..convergence import (RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STAT
 from ..phi import phi_depths
 from . import kernels as K
 
-__all__ = ["solve_values_cuda", "flows_cuda", "final_flows_cuda", "threads_for"]
+__all__ = ["solve_plain_machine", "solve_phi_system", "flows_cuda", "final_flows_cuda", "threads_for", "launch",
+           "forest_levels", "forest_pass_rows", "reduce_sum"]
 
 _TPB = 128          # threads per block on a device (the simulator gets exactly as many as there is work)
 _FACTOR = 6         # convergence.FACTOR: the field of the rate state holding Aitken's factor
@@ -59,10 +62,28 @@ def threads_for(n: int):
     return (n + tpb - 1) // tpb, tpb
 
 
-def _launch(kernel, n, *args):
+def launch(kernel, n, *args):
+    """Run ``kernel`` with one thread per item of n (nothing for n = 0)."""
     if n > 0:
         b, t = threads_for(n)
         kernel[b, t](*args)
+
+
+_launch = launch
+
+
+def reduce_sum(x) -> float:
+    """The sum of a float64 device vector, reduced on the device in chunks of kernels.CHUNK."""
+    n = x.shape[0]
+    if n == 0:
+        return 0.0
+    part = cuda.device_array((n + K.CHUNK - 1) // K.CHUNK)
+    launch(K.chunk_sums, part.shape[0], x, part)
+    while part.shape[0] > 1:
+        nxt = cuda.device_array((part.shape[0] + K.CHUNK - 1) // K.CHUNK)
+        launch(K.chunk_sums, nxt.shape[0], part, nxt)
+        part = nxt
+    return float(part.copy_to_host()[0])
 
 
 _P2_DEV = {}
@@ -251,22 +272,45 @@ def solve_plain_machine(m, sr, reverse, W, F, init, tol, max_sweeps, info):
 
 # ---------------------------------------------------------------- phi systems
 
+def forest_levels(parent) -> dict:
+    """A forest (int64 [n] parent of each node, -1 for roots) by depth, on the device.
+
+    Returns a dict: states (device int64 [n], by increasing depth), level_ptr
+    (host int64 [L+2]: depth d's states are states[level_ptr[d]:level_ptr[d+1]]),
+    cptr / child (device CSR of each node's children) and phi_t (device parents).
+    """
+    parent = np.asarray(parent, np.int64)
+    n = parent.shape[0]
+    depth, order = phi_depths(parent, n)
+    lp = np.zeros(int(depth.max(initial=0)) + 2, np.int64)
+    np.cumsum(np.bincount(depth, minlength=lp.size - 1), out=lp[1:])
+    kids = np.flatnonzero(parent >= 0)
+    korder = kids[np.argsort(parent[kids], kind="stable")].astype(np.int64)
+    cptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(parent[kids], minlength=n), out=cptr[1:])
+    return {"states": cuda.to_device(np.asarray(order, np.int64)), "level_ptr": lp,
+            "cptr": cuda.to_device(cptr), "child": cuda.to_device(korder), "phi_t": cuda.to_device(parent)}
+
+
+def forest_pass_rows(X, fo, w, transpose: bool) -> None:
+    """In place on the device, the forest's pass over matrix rows X [n, m] with weights w [n]:
+    ``P X`` (each row times its weight added to its parent's, deepest first) or, transposed,
+    ``P^T X`` (each row receives its parent's, shallowest first); the twin of
+    :func:`fsmlearn.algo.relax_blocks.phi_pass_rows`.  ``fo``: :func:`forest_levels`."""
+    lp = fo["level_ptr"]
+    if transpose:
+        for lv in range(1, lp.size - 1):
+            s0, s1 = int(lp[lv]), int(lp[lv + 1])
+            _launch(K.forest_down_rows, s1 - s0, X, fo["states"], s0, s1, fo["phi_t"], w)
+    else:
+        for lv in range(lp.size - 3, -1, -1):
+            s0, s1 = int(lp[lv]), int(lp[lv + 1])
+            _launch(K.forest_up_rows, s1 - s0, X, fo["states"], s0, s1, fo["cptr"], fo["child"], w)
+
+
 def _phi_forest(m, phi_t):
-    """Device copies of the phi forest by depth: states (by depth), level_ptr (host), children CSR."""
-    def build():
-        n = m.num_states
-        depth, order = phi_depths(phi_t, n)
-        lp = np.zeros(int(depth.max(initial=0)) + 2, np.int64)
-        np.cumsum(np.bincount(depth, minlength=lp.size - 1), out=lp[1:])
-        has = phi_t >= 0
-        kids = np.flatnonzero(has)
-        korder = kids[np.argsort(phi_t[kids], kind="stable")].astype(np.int64)
-        cptr = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(phi_t[kids], minlength=n), out=cptr[1:])
-        return {"states": cuda.to_device(np.asarray(order, np.int64)), "level_ptr": lp,
-                "cptr": cuda.to_device(cptr), "child": cuda.to_device(korder),
-                "phi_t": cuda.to_device(np.asarray(phi_t, np.int64))}
-    return m.cached("cuda_phi_forest", build)
+    """:func:`forest_levels` of a machine's phi forest (cached per machine)."""
+    return m.cached("cuda_phi_forest", lambda: forest_levels(phi_t))
 
 
 def _phi_up(Z, fo, Wphi_d):
