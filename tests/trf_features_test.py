@@ -1,0 +1,125 @@
+"""TRF features (Table 2), the feature acceptor and the exact normalisers by the engine."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from fsmlearn.algo import score_sequences
+from fsmlearn.errors import ArgumentError
+from fsmlearn.trf.acceptor import LengthProduct, compile_acceptor
+from fsmlearn.trf.features import as_corpus, build_features, make_templates
+
+
+def _toy(seed=0, V=3, n=60, maxlen=7):
+    rng = np.random.default_rng(seed)
+    return rng, as_corpus([rng.integers(0, V, rng.integers(1, maxlen)) for _ in range(n)])
+
+
+def _direct_score(fs, x, lam):
+    """lambda . f(x) by the definition: every template at every padded position, by hand."""
+    t = fs.templates
+    y = [fs.bos] + [int(v) for v in x] + [fs.eos]
+    keys = {int(k): f for f, k in enumerate(fs.keys)}
+    total = 0.0
+    for i in range(1, len(y)):
+        for r in range(len(t.tid)):
+            L = int(t.length[r])
+            offs = [int(o) for o in t.offset[r, :L]]
+            if i + min(offs) < 0 or (L == 1 and i == len(y) - 1):
+                continue
+            k = int(t.tid[r])
+            for q, o in enumerate(offs):
+                tok = y[i + o]
+                k = (k << 14) | (int(fs.classes[tok]) if t.kind[r, q] else tok)
+            k <<= 14 * (4 - L)
+            if k in keys:
+                total += lam[keys[k]]
+    return total
+
+
+def test_table_2_templates():
+    t = make_templates("w+c+ws+cs+wsh+csh+cpw+tied")
+    assert t.label[:4] == ("w0", "w-1w0", "w-2w-1w0", "w-3w-2w-1w0")
+    assert "c-3c-1c0" in t.label and "w-5w0" in t.label and "c-3c-2c-1w0" in t.label
+    tied = [r for r, lab in enumerate(t.label) if lab in ("w-6w0", "w-7w0", "w-8w0", "w-9w0")]
+    assert len(tied) == 4 and len({int(t.tid[r]) for r in tied}) == 1      # one shared parameter
+    assert t.span == 9 and t.uses_classes
+    assert make_templates("w", 3).label == ("w0", "w-1w0", "w-2w-1w0") and not make_templates("w").uses_classes
+
+
+@pytest.mark.parametrize("bad", ["w+x", "w+w", ""])
+def test_bad_templates_are_refused(bad):
+    with pytest.raises(ArgumentError):
+        make_templates(bad)
+    with pytest.raises(ArgumentError):
+        make_templates("w", order=5)
+
+
+def test_character_features_are_the_papers_begin_end_ngrams():
+    # training word "ab" (a=0, b=1): unigrams a, b; bigrams <s>a, ab, b</s>; trigrams <s>ab, ab</s>
+    fs = build_features(as_corpus([[0, 1]]), 2, make_templates("w", 3))
+    assert sorted(fs.describe(f) for f in range(fs.num_features)) == sorted(
+        ["w0:0", "w0:1", "w-1w0:2,0", "w-1w0:0,1", "w-1w0:1,3", "w-2w-1w0:2,0,1", "w-2w-1w0:0,1,3"])
+
+
+@pytest.mark.parametrize("types", ["w", "w+c+ws+cs", "w+c+wsh+csh+cpw+tied"])
+def test_scores_equal_the_direct_sum_and_the_acceptors_path_weight(types):
+    rng, train = _toy(1, V=3, maxlen=12)
+    fs = build_features(train, 3, make_templates(types, 3), classes=np.array([0, 1, 1]))
+    lam = rng.normal(size=fs.num_features)
+    test = as_corpus([rng.integers(0, 3, rng.integers(1, 13)) for _ in range(40)])
+    s = fs.scores(test, lam)
+    direct = np.array([_direct_score(fs, test.sentence(i), lam) for i in range(len(test))])
+    assert np.allclose(s, direct, atol=1e-12)
+    if fs.templates.span <= 3:
+        acc = compile_acceptor(fs)
+        w = score_sequences(acc.weighted(lam), test.ptr, (test.tokens + 1).astype(np.int32)).weight
+        assert np.allclose(-w, s, atol=1e-12)
+
+
+def test_feature_counts_match_the_scores():
+    rng, train = _toy(2)
+    fs = build_features(train, 3, make_templates("w+ws", 3))
+    lam = rng.normal(size=fs.num_features)
+    idx, ptr = fs.feature_counts(train)
+    by_counts = np.array([lam[idx[ptr[i]:ptr[i + 1]]].sum() for i in range(len(train))])
+    assert np.allclose(by_counts, fs.scores(train, lam))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_normalisers_and_expected_features_equal_enumeration(seed):
+    rng, train = _toy(seed, V=3)
+    fs = build_features(train, 3, make_templates("w+c+ws", 3), classes=np.array([0, 1, 1]))
+    lam = rng.normal(size=fs.num_features)
+    m = 5
+    lp = LengthProduct(compile_acceptor(fs), m)
+    logz = lp.log_normalisers(lam)
+    pi = np.r_[0.0, rng.dirichlet(np.ones(m))]
+    pi[2] = 0.0
+    pi /= pi.sum()
+    with np.errstate(divide="ignore"):
+        E, _ = lp.expected_features(lam, np.log(pi))
+    brute = np.zeros(fs.num_features)
+    for j in range(1, m + 1):
+        xs = as_corpus([list(x) for x in itertools.product(range(3), repeat=j)])
+        s = fs.scores(xs, lam)
+        assert logz[j] == pytest.approx(np.log(np.exp(s).sum()), abs=1e-10)
+        p = np.exp(s - logz[j])
+        idx, ptr = fs.feature_counts(xs)
+        for k in range(len(xs)):
+            np.add.at(brute, idx[ptr[k]:ptr[k + 1]], pi[j] * p[k])
+    assert np.allclose(E, brute, atol=1e-10)
+
+
+def test_bad_corpora_and_vocabularies_are_refused():
+    with pytest.raises(ArgumentError, match="sentence 1 has token id 5"):
+        build_features(as_corpus([[0, 1], [5]]), 3, make_templates("w"))
+    with pytest.raises(ArgumentError, match="empty"):
+        build_features(as_corpus([[0], []]), 3, make_templates("w"))
+    with pytest.raises(ArgumentError, match="class"):
+        build_features(as_corpus([[0]]), 3, make_templates("c"), classes=np.array([0, 1]))
+    with pytest.raises(ArgumentError, match="vocabulary"):
+        build_features(as_corpus([[0]]), 20_000, make_templates("w"))
