@@ -6,6 +6,13 @@ import itertools
 import math
 import os
 
+# The CUDA path's tests (device="cuda") run in numba's CUDA simulator unless the
+# caller chose otherwise (NUMBA_ENABLE_CUDASIM=0 on a machine with a GPU runs
+# them on the GPU).  numba reads the variable when it is first imported, so it
+# is set here, before anything imports numba; it changes numba.cuda only.
+if "NUMBA_ENABLE_CUDASIM" not in os.environ:
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
