@@ -49,12 +49,14 @@ class HoleIndex:
         tok: int32 [n], the token (word slots) or class (class slots) filling the hole.
         cls: int32 [n], the class of tok (for class slots tok itself): entries sorted by it.
         feat: int64 [n], the feature index.
+        class_entries: int64 [k], the entries of class slots.
     """
     table: tuple
     ptr: np.ndarray
     tok: np.ndarray
     cls: np.ndarray
     feat: np.ndarray
+    class_entries: np.ndarray
 
 
 def build_hole_index(fs: FeatureSet) -> HoleIndex:
@@ -64,7 +66,7 @@ def build_hole_index(fs: FeatureSet) -> HoleIndex:
     keys = fs.keys
     tid = keys >> (ID_BITS * MAX_SLOTS)
     V, C = fs.vocab_size, fs.n_classes
-    hk_all, tok_all, cls_all, feat_all = [], [], [], []
+    hk_all, tok_all, cls_all, feat_all, kind_all = [], [], [], [], []
     feat_ids = np.arange(len(keys), dtype=np.int64)
     for t_id in np.unique(t.tid):
         r = int(np.flatnonzero(t.tid == t_id)[0])
@@ -80,6 +82,7 @@ def build_hole_index(fs: FeatureSet) -> HoleIndex:
             hk = (k & ~(np.int64(HOLE) << shift)) | (np.int64(HOLE) << shift)
             keep = ~boundary
             hk_all.append(hk[keep])
+            kind_all.append(np.full(int(keep.sum()), bool(is_c)))
             tok_all.append(tok[keep])
             cls_all.append(tok[keep] if is_c else fs.classes[tok[keep]])
             feat_all.append(f[keep])
@@ -87,13 +90,14 @@ def build_hole_index(fs: FeatureSet) -> HoleIndex:
     tok = np.concatenate(tok_all).astype(np.int32) if tok_all else np.zeros(0, np.int32)
     cl = np.concatenate(cls_all).astype(np.int32) if cls_all else np.zeros(0, np.int32)
     feat = np.concatenate(feat_all).astype(np.int64) if feat_all else np.zeros(0, np.int64)
+    is_c = np.concatenate(kind_all) if kind_all else np.zeros(0, bool)
     order = np.lexsort((tok, cl, hk))
-    hk, tok, cl, feat = hk[order], tok[order], cl[order], feat[order]
+    hk, tok, cl, feat, is_c = hk[order], tok[order], cl[order], feat[order], is_c[order]
     starts = np.flatnonzero(np.r_[True, hk[1:] != hk[:-1]]) if len(hk) else np.zeros(0, np.int64)
     ptr = np.r_[starts, len(hk)].astype(np.int64)
     tk, tv, mask = new_table(len(starts))
     _insert_groups(hk[starts] if len(hk) else hk, tk, tv, mask)
-    return HoleIndex((tk, tv, mask), ptr, tok, cl, feat)
+    return HoleIndex((tk, tv, mask), ptr, tok, cl, feat, np.flatnonzero(is_c).astype(np.int64))
 
 
 @nb.njit(cache=True)
@@ -156,7 +160,7 @@ def _lse(logits, n):
 
 @nb.njit(cache=True)
 def _conditional(y, n_pad, p, cls, C, tid, length, offset, kind, minoff,
-                 htk, htv, hmask, hptr, hcls, htok, hfeat, lam, cscore, active):
+                 htk, htv, hmask, hptr, hcls, htok, hfeat, hval, cscore, active):
     """Class scores (features depending on x_p through its class) into cscore[:C]; the hole
     groups of word slots into active; returns the number of active groups."""
     for c in range(C):
@@ -173,7 +177,7 @@ def _conditional(y, n_pad, p, cls, C, tid, length, offset, kind, minoff,
                 continue
             if kind[r, s] == KIND_C:
                 for e in range(hptr[g], hptr[g + 1]):
-                    cscore[htok[e]] += lam[hfeat[e]]
+                    cscore[htok[e]] += hval[e]
             else:
                 active[na] = g
                 na += 1
@@ -239,7 +243,7 @@ def _log_gamma_ratio(k, j, M):
 @nb.njit(cache=True)
 def _chain(ch, steps, y, n_len, M, len_w, cls, C, members, mptr, mpos,
            tid, length, offset, kind, minoff, ftk, ftv, fmask,
-           htk, htv, hmask, hptr, hcls, htok, hfeat, lam, rng, out_tok, out_len, stats):
+           htk, htv, hmask, hptr, hcls, htok, hfeat, hval, lam, rng, out_tok, out_len, stats):
     """Run chain ch for ``steps`` steps from y (padded, length n_len); write each step's sample."""
     cscore = np.empty(C)
     maxc = 0
@@ -265,7 +269,7 @@ def _chain(ch, steps, y, n_len, M, len_w, cls, C, members, mptr, mpos,
             y[k + 1] = 0
             y[k + 2] = eos
             na = _conditional(y, k + 3, k + 1, cls, C, tid, length, offset, kind, minoff,
-                              htk, htv, hmask, hptr, hcls, htok, hfeat, lam, cscore, active)
+                              htk, htv, hmask, hptr, hcls, htok, hfeat, hval, cscore, active)
             c0, lq = _draw(cscore, C, _rand(rng, ch))
             size = _word_scores(c0, active, na, hptr, hcls, htok, hfeat, lam, mptr, mpos, wscore)
             w, lw = _draw(wscore, size, _rand(rng, ch))
@@ -284,7 +288,7 @@ def _chain(ch, steps, y, n_len, M, len_w, cls, C, members, mptr, mpos,
                 stats[ch, 1] += 1
         elif j == k - 1:
             na = _conditional(y, k + 2, k, cls, C, tid, length, offset, kind, minoff,
-                              htk, htv, hmask, hptr, hcls, htok, hfeat, lam, cscore, active)
+                              htk, htv, hmask, hptr, hcls, htok, hfeat, hval, cscore, active)
             lq = _lse(cscore, C)
             xk = y[k]
             c = cls[xk]
@@ -306,7 +310,7 @@ def _chain(ch, steps, y, n_len, M, len_w, cls, C, members, mptr, mpos,
         n_pad = k + 2
         for p in range(1, k + 1):
             na = _conditional(y, n_pad, p, cls, C, tid, length, offset, kind, minoff,
-                              htk, htv, hmask, hptr, hcls, htok, hfeat, lam, cscore, active)
+                              htk, htv, hmask, hptr, hcls, htok, hfeat, hval, cscore, active)
             cur = cls[y[p]]
             if C > 1:
                 c0, lq = _draw(cscore, C, _rand(rng, ch))
@@ -338,11 +342,19 @@ def _chain(ch, steps, y, n_len, M, len_w, cls, C, members, mptr, mpos,
 @nb.njit(cache=True, parallel=True)
 def _run_chains(steps, Y, L, M, len_w, cls, C, members, mptr, mpos,
                 tid, length, offset, kind, minoff, ftk, ftv, fmask,
-                htk, htv, hmask, hptr, hcls, htok, hfeat, lam, rng, out_tok, out_len, stats):
+                htk, htv, hmask, hptr, hcls, htok, hfeat, hval, lam, rng, out_tok, out_len, stats):
     for ch in nb.prange(Y.shape[0]):
         L[ch] = _chain(ch, steps, Y[ch], L[ch], M, len_w, cls, C, members, mptr, mpos,
                        tid, length, offset, kind, minoff, ftk, ftv, fmask,
-                       htk, htv, hmask, hptr, hcls, htok, hfeat, lam, rng, out_tok, out_len, stats)
+                       htk, htv, hmask, hptr, hcls, htok, hfeat, hval, lam, rng, out_tok, out_len, stats)
+
+
+@nb.njit(cache=True, parallel=True)
+def _gather(lam, feat, where, out):
+    """out[where] = lam[feat[where]], in parallel."""
+    for k in nb.prange(where.shape[0]):
+        e = where[k]
+        out[e] = lam[feat[e]]
 
 
 class Sampler:
@@ -386,6 +398,15 @@ class Sampler:
             self.rng = (np.arange(chains, dtype=np.uint64) * np.uint64(0x632BE59BD9B4E019)
                         + np.uint64(seed % 2**63) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1))
         self.stats = np.zeros((chains, 6), np.int64)
+        self._hv = None
+
+    def _hval(self, lam):
+        """lambda of the class-slot entries of the hole index, in the index's order (the class
+        scan of every conditional then reads memory in sequence)."""
+        if self._hv is None:
+            self._hv = np.zeros(len(self.holes.feat))
+        _gather(lam, self.holes.feat, self.holes.class_entries, self._hv)
+        return self._hv
 
     @property
     def chains(self) -> int:
@@ -411,7 +432,7 @@ class Sampler:
         fs, t, h = self.fs, self.fs.templates, self.holes
         _run_chains(int(steps), self.Y, self.L, self.M, len_w, fs.classes, fs.n_classes, self.members, self.mptr,
                     self.mpos, t.tid, t.length, t.offset, t.kind, t.minoff, *fs.table, *h.table, h.ptr, h.cls,
-                    h.tok, h.feat, lam, self.rng, out_tok, out_len, self.stats)
+                    h.tok, h.feat, self._hval(lam), lam, self.rng, out_tok, out_len, self.stats)
         return out_tok.reshape(n * steps, self.M), out_len.reshape(n * steps)
 
     def acceptance(self) -> dict:
