@@ -120,6 +120,26 @@ def test_star_bp_marginals_equal_brute_force(C, K):
             np.testing.assert_allclose(r.edge_marginal(pot, l), edges[l - 1], atol=1e-12)
 
 
+def test_star_bp_stays_finite_and_exact_for_extreme_potentials():
+    """Potentials and duals hundreds of nats apart (a wild line-search trial) underflow nothing
+    that matters: logs for the vectors, scaled products for the matrices."""
+    rng = np.random.default_rng(21)
+    C, K = 3, 2
+    pot = star_potentials(random_model(rng, C, K, scale=60.0))
+    delta = rng.normal(0, 400, (K, C))
+    r = star_bp(pot, delta)
+    lz, mu, _ = brute_star(pot, delta)
+    assert r.logz == pytest.approx(lz, rel=1e-12)
+    np.testing.assert_allclose(r.mu, mu, atol=1e-12)
+    # float32 potentials lose edge entries more than ~87 nats below their maximum: they hold
+    # for potentials and duals tens of nats apart
+    m = random_model(rng, 40, K, rank=4, scale=2.0)
+    delta = rng.normal(0, 10, (K, 40))
+    r32, r64 = star_bp(star_potentials(m, np.float32), delta), star_bp(star_potentials(m), delta)
+    assert np.isfinite(r32.a).all() and r32.logz == pytest.approx(r64.logz, rel=1e-6)
+    np.testing.assert_allclose(r32.mu, r64.mu, atol=1e-5)
+
+
 def test_float32_potentials_agree_with_float64():
     rng = np.random.default_rng(3)
     m = random_model(rng, 6, 2, rank=3)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, NotConvergedError
 from .model import Moments, MRFModel
 
 __all__ = ["StarPotentials", "star_potentials", "StarResult", "star_bp", "TightenState", "tighten",
@@ -138,28 +138,44 @@ def star_bp(pot: StarPotentials, delta) -> StarResult:
     if delta.shape != (K, C):
         raise ArgumentError(f"delta has shape {delta.shape}; expected [{K}, {C}]")
     dt = pot.E.dtype
-    phi0, m0 = _scaled_exp(pot.theta0 - delta.sum(axis=0))
+    # vectors in the log domain (float64), matrix-vector products in the scaled linear domain
+    logphi0 = pot.theta0 - delta.sum(axis=0)
     phis = np.empty((K, C))
-    logscale = m0
-    msgs = np.empty((K, C))
-    for l in range(K):
-        phis[l], ml = _scaled_exp(pot.theta0 + delta[l])
-        msg = (pot.E[l] @ phis[l].astype(dt)).astype(np.float64)        # leaf l -> centre
-        mx = float(msg.max())
-        msgs[l] = msg / mx
-        logscale += ml + math.log(mx) + float(pot.shift[l])
-    b0 = phi0 * msgs.prod(axis=0)
+    logmsg = np.empty((K, C))
+    logscale = 0.0
+    with np.errstate(divide="ignore"):
+        for l in range(K):
+            phis[l], ml = _scaled_exp(pot.theta0 + delta[l])
+            msg = (pot.E[l] @ phis[l].astype(dt)).astype(np.float64)        # leaf l -> centre
+            mx = float(msg.max())
+            if not mx > 0:        # every product underflowed in float32: redo this one in float64
+                msg = pot.E[l].astype(np.float64) @ phis[l]
+                mx = float(msg.max())
+                if not mx > 0:
+                    raise NotConvergedError(f"edge {l + 1}: the star's messages underflow "
+                                            "(potentials too far apart)")
+            logmsg[l] = np.log(msg / mx)
+            logscale += ml + math.log(mx) + float(pot.shift[l])
+    lb0 = logphi0 + logmsg.sum(axis=0)
+    m = float(lb0.max())
+    b0 = np.exp(lb0 - m)
     S = float(b0.sum())
     mu = np.empty((K + 1, C))
     mu[0] = b0 / S
     a = np.empty((K, C))
     for l in range(K):
-        c = phi0 * np.prod(np.delete(msgs, l, axis=0), axis=0)         # centre -> leaf l
+        lc = logphi0 + np.delete(logmsg, l, axis=0).sum(axis=0)
+        c = np.exp(lc - float(lc.max()))                             # centre -> leaf l, max 1
         r = (c.astype(dt) @ pot.E[l]).astype(np.float64)
         q = phis[l] * r
-        mu[l + 1] = q / q.sum()
-        a[l] = c / q.sum()
-    return StarResult(math.log(S) + logscale, mu, a, phis, delta.copy())
+        qs = float(q.sum())
+        if not qs > 0:
+            r = c @ pot.E[l].astype(np.float64)
+            q = phis[l] * r
+            qs = float(q.sum())
+        mu[l + 1] = q / qs
+        a[l] = c / qs
+    return StarResult(math.log(S) + m + logscale, mu, a, phis, delta.copy())
 
 
 @dataclass

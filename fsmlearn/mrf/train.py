@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import minimize
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, NotConvergedError
 from .exact import CycleStructure, conditional_log_likelihood, separator_mask
 from .lifted import TightenState, lifted_bound, star_potentials, tighten
 from .model import Moments, MRFModel
@@ -95,11 +95,25 @@ def train_lifted(model: MRFModel, moments: Moments, *, max_iter: int = 100, dtyp
     t0 = time.perf_counter()
     history: list = []
 
+    # every evaluation starts from the dual variables of the last accepted iterate, so that a
+    # wild trial point of the line search does not spoil the next warm start
+    anchor = {"delta": state.delta.copy(), "alpha": state.alpha}
+
     def evaluate(v):
         m = model.with_vector(v)
         pot = star_potentials(m, dtype)
         before = state.iterations
-        star = tighten(pot, state, max_iter=tighten_iter, tol=tighten_tol, alpha0=alpha0, method=tighten_method)
+        state.delta, state.alpha = anchor["delta"].copy(), anchor["alpha"]
+        try:
+            star = tighten(pot, state, max_iter=tighten_iter, tol=tighten_tol, alpha0=alpha0,
+                           method=tighten_method)
+        except NotConvergedError:
+            # a trial point so wild that the star's float messages underflow: report it as far
+            # worse than the accepted point, so that the line search steps back
+            counters["evals"] += 1
+            if "g" not in anchor:
+                raise
+            return -anchor["objective"] + 1e3 * (1.0 + abs(anchor["objective"])), anchor["g"]
         lb = lifted_bound(m, moments, pot=pot, star=star)
         del pot
         obj = lb.value
@@ -109,12 +123,13 @@ def train_lifted(model: MRFModel, moments: Moments, *, max_iter: int = 100, dtyp
             g = g - l2 * mask * v
         counters["evals"] += 1
         last.update(v=v.copy(), model=m, bound=lb.value, objective=obj, gap=star.gap, logz=star.logz,
-                    tighten=state.iterations - before)
+                    tighten=state.iterations - before, delta=state.delta.copy(), alpha=state.alpha, g=-g)
         return -obj, -g
 
     def record(v):
         if "v" not in last or not np.array_equal(v, last["v"]):
             evaluate(v)
+        anchor.update(delta=last["delta"], alpha=last["alpha"], g=last["g"], objective=last["objective"])
         entry = {"iteration": len(history) + 1, "evaluations": counters["evals"], "bound": last["bound"],
                  "objective": last["objective"], "gap": last["gap"], "log_z_star": last["logz"],
                  "tighten_iterations": last["tighten"], "seconds": time.perf_counter() - t0}
@@ -132,6 +147,7 @@ def train_lifted(model: MRFModel, moments: Moments, *, max_iter: int = 100, dtyp
             best_v, message = res.x, str(res.message)
         except _Stop:
             best_v, message = last["v"], "stopped by on_iteration"
+    state.delta, state.alpha = anchor["delta"].copy(), anchor["alpha"]
     return TrainResult(model.with_vector(best_v), history, state, message)
 
 
