@@ -6,7 +6,7 @@ The Brown-LM split of ../shared/data/README.md (:func:`fsmlearn.data.iter_senten
 each sentence (section 4.1) and its moments are collected once; the validation split's
 moments likewise.  A low-rank (eq. 5, D = 30) or full-rank model is trained by Algorithm 2
 (L-BFGS over theta, Algorithm 1 warm-started inside each evaluation, the star's dense
-potentials in float32).  After every L-BFGS iteration ("epoch": one outer iteration) the
+potentials in float32) from theta^0 = the log unigram frequencies and small random U, W.  After every L-BFGS iteration ("epoch": one outer iteration) the
 report records the training bound and the held-out bound per position,
 
     <hat-mu_valid, theta> - log Z_star(theta, delta) / (K+1),
@@ -142,6 +142,9 @@ def run_lm(cfg: LMConfig, progress=None) -> dict:
         f"{[p.nnz for p in mtr.pairs]} in {t_moments:.1f} s")
     del train, valid, xtr, xva
     model = MRFModel.init(C, K, rank=cfg.rank, seed=cfg.seed, scale=cfg.init_scale, symbols=symbols)
+    # theta^0 starts at the log unigram frequencies: the optimum of the model without pairwise
+    # potentials, where the lifted bound is exact
+    model.theta0[:] = np.log(np.maximum(mtr.unary, 0.5) / mtr.N)
     best = {"valid": -np.inf, "iteration": 0, "seconds": 0.0, "model": model}
     t0 = time.perf_counter()
     stale = {"n": 0}

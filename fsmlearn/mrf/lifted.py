@@ -173,6 +173,9 @@ def star_bp(pot: StarPotentials, delta) -> StarResult:
             r = c @ pot.E[l].astype(np.float64)
             q = phis[l] * r
             qs = float(q.sum())
+            if not qs > 0:
+                raise NotConvergedError(f"edge {l + 1}: the message to leaf {l + 1} underflows "
+                                        "(potentials too far apart for the stored edge potentials)")
         mu[l + 1] = q / qs
         a[l] = c / qs
     return StarResult(math.log(S) + m + logscale, mu, a, phis, delta.copy())
@@ -223,8 +226,12 @@ def tighten(pot: StarPotentials, state: TightenState, *, max_iter: int = 200, to
     alpha = min(alpha0, 2 * state.alpha)
     it = 0
     while it < max_iter and best.gap > tol and alpha > 1e-12:
-        cand = star_bp(pot, best.delta - alpha * (best.mu[1:] - best.mu[0]))
         it += 1
+        try:
+            cand = star_bp(pot, best.delta - alpha * (best.mu[1:] - best.mu[0]))
+        except NotConvergedError:       # a step so long that the messages underflow: shorten it
+            alpha /= 2
+            continue
         if cand.logz < best.logz:
             best = cand
         else:

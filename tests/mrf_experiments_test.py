@@ -1,0 +1,62 @@
+"""The MRF experiments and their CLI at toy scale: reports, plots, saved models."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from fsmlearn.cli import mrf as cli_mrf
+from fsmlearn.errors import ArgumentError
+from fsmlearn.experiments.mrf_lm import LMConfig, nearest_neighbours, run_lm
+from fsmlearn.experiments.mrf_synthetic import SyntheticConfig, run_synthetic
+from fsmlearn.mrf import load_mrf
+
+
+def test_synthetic_report_has_figure_5s_shape(tmp_path):
+    r = run_synthetic(SyntheticConfig(length=6, seeds=2, max_iter=40, report=tmp_path / "s.json"))
+    assert (tmp_path / "s.png").stat().st_size > 0
+    saved = json.loads((tmp_path / "s.json").read_text())
+    assert saved["summary"] == r["summary"] and len(saved["runs"]) == 2
+    for run in r["runs"]:
+        lt = run["lifted_training"]
+        # the bound is below the exact likelihood of the same parameters at every iteration
+        assert all(b <= e + 1e-9 for b, e in zip(lt["bound"], lt["exact_log_likelihood"]))
+        # and exact training reaches at least what the lifted parameters get
+        assert run["final"]["exact_optimum"] >= run["final"]["lifted_exact_log_likelihood"] - 1e-6
+        assert run["exact_training"]["log_likelihood"][-1] > run["exact_training"]["log_likelihood"][0]
+    with pytest.raises(ArgumentError):
+        SyntheticConfig(seeds=0).check()
+
+
+def test_lm_on_a_small_vocabulary(tmp_path):
+    cfg = LMConfig(rank=3, vocab=30, max_iter=3, tighten_iter=20, report=tmp_path / "lm.json",
+                   model=tmp_path / "lm.npz")
+    r = run_lm(cfg)
+    assert r["C"] == 32 and 1 <= len(r["history"]) <= 3
+    assert all(np.isfinite(e["valid_bound"]) and e["bound"] < 0 for e in r["history"])
+    assert r["best"]["valid_bound"] == max(e["valid_bound"] for e in r["history"])
+    m = load_mrf(tmp_path / "lm.npz")
+    assert m.symbols[0] == "<S>" and m.rank == 3 and m.C == 32
+    assert (tmp_path / "lm.png").exists() and set(r["nearest_neighbours"]) <= set(m.symbols)
+    with pytest.raises(ArgumentError, match="full-rank"):
+        LMConfig(rank=None).check()
+
+
+def test_nearest_neighbours_by_cosine():
+    U = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [-1.0, 0.0]])
+    nn = nearest_neighbours(U, ["a", "b", "c", "d"], ["a", "zz"], k=2)
+    assert [w for w, _ in nn["a"]] == ["b", "c"] and "zz" not in nn
+
+
+def test_cli_parses_and_runs_synthetic(tmp_path):
+    p = argparse.ArgumentParser(prog="fsmlearn")
+    sub = p.add_subparsers(dest="command")
+    cli_mrf.add_parser(sub)
+    args = p.parse_args(["mrf", "synthetic", "--length", "5", "--seeds", "1", "--max-iter", "5", "-q",
+                         "--report", str(tmp_path / "s.json")])
+    assert args.func(args) == 0 and (tmp_path / "s.json").exists()
+    args = p.parse_args(["mrf", "lm", "--rank", "0", "--vocab", "100"])
+    assert args.rank == 0 and args.vocab == 100 and args.tighten == "subgradient"
