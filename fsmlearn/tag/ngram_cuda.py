@@ -48,6 +48,12 @@ _CHUNK = 1024        # states per thread of the alpha2^T G reduction
 
 # ------------------------------------------------------------------ kernels
 
+@cuda.jit(device=True)
+def _imin(a, b):
+    """The smaller of a and b (the builtin min of two scalars does not compile on every numba.cuda)."""
+    return a if a <= b else b
+
+
 @cuda.jit
 def _zero2(X):
     """X[i, :] = 0 (one thread per row)."""
@@ -123,7 +129,7 @@ def _trans_parts(A2, G, part):
     tp = r // T1
     t = r % T1
     lo = c * _CHUNK
-    hi = min(lo + _CHUNK, A2.shape[0])
+    hi = _imin(lo + _CHUNK, A2.shape[0])
     acc = 0.0
     for i in range(lo, hi):
         acc += A2[i, tp] * G[i, t]

@@ -66,6 +66,19 @@ _UNBOUNDED = 2.0**1000       # the same bound for plain rows (convergence.measur
 
 
 @cuda.jit(device=True)
+def _fmax(a, b):
+    """The larger of a and b, NaN if either is (the builtin max of two scalars does not compile
+    on every numba.cuda)."""
+    return a if (a >= b or a != a) else b
+
+
+@cuda.jit(device=True)
+def _fmin(a, b):
+    """The smaller of a and b, NaN if either is."""
+    return a if (a <= b or a != a) else b
+
+
+@cuda.jit(device=True)
 def _p2(d, P2):
     """2**-d for d >= 0 (0 beyond 2**-1100), from the table P2."""
     i = int(d)
@@ -80,7 +93,7 @@ def _renorm(V, t):
     KE = V.shape[1] - 1
     m = 0.0
     for j in range(KE):
-        m = max(m, abs(V[t, j]))
+        m = _fmax(m, abs(V[t, j]))
     if m == 0.0:
         V[t, KE] = EXP_UNSET
     elif (m >= _HI or m < _LO) and m < math.inf:
@@ -179,7 +192,7 @@ def jacobi_sweep(Y, X, B, ptr, nbr, arc, W, P2, kref, dn, sd, bad):
         dn[t] = 0.0
         sd[t] = 0.0
         return
-    kn = max(ky, kx)
+    kn = _fmax(ky, kx)
     fy = _p2(kn - ky, P2)
     fx = _p2(kn - kx, P2)
     m = 0.0
@@ -188,8 +201,8 @@ def jacobi_sweep(Y, X, B, ptr, nbr, arc, W, P2, kref, dn, sd, bad):
     for c in range(KE):
         y = Y[t, c] * fy
         x = X[t, c] * fx
-        m = max(m, max(abs(y), abs(x)))
-        d = max(d, abs(y - x))
+        m = _fmax(m, _fmax(abs(y), abs(x)))
+        d = _fmax(d, abs(y - x))
         s += abs(y - x)
     e = kn - kref
     if e < -2200.0:
@@ -211,12 +224,12 @@ def reduce_change(dn, sd, bad, part):
         return
     n = dn.shape[0]
     lo = c * CHUNK
-    hi = min(lo + CHUNK, n)
+    hi = _fmin(lo + CHUNK, n)
     mx = 0.0
     tot = 0.0
     first = -1.0
     for i in range(lo, hi):
-        mx = max(mx, dn[i])
+        mx = _fmax(mx, dn[i])
         tot += sd[i]
         if bad[i] != 0 and first < 0.0:
             first = float(i)
@@ -232,7 +245,7 @@ def chunk_sums(x, part):
     if c >= part.shape[0]:
         return
     lo = c * CHUNK
-    hi = min(lo + CHUNK, x.shape[0])
+    hi = _fmin(lo + CHUNK, x.shape[0])
     tot = 0.0
     for i in range(lo, hi):
         tot += x[i]
@@ -246,7 +259,7 @@ def extrapolate_scaled(Y, X, factor, P2):
     if t >= Y.shape[0]:
         return
     KE = Y.shape[1] - 1
-    kn = max(Y[t, KE], X[t, KE])
+    kn = _fmax(Y[t, KE], X[t, KE])
     fy = _p2(kn - Y[t, KE], P2)
     fx = _p2(kn - X[t, KE], P2)
     for c in range(KE):
@@ -324,8 +337,8 @@ def plain_change(X, Y, D, dn, sd, bad):
         dj = Y[t, c] - X[t, c]
         D[t, c] = dj
         X[t, c] = Y[t, c]
-        mx = max(mx, abs(Y[t, c]))
-        d = max(d, abs(dj))
+        mx = _fmax(mx, abs(Y[t, c]))
+        d = _fmax(d, abs(dj))
         s += abs(dj)
     sd[t] = s
     bad[t] = 0
@@ -358,7 +371,7 @@ def arc_flows(A, W, Bt, tail, head, zp, zk, out):
     if e < -2200.0:
         out[i] = 0.0
     else:
-        out[i] = math.ldexp(m, int(min(e, 2200.0)))
+        out[i] = math.ldexp(m, int(_fmin(e, 2200.0)))
 
 
 @cuda.jit
@@ -394,7 +407,7 @@ def chain_flows(A, Wm, Hd, tail_state, ptr, chain, head_state, zp, zk, post):
     e += Hd[r, Hd.shape[1] - 1]
     if m == 0.0 or e < -2200.0:
         return
-    v = -math.ldexp(m, int(min(e, 2200.0)))
+    v = -math.ldexp(m, int(_fmin(e, 2200.0)))
     for c in range(ptr[i], ptr[i + 1]):
         cuda.atomic.add(post, chain[c], v)
 
