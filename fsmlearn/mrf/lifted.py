@@ -199,8 +199,8 @@ class TightenState:
         return cls(np.zeros((K, C)), float(alpha))
 
 
-def tighten(pot: StarPotentials, state: TightenState, *, max_iter: int = 200, tol: float = 1e-3,
-            alpha0: float = 1e3, method: str = "subgradient") -> StarResult:
+def tighten(pot, state: TightenState, *, max_iter: int = 200, tol: float = 1e-3,
+            alpha0: float = 1e3, method: str = "subgradient", bp=None) -> StarResult:
     """Algorithm 1: minimise log Z_star over delta, from ``state.delta`` (updated in place).
 
     ``method="subgradient"``: steps delta^l <- delta^l - alpha (mu^l_V - mu^0_V) (eq. 16) with
@@ -210,7 +210,9 @@ def tighten(pot: StarPotentials, state: TightenState, *, max_iter: int = 200, to
     warm start can recover from steps shrunk by an earlier theta.
     ``method="lbfgs"``: scipy's L-BFGS-B on the same smooth dual (the authors' implementation,
     appendix B).  Stops when the copies agree within ``tol`` (eq. 13: max_l ||mu^l - mu^0||_1)
-    or after ``max_iter`` BP passes.
+    or after ``max_iter`` BP passes.  ``bp(pot, delta)`` is the exact inference on the tree
+    (default :func:`star_bp`; the tagger's tree passes its own), returning an object with
+    ``logz``, ``mu`` [K+1, ...] (the centre copy first), ``gap`` and ``delta``.
 
     Returns:
         The :class:`StarResult` of the best delta (``state.delta`` is set to it).
@@ -219,16 +221,17 @@ def tighten(pot: StarPotentials, state: TightenState, *, max_iter: int = 200, to
         raise ArgumentError(f"method {method!r}; expected 'subgradient' or 'lbfgs'")
     if max_iter < 0 or not tol > 0 or not alpha0 > 0:
         raise ArgumentError(f"max_iter = {max_iter}, tol = {tol}, alpha0 = {alpha0}; expected >= 0, > 0, > 0")
-    best = star_bp(pot, state.delta)
+    bp = star_bp if bp is None else bp
+    best = bp(pot, state.delta)
     state.iterations += 1
     if method == "lbfgs":
-        return _tighten_lbfgs(pot, state, best, max_iter, tol)
+        return _tighten_lbfgs(pot, state, best, max_iter, tol, bp)
     alpha = min(alpha0, 2 * state.alpha)
     it = 0
     while it < max_iter and best.gap > tol and alpha > 1e-12:
         it += 1
         try:
-            cand = star_bp(pot, best.delta - alpha * (best.mu[1:] - best.mu[0]))
+            cand = bp(pot, best.delta - alpha * (best.mu[1:] - best.mu[0]))
         except NotConvergedError:       # a step so long that the messages underflow: shorten it
             alpha /= 2
             continue
@@ -242,13 +245,13 @@ def tighten(pot: StarPotentials, state: TightenState, *, max_iter: int = 200, to
     return best
 
 
-def _tighten_lbfgs(pot, state, best, max_iter, tol):
+def _tighten_lbfgs(pot, state, best, max_iter, tol, bp):
     from scipy.optimize import minimize
-    K, C = pot.K, pot.C
+    shape = best.delta.shape
     cache = {"best": best}
 
     def f(d):
-        r = star_bp(pot, d.reshape(K, C))
+        r = bp(pot, d.reshape(shape))
         state.iterations += 1
         if r.logz < cache["best"].logz:
             cache["best"] = r
