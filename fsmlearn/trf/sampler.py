@@ -400,6 +400,21 @@ class Sampler:
         self.stats = np.zeros((chains, 6), np.int64)
         self._hv = None
 
+    def start_from(self, sentences) -> None:
+        """Set each chain's state to one of ``sentences`` (token sequences of length 1..M),
+        e.g. training sentences, instead of the one-token start."""
+        if len(sentences) != self.chains:
+            raise ArgumentError(f"TRF sampler: {self.chains} starting sentences needed, got {len(sentences)}")
+        for c, x in enumerate(sentences):
+            x = np.asarray(x, np.int32)
+            if not 1 <= len(x) <= self.M or x.min() < 0 or x.max() >= self.fs.vocab_size:
+                raise ArgumentError(f"TRF sampler: starting sentence {c} must have 1..{self.M} tokens "
+                                    f"with ids 0..{self.fs.vocab_size - 1}")
+            self.Y[c, 0] = self.fs.bos
+            self.Y[c, 1:len(x) + 1] = x
+            self.Y[c, len(x) + 1] = self.fs.eos
+            self.L[c] = len(x)
+
     def _hval(self, lam):
         """lambda of the class-slot entries of the hole index, in the index's order (the class
         scan of every conditional then reads memory in sequence)."""

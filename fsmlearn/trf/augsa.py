@@ -1,0 +1,285 @@
+"""Augmented stochastic approximation (AugSA, Wang, Ou and Tan, Figure 1) for TRF models.
+
+At iteration t, K samples B^(t) of (j, x^j) are drawn from q(j, x^j; lambda, zeta) (equation
+12) by trans-dimensional mixture sampling (:mod:`fsmlearn.trf.sampler`, chains in parallel,
+Appendix D), then
+
+* lambda <- lambda + gamma_lambda / (sigma + mu) {-mu lambda + p~[f] - 1/K sum_B pi_j / pi0_j f(x^j)}
+  (equation 16 with the L2 term of equation 38; sigma the stratified empirical variances of
+  section 5.2, floored at 1e-15);
+* zeta <- zeta + gamma_zeta {delta_l(B) / pi0_l}_l, then zeta <- zeta - zeta_1 (equations 17, 18);
+
+with the two-stage rates gamma_lambda (24) and gamma_zeta (the second equation numbered 24
+in the paper, i.e. 25), the sampling length probabilities pi0 empirical or by equation (26),
+the long-sentence group of section 5.4 (lengths m+1..m+2 sampled, one zeta_{m+}), and the
+stop rule of Appendix E (the gap D between the log-likelihoods of a training subset and a
+development subset, averaged over windows of H iterations; stop when its increase S_t falls
+below a threshold).  lambda starts at 0 and zeta at its exact value there, ln V^{j-1}
+(section 4.2).
+
+Public names: AugSAConfig, empirical_stats, learning_rates, train_augsa.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, asdict
+
+import numba as nb
+import numpy as np
+
+from ..errors import ArgumentError
+from .features import Corpus, FeatureSet, as_corpus
+from .model import TRF, empirical_pi, length_groups, pi0_from_counts
+from .sampler import Sampler
+
+
+@dataclass
+class AugSAConfig:
+    """Settings of AugSA (defaults: the paper's PTB language-modelling run, section 7).
+
+    Attributes:
+        samples: K, samples per iteration.
+        chains: parallel chains (K / chains steps each).
+        iterations: t_max.
+        t_c, beta_lambda, beta_zeta, t0: the learning-rate constants of (24)-(25).
+        l2: mu of equation (38).
+        pi0: ``"eq26"`` or ``"empirical"``.
+        var_floor: the floor of the empirical variances.
+        max_length: m; lengths above it form the long sub-model when ``long``.
+        long: use the long-sentence sub-model (section 5.4).
+        stop: apply the stop rule of Appendix E (needs a development corpus).
+        stop_window: H; stop_threshold: the threshold on S_t; eval_every: iterations between
+            evaluations of D (and of the progress line); eval_sentences: subset sizes for D.
+        seed: seed of the sampler.
+    """
+    samples: int = 300
+    chains: int = 2
+    iterations: int = 1000
+    t_c: float = 3000.0
+    beta_lambda: float = 0.8
+    beta_zeta: float = 0.6
+    t0: int = 2000
+    l2: float = 4e-5
+    pi0: str = "eq26"
+    var_floor: float = 1e-15
+    max_length: int = 100
+    long: bool = True
+    stop: bool = False
+    stop_window: int = 100
+    stop_threshold: float = 1e-4
+    eval_every: int = 10
+    eval_sentences: int = 2000
+    seed: int = 0
+
+    def check(self) -> None:
+        """Raise ArgumentError for a setting out of range (the option and the value)."""
+        def bad(name, v, why):
+            raise ArgumentError(f"TRF training: {name} = {v!r} {why}")
+        if self.samples < 1:
+            bad("samples", self.samples, "must be >= 1")
+        if not 1 <= self.chains <= self.samples:
+            bad("chains", self.chains, "must be 1..samples")
+        if self.samples % self.chains:
+            bad("samples", self.samples, f"must be a multiple of chains ({self.chains})")
+        if self.iterations < 1:
+            bad("iterations", self.iterations, "must be >= 1")
+        if self.t_c < 0 or self.t0 < 1:
+            bad("t_c/t0", (self.t_c, self.t0), "must be >= 0 and >= 1")
+        for name in ("beta_lambda", "beta_zeta"):
+            v = getattr(self, name)
+            if not 0 <= v < 1:
+                bad(name, v, "must be in [0, 1)")
+        if self.l2 < 0 or not math.isfinite(self.l2):
+            bad("l2", self.l2, "must be finite and >= 0")
+        if self.pi0 not in ("eq26", "empirical"):
+            bad("pi0", self.pi0, "must be 'eq26' or 'empirical'")
+        if self.max_length < 1:
+            bad("max_length", self.max_length, "must be >= 1")
+        if self.stop_window < 1 or self.eval_every < 1 or self.eval_sentences < 1:
+            bad("stop_window/eval_every/eval_sentences", (self.stop_window, self.eval_every, self.eval_sentences),
+                "must be >= 1")
+
+
+def learning_rates(t: int, cfg: AugSAConfig) -> tuple[float, float]:
+    """(gamma_lambda, gamma_zeta) at iteration t >= 1 (equations 24 and 25)."""
+    if t <= cfg.t0:
+        return 1.0 / (cfg.t_c + t ** cfg.beta_lambda), t ** -cfg.beta_zeta
+    return (1.0 / (cfg.t_c + t - cfg.t0 + cfg.t0 ** cfg.beta_lambda),
+            1.0 / (t - cfg.t0 + cfg.t0 ** cfg.beta_zeta))
+
+
+def empirical_stats(fs: FeatureSet, corpus: Corpus, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(p~[f] float64 [d], sigma float64 [d]): mean feature counts per sentence and the
+    stratified empirical variances sigma_i = sum_j n_j/n p~_j[(f_i - p~_j[f_i])^2] (section 5.2)."""
+    idx, ptr = fs.feature_counts(corpus)
+    n = len(corpus)
+    d = fs.num_features
+    sent = np.repeat(np.arange(n), np.diff(ptr))
+    # per (sentence, feature) counts
+    key = sent.astype(np.int64) * d + idx
+    uk, cnt = np.unique(key, return_counts=True)
+    us, uf = uk // d, uk % d
+    cnt = cnt.astype(np.float64)
+    mean = np.bincount(uf, cnt, minlength=d) / n
+    sq = np.bincount(uf, cnt * cnt, minlength=d) / n
+    # sum_j n_j/n p~_j[f]^2 = sum_j (S_ij)^2 / (n n_j), S_ij = sum over sentences of length group j
+    g = groups[us]
+    nj = np.bincount(groups, minlength=groups.max() + 1).astype(np.float64)
+    gk = g.astype(np.int64) * d + uf
+    ugk, inv = np.unique(gk, return_inverse=True)
+    S = np.bincount(inv, cnt)
+    between = np.bincount(ugk % d, S * S / (n * nj[ugk // d]), minlength=d)
+    return mean, sq - between
+
+
+@nb.njit(cache=True, parallel=True)
+def _dense_step(lam, ftilde, scale, mu):
+    """lambda += scale * (-mu lambda + p~[f]) over every feature."""
+    for i in nb.prange(lam.shape[0]):
+        lam[i] += scale[i] * (ftilde[i] - mu * lam[i])
+
+
+@nb.njit(cache=True)
+def _sparse_step(lam, scale, idx, w):
+    """lambda[idx] -= scale[idx] * w (the sampled features' weighted counts)."""
+    for k in range(idx.shape[0]):
+        i = idx[k]
+        lam[i] -= scale[i] * w[k]
+
+
+@dataclass
+class TrainRecord:
+    """What AugSA reports per iteration (the lists are aligned with ``iteration``)."""
+    iteration: list = field(default_factory=list)
+    seconds: list = field(default_factory=list)
+    sample_seconds: list = field(default_factory=list)
+    mean_length: list = field(default_factory=list)
+    gap: list = field(default_factory=list)          # (t, D(t)) where evaluated
+    stop_s: list = field(default_factory=list)       # (t, S_t) where computed
+    stopped_at: int | None = None
+    acceptance: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _samples_corpus(tok: np.ndarray, ln: np.ndarray) -> Corpus:
+    mask = np.arange(tok.shape[1])[None, :] < ln[:, None]
+    ptr = np.zeros(len(ln) + 1, np.int64)
+    np.cumsum(ln, out=ptr[1:])
+    return Corpus(np.ascontiguousarray(tok[mask], np.int32), ptr)
+
+
+def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | None = None,
+                callback=None, progress=None, model: TRF | None = None) -> tuple[TRF, TrainRecord]:
+    """Train a TRF on ``train`` by AugSA (Figure 1).
+
+    Args:
+        fs: the feature set (built from ``train``).
+        train: the training sentences.
+        cfg: the settings.
+        dev: development sentences (needed by the stop rule).
+        callback: called as ``callback(t, model, record)`` after each iteration; returning
+            True stops training (used by experiments to track exact likelihoods).
+        progress: called with a progress line every ``eval_every`` iterations.
+        model: continue from this model (its lambda and zeta) instead of lambda = 0.
+
+    Returns:
+        (model, record).
+    """
+    cfg.check()
+    if cfg.stop and dev is None:
+        raise ArgumentError("TRF training: the stop rule needs development sentences")
+    m, long = cfg.max_length, cfg.long
+    lengths = train.lengths
+    groups = length_groups(lengths, m, long)
+    counts, pi = empirical_pi(lengths, m, long)
+    G = len(pi) - 1
+    pi0 = pi0_from_counts(counts, cfg.pi0)
+    V = fs.vocab_size
+    if model is None:
+        zeta = np.r_[0.0, np.arange(m) * math.log(V)]
+        if long:
+            zeta = np.r_[zeta, m * math.log(V) + math.log1p(V)]
+        model = TRF(fs, np.zeros(fs.num_features), m, long, pi, zeta,
+                    {"training": asdict(cfg)})
+    lam, zeta = model.lam, model.zeta
+    ftilde, sigma = empirical_stats(fs, train, groups)
+    M = m + 2 if long else m
+    sampler = Sampler(fs, M, chains=cfg.chains, seed=cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    # the chains start from training sentences (of lengths the sampler visits)
+    fit = np.flatnonzero(lengths <= M)
+    sampler.start_from([train.sentence(int(i)) for i in rng.choice(fit, cfg.chains)])
+    steps = cfg.samples // cfg.chains
+    # group of each sampled length 1..M, and pi_j / pi0_j per group
+    len_group = np.minimum(np.arange(M + 1), m + 1) if long else np.arange(M + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(pi0 > 0, pi / pi0, 0.0)
+        log_pi0 = np.log(pi0)
+    scale_base = 1.0 / (np.maximum(sigma, cfg.var_floor) + cfg.l2)
+    sub_train = sub_dev = None
+    if cfg.stop:
+        k = min(cfg.eval_sentences, len(train))
+        sub_train = as_corpus([train.sentence(i) for i in np.sort(rng.choice(len(train), k, replace=False))])
+        k = min(cfg.eval_sentences, len(dev))
+        sub_dev = as_corpus([dev.sentence(i) for i in np.sort(rng.choice(len(dev), k, replace=False))])
+    rec = TrainRecord()
+    t_start = time.time()
+    scale = np.empty_like(scale_base)
+    for t in range(1, cfg.iterations + 1):
+        t_it = time.time()
+        g_lam, g_zeta = learning_rates(t, cfg)
+        len_w = log_pi0[len_group] - zeta[len_group]
+        len_w[0] = 0.0
+        tok, ln = sampler.sample(steps, lam, len_w)
+        t_s = time.time() - t_it
+        sg = len_group[ln]
+        # lambda: equation (38)
+        idx, ptr = fs.feature_counts(_samples_corpus(tok, ln))
+        w = np.repeat(ratio[sg] / cfg.samples, np.diff(ptr))
+        np.multiply(scale_base, g_lam, out=scale)
+        _dense_step(lam, ftilde, scale, cfg.l2)
+        _sparse_step(lam, scale, idx, w)
+        # zeta: equations (17) and (18)
+        delta = np.bincount(sg, minlength=G + 1) / cfg.samples
+        with np.errstate(divide="ignore", invalid="ignore"):
+            zeta[1:] += g_zeta * np.where(pi0[1:] > 0, delta[1:] / pi0[1:], 0.0)
+        zeta -= zeta[1]
+        rec.iteration.append(t)
+        rec.sample_seconds.append(t_s)
+        rec.mean_length.append(float(ln.mean()))
+        stop = False
+        if cfg.stop and t % cfg.eval_every == 0:
+            lz1 = model.log_z1()
+            D = float(model.log_probs(sub_train, log_z1=lz1).mean() - model.log_probs(sub_dev, log_z1=lz1).mean())
+            rec.gap.append((t, D))
+            H = cfg.stop_window
+            if t >= 2 * H:
+                recent = [d for (s, d) in rec.gap if t - H < s <= t]
+                before = [d for (s, d) in rec.gap if t - 2 * H < s <= t - H]
+                if recent and before:
+                    S = float(np.mean(recent) - np.mean(before))
+                    rec.stop_s.append((t, S))
+                    if S < cfg.stop_threshold:
+                        stop = True
+        rec.seconds.append(time.time() - t_it)
+        if callback is not None and callback(t, model, rec):
+            stop = True
+        if progress is not None and (t % cfg.eval_every == 0 or t == cfg.iterations or stop):
+            el = time.time() - t_start
+            eta = el / t * (cfg.iterations - t)
+            acc = sampler.acceptance()
+            progress(f"AugSA iteration {t:,}/{cfg.iterations:,}: {el:.0f} s, "
+                     f"{t * cfg.samples / max(sum(rec.sample_seconds), 1e-9):.0f} sampled sentences/s, mean sampled length {np.mean(rec.mean_length[-cfg.eval_every:]):.1f}, "
+                     f"jump acceptance {acc['jump']:.2f}" + (f", gap D {rec.gap[-1][1]:.3f}" if rec.gap else "")
+                     + f", ETA {eta:.0f} s")
+        if stop:
+            rec.stopped_at = t
+            break
+    rec.acceptance = sampler.acceptance()
+    model.meta.setdefault("training", asdict(cfg))
+    model.meta["iterations_run"] = rec.iteration[-1] if rec.iteration else 0
+    return model, rec
