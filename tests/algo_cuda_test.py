@@ -133,7 +133,7 @@ def test_phi_machine_posteriors_and_expectation_follow_failure_semantics(device)
     # each arc's posterior is its expected count under failure semantics:
     # d ln Z / d ln w by central differences on the machine itself
     h = 1e-6
-    for a in rng.choice(m.num_arcs, 4, replace=False):
+    for a in rng.choice(m.num_arcs, 3, replace=False):
         w = m.weight.copy()
         w[a] -= h
         up = -total_weight(m.replace(weight=w), device=device, tol=1e-13)
@@ -244,3 +244,25 @@ def test_device_argument_is_checked(monkeypatch):
         forward(m, device="cuda")
     with pytest.raises(FsmError, match="CUDA"):
         forward_backward(m, device="cuda")
+
+
+def test_levels_are_cut_into_wide_levels_and_runs_of_narrow_ones(monkeypatch):
+    from fsmlearn.algo.cuda import solve as cs
+    monkeypatch.setattr(cs, "_WIDE", 3)
+    lp = np.cumsum([0, 1, 2, 3, 1, 1, 5, 2])        # widths 1 2 3 1 1 5 2
+    assert cs.level_runs(lp) == [(1, 2, False, 2), (2, 3, True, 3), (3, 5, False, 1), (5, 6, True, 5),
+                                 (6, 7, False, 2)]
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_wide_levels_and_narrow_runs_give_the_same_pass(monkeypatch, reverse):
+    # a wide, shallow machine: with the threshold at 3 states both kernels run
+    from fsmlearn.algo.cuda import solve as cs
+    monkeypatch.setattr(cs, "_WIDE", 3)
+    rng = np.random.default_rng(9)
+    m = random_machine(rng, 24, 60, cyclic=False, mass=0.8)
+    runs = cs.level_runs(cs._device_graph(m, reverse)["level_ptr"])
+    assert any(r[2] for r in runs) and any(not r[2] for r in runs)
+    got = shortest_distance(m, "log", reverse, device="cuda")
+    p_ref, _ = reference(m, reverse)
+    close(np.exp(-got), p_ref)

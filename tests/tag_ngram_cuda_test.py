@@ -40,7 +40,7 @@ def test_bound_counts_and_gradient_match_the_materialised_machine(device):
     assert np.allclose(st.trans, tr, atol=1e-10) and np.allclose(st.emit, em, atol=1e-10)
     g = grad_on(device, cs, phi, lt, le)
     eps = 1e-6
-    for j in rng.choice(phi.size, size=min(6, phi.size), replace=False):
+    for j in rng.choice(phi.size, size=min(4, phi.size), replace=False):
         p1, p2 = phi.copy(), phi.copy()
         p1[j] += eps
         p2[j] -= eps

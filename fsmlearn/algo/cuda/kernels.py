@@ -19,6 +19,8 @@ Kernels (grid: one thread per item named first):
 * :func:`pull_level` (state of a level): ``V[t] = V[t] (+) sum_j V[nbr_j] (x) W[arc_j]``,
   the level-synchronous pass of an acyclic machine (Mohri 2002's generic
   single-source shortest distance in topological order, one level at a time);
+* :func:`pull_levels_block` (one block): a run of narrow levels in one launch,
+  the block's threads synchronised between levels;
 * :func:`jacobi_sweep` (state): ``Y[t] = B[t] (+) sum_j X[nbr_j] (x) W[arc_j]``
   and the row's change (largest relative change, L1 change at a fixed
   exponent, non-finite / unbounded flag), one Jacobi step of the algebraic
@@ -54,7 +56,7 @@ from numba import cuda
 
 from ...semiring.ops import EXP_UNSET
 
-__all__ = ["forest_up_rows", "forest_down_rows", "pull_level", "jacobi_sweep", "reduce_change", "chunk_sums", "extrapolate_scaled", "extrapolate_plain",
+__all__ = ["forest_up_rows", "forest_down_rows", "pull_level", "pull_levels_block", "jacobi_sweep", "reduce_change", "chunk_sums", "extrapolate_scaled", "extrapolate_plain",
            "phi_pull", "phi_up_level", "phi_down_level", "plain_change", "arc_flows", "scatter_flows",
            "chain_flows", "EXP_UNSET", "CHUNK"]
 
@@ -150,6 +152,28 @@ def pull_level(V, states, s0, s1, ptr, nbr, arc, W, P2):
     if i < s1:
         t = states[i]
         _gather(V, t, V, t, V, ptr, nbr, arc, W, P2)
+
+
+@cuda.jit
+def pull_levels_block(V, states, level_ptr, l0, l1, ptr, nbr, arc, W, P2):
+    """Levels l0 .. l1-1 of the acyclic pass in one block: the block's threads share each
+    level's states, then wait for each other (``syncthreads``) before the next level.
+
+    For runs of narrow levels (a deep machine has many levels of a few states
+    each: one launch per level would cost more than the level's work).  Launch
+    with one block.  ``level_ptr``: device int64 [L+1]; the rest as for
+    :func:`pull_level`.
+    """
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    for lv in range(l0, l1):
+        i = level_ptr[lv] + tid
+        s1 = level_ptr[lv + 1]
+        while i < s1:
+            t = states[i]
+            _gather(V, t, V, t, V, ptr, nbr, arc, W, P2)
+            i += nt
+        cuda.syncthreads()
 
 
 @cuda.jit

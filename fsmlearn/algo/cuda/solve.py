@@ -5,9 +5,13 @@
 linear semirings (real, log, expectation): the same scaled rows out, the same
 errors.
 
-* A phi-free acyclic machine takes one level-synchronous pass
-  (:func:`~fsmlearn.algo.cuda.kernels.pull_level` once per level of the
-  longest-path layering: each level's states read only earlier levels).
+* A phi-free acyclic machine takes one level-synchronous pass over the
+  longest-path layering (each level's states read only earlier levels): a
+  wide level (2048 states or more) is one grid launch
+  (:func:`~fsmlearn.algo.cuda.kernels.pull_level`), a run of narrower levels
+  one single-block launch synchronised between levels
+  (:func:`~fsmlearn.algo.cuda.kernels.pull_levels_block`), so a deep machine
+  does not pay one launch per level.
 * A phi-free cyclic machine is solved by Jacobi sweeps
   (:func:`~fsmlearn.algo.cuda.kernels.jacobi_sweep`) from its inputs or a
   warm start, the least solution of ``x = b (+) x (x) W`` (Mohri 2002).
@@ -31,7 +35,7 @@ on the device (phi systems: own arcs scattered to the machine's arcs, each
 exclusion's negative flow added along its backoff chain, atomically).
 
 Public names: solve_plain_machine, solve_phi_system, flows_cuda, final_flows_cuda,
-threads_for, launch, forest_levels, forest_pass_rows, reduce_sum.
+threads_for, launch, forest_levels, forest_pass_rows, reduce_sum, level_runs.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from ..phi import phi_depths
 from . import kernels as K
 
 __all__ = ["solve_plain_machine", "solve_phi_system", "flows_cuda", "final_flows_cuda", "threads_for", "launch",
-           "forest_levels", "forest_pass_rows", "reduce_sum"]
+           "forest_levels", "forest_pass_rows", "reduce_sum", "level_runs"]
 
 _TPB = 128          # threads per block on a device (the simulator gets exactly as many as there is work)
 _FACTOR = 6         # convergence.FACTOR: the field of the rate state holding Aitken's factor
@@ -154,6 +158,30 @@ def _pull_csr(m, reverse: bool):
     return m.cached(("cuda_pull_csr", reverse), build)
 
 
+_WIDE = 2048        # a level with this many states gets a grid of its own; narrower ones share one block
+_BLOCK = 256        # threads of the block that runs a run of narrow levels
+
+
+def level_runs(level_ptr):
+    """[(l0, l1, wide, width)]: levels 1 .. L (level 0 pulls nothing) cut into single wide
+    levels and maximal runs of narrow ones, each run with its widest level's width."""
+    widths = np.diff(level_ptr)
+    runs = []
+    lv = 1
+    L = widths.size
+    while lv < L:
+        if widths[lv] >= _WIDE:
+            runs.append((lv, lv + 1, True, int(widths[lv])))
+            lv += 1
+            continue
+        l1 = lv
+        while l1 < L and widths[l1] < _WIDE:
+            l1 += 1
+        runs.append((lv, l1, False, int(widths[lv:l1].max())))
+        lv = l1
+    return runs
+
+
 def _device_graph(m, reverse: bool):
     """Device copies of the pull CSR and, for an acyclic machine, its levels (cached per machine).
 
@@ -172,6 +200,8 @@ def _device_graph(m, reverse: bool):
             np.cumsum(np.bincount(level, minlength=lp.size - 1), out=lp[1:])
             g["states"] = cuda.to_device(order)
             g["level_ptr"] = lp
+            g["level_ptr_d"] = cuda.to_device(lp)
+            g["runs"] = level_runs(lp)
         return g
     return m.cached(("cuda_graph", reverse), build)
 
@@ -247,9 +277,13 @@ def solve_plain_machine(m, sr, reverse, W, F, init, tol, max_sweeps, info):
         V_d = cuda.to_device(B)
         lp = dg["level_ptr"]
         P2d = _p2_device()
-        for lv in range(1, lp.size - 1):      # level 0 pulls nothing: its rows are its inputs
-            s0, s1 = int(lp[lv]), int(lp[lv + 1])
-            _launch(K.pull_level, s1 - s0, V_d, dg["states"], s0, s1, dg["ptr"], dg["nbr"], dg["arc"], W_d, P2d)
+        for l0, l1, wide, width in dg["runs"]:    # level 0 pulls nothing: its rows are its inputs
+            if wide:
+                s0, s1 = int(lp[l0]), int(lp[l1])
+                _launch(K.pull_level, s1 - s0, V_d, dg["states"], s0, s1, dg["ptr"], dg["nbr"], dg["arc"], W_d, P2d)
+            else:
+                K.pull_levels_block[1, min(_BLOCK, width)](V_d, dg["states"], dg["level_ptr_d"], l0, l1, dg["ptr"],
+                                                           dg["nbr"], dg["arc"], W_d, P2d)
         info.sweeps = 1
         return V_d.copy_to_host(), V_d
     if init is not None:
