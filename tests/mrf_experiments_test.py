@@ -12,6 +12,7 @@ from fsmlearn.cli import mrf as cli_mrf
 from fsmlearn.errors import ArgumentError
 from fsmlearn.experiments.mrf_lm import LMConfig, nearest_neighbours, run_lm
 from fsmlearn.experiments.mrf_synthetic import SyntheticConfig, run_synthetic
+from fsmlearn.experiments.mrf_tag import TagConfig, accuracy_of, run_tag
 from fsmlearn.mrf import load_mrf
 
 
@@ -60,3 +61,22 @@ def test_cli_parses_and_runs_synthetic(tmp_path):
     assert args.func(args) == 0 and (tmp_path / "s.json").exists()
     args = p.parse_args(["mrf", "lm", "--rank", "0", "--vocab", "100"])
     assert args.rank == 0 and args.vocab == 100 and args.tighten == "subgradient"
+    args = p.parse_args(["mrf", "tag", "--max-iter", "7", "--no-hmm"])
+    assert args.max_iter == 7 and args.no_hmm and args.tighten == "lbfgs"
+
+
+def test_tag_experiment_on_a_toy_treebank(tmp_path):
+    rng = np.random.default_rng(0)
+    lex = {"D": ["the", "a"], "N": ["dog", "cat", "dogs"], "V": ["runs", "sees"]}
+    def sent():
+        return [(rng.choice(lex["D"]), "D"), (rng.choice(lex["N"]), "N"), (rng.choice(lex["V"]), "V")]
+    train = [sent() for _ in range(40)]
+    test = [[("the", "D"), ("cats", "N"), ("sees", "V")]]          # "cats": unknown, suffix -s
+    r = run_tag(TagConfig(max_iter=40, eval_every=20, hmm=False, l2=1e-4, report=tmp_path / "t.json"),
+                train=train, test=test)
+    assert r["mrf"]["total"] == 1.0 and r["mrf"]["unknown_tokens"] == 1
+    assert json.loads((tmp_path / "t.json").read_text())["mrf"] == r["mrf"] and (tmp_path / "t.png").exists()
+    a = accuracy_of([["D", "V"]], [[("the", "D"), ("zz", "N")]], {"the"})
+    assert a["total"] == 0.5 and a["unknown"] == 0.0 and a["known"] == 1.0
+    with pytest.raises(ArgumentError):
+        TagConfig(K=2).check()

@@ -27,10 +27,19 @@ def _lm(args) -> int:
     return 0
 
 
-def _tighten_options(p, iters: int) -> None:
-    p.add_argument("--tighten", choices=("subgradient", "lbfgs"), default="subgradient",
+def _tag(args) -> int:
+    from ..experiments.mrf_tag import TagConfig, run_tag
+    cfg = TagConfig(max_iter=args.max_iter, l2=args.l2, tighten_iter=args.tighten_iter,
+                    tighten_method=args.tighten, eval_every=args.eval_every, minutes=args.minutes,
+                    hmm=not args.no_hmm, report=Path(args.report), data_dir=args.data_dir)
+    run_tag(cfg, progress=Progress(args.quiet))
+    return 0
+
+
+def _tighten_options(p, iters: int, default: str = "subgradient") -> None:
+    p.add_argument("--tighten", choices=("subgradient", "lbfgs"), default=default,
                    help="how Algorithm 1 minimises the dual: subgradient steps with the section 6 schedule "
-                        "(default) or L-BFGS (the authors' appendix B)")
+                        f"or L-BFGS (the authors' appendix B); default {default}")
     p.add_argument("--tighten-iter", type=int, default=iters, help=f"BP passes per tightening (default {iters})")
 
 
@@ -69,3 +78,16 @@ def add_parser(sub) -> None:
     p.add_argument("--model", default="models/mrf-lm.npz", help="where the best model goes ('' for nowhere)")
     add_quiet(p)
     p.set_defaults(func=_lm)
+
+    p = msub.add_parser("tag", help="section 6, Table 2: the MRF POS tagger, WSJ-train -> WSJ-small, against "
+                                    "the supervised HMMs")
+    p.add_argument("--max-iter", type=int, default=300, help="L-BFGS iterations (default 300)")
+    p.add_argument("--l2", type=float, default=1e-6, help="L2 penalty per position (default 1e-6)")
+    _tighten_options(p, 30, "lbfgs")
+    p.add_argument("--eval-every", type=int, default=50, help="score WSJ-small every N iterations (default 50)")
+    p.add_argument("--minutes", type=float, default=25.0, help="time budget in minutes (default 25)")
+    p.add_argument("--no-hmm", action="store_true", help="skip the HMM baselines")
+    p.add_argument("--data-dir", default=None, help="the corpora folder (default ../shared/data or $FSMLEARN_DATA)")
+    p.add_argument("--report", default="reports/mrf-tag.json", help="JSON report (PNG beside it)")
+    add_quiet(p)
+    p.set_defaults(func=_tag)
