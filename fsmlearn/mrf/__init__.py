@@ -9,12 +9,13 @@ the dual variables delta by Algorithm 1, the gradients of eqs. 18-19), exact (th
 model compiled into a machine: its log-partition and expected moments by the engine's
 forward-backward, the paper's conditional likelihood of eq. 3), train (Algorithm 2: L-BFGS
 over theta with the bound), io (saving and loading models atomically with a validating
-loader).
+loader), tagger (the MRF part-of-speech tagger of section 6: its lifted tree, training, and
+decoding by the engine's best path).
 
 Public names: SEP, MRFModel, Moments, corpus_sequence, collect_moments, StarResult, star_bp,
 LiftedBound, lifted_bound, tighten, TightenState, cycle_machine, exact_log_partition,
 exact_moments, conditional_log_likelihood, TrainResult, train_lifted, train_exact,
-save_mrf, load_mrf.
+save_mrf, load_mrf, TaggerMRF, train_tagger, decode.
 """
 
 from .model import SEP, Moments, MRFModel, collect_moments, corpus_sequence
@@ -22,8 +23,10 @@ from .lifted import LiftedBound, StarResult, TightenState, lifted_bound, star_bp
 from .exact import conditional_log_likelihood, cycle_machine, exact_log_partition, exact_moments
 from .train import TrainResult, train_exact, train_lifted
 from .io import load_mrf, save_mrf
+from .tagger import TaggerMRF, decode, train_tagger
 
 __all__ = ["SEP", "MRFModel", "Moments", "corpus_sequence", "collect_moments",
            "StarResult", "star_bp", "LiftedBound", "lifted_bound", "tighten", "TightenState",
            "cycle_machine", "exact_log_partition", "exact_moments", "conditional_log_likelihood",
-           "TrainResult", "train_lifted", "train_exact", "save_mrf", "load_mrf"]
+           "TrainResult", "train_lifted", "train_exact", "save_mrf", "load_mrf", "TaggerMRF", "train_tagger",
+           "decode"]
