@@ -31,7 +31,8 @@ Kernels (grid: one thread per item named first):
 * :func:`extrapolate_scaled`, :func:`extrapolate_plain` (state): Aitken's step
   ``Y <- Y + c (Y - X)`` (Kamvar et al. 2003);
 * :func:`phi_pull` (state): ``Y[t] = B[t] + sum_e X[col_e] (x) W[e]`` over the
-  own and exclusion arcs of a phi system (plain rows);
+  own and exclusion arcs of a phi system (plain rows), own self-loops applied
+  exactly (their star) instead of iterated;
 * :func:`phi_up_level`, :func:`phi_down_level` (state of a forest level): the
   phi forest's passes ``(I - Phi^T)^{-1}`` and ``(I - Phi)^{-1}``, one depth
   at a time (:mod:`fsmlearn.algo.solve_phi`);
@@ -313,17 +314,41 @@ def _add_prod(Y, t, X, s, W, e):
         Y[t, c] += px * W[e, c] + X[s, c] * pw
 
 
+@cuda.jit(device=True)
+def _times_star(Y, t, D):
+    """Y[t] <- Y[t] (x) D[t]*, with D* = 1 / (1 - d0) and r-parts d_j / (1 - d0)^2 (plain rows)."""
+    s0 = 1.0 / (1.0 - D[t, 0])
+    y0 = Y[t, 0]
+    Y[t, 0] = y0 * s0
+    for c in range(1, Y.shape[1]):
+        Y[t, c] = Y[t, c] * s0 + y0 * D[t, c] * s0 * s0
+
+
 @cuda.jit
-def phi_pull(Y, X, B, ptr, col, W):
-    """Y[t] = B[t] + sum_{e in ptr[t]:ptr[t+1]} X[col[e]] (x) W[e]: one pass over a phi system's
-    own arcs (phi arcs excluded) and exclusion arcs, plain rows [n, R+1]."""
+def phi_pull(Y, X, Xo, B, ptr, col, W, self_arc, D, has_self, forward):
+    """One pass over a phi system's own (phi arcs excluded) and exclusion arcs, plain rows [n, R+1]:
+    Y[t] = B[t] + sum over the arcs e of row t that are not own self-loops of X[col[e]] (x) W[e].
+
+    Forward (X = alpha of the previous gamma Xo), a row with own self-loops D[t]
+    solves gamma_t (1 - D) = s_t + other arcs + D (alpha_t - gamma_t) exactly:
+    Y[t] += (X[t] - Xo[t]) (x) D[t], then Y[t] <- Y[t] (x) D[t]*.  Backward rows
+    get their stars in :func:`phi_down_star_level` (after their phi term), as
+    :func:`fsmlearn.algo.solve_phi.phi_solver` does.
+    """
     t = cuda.grid(1)
     if t >= Y.shape[0]:
         return
     for c in range(Y.shape[1]):
         Y[t, c] = B[t, c]
     for e in range(ptr[t], ptr[t + 1]):
-        _add_prod(Y, t, X, col[e], W, e)
+        if self_arc[e] == 0:
+            _add_prod(Y, t, X, col[e], W, e)
+    if forward and has_self[t] != 0:
+        d0 = X[t, 0] - Xo[t, 0]
+        Y[t, 0] += d0 * D[t, 0]
+        for c in range(1, Y.shape[1]):
+            Y[t, c] += d0 * D[t, c] + (X[t, c] - Xo[t, c]) * D[t, 0]
+        _times_star(Y, t, D)
 
 
 @cuda.jit
@@ -339,12 +364,16 @@ def phi_up_level(Z, states, s0, s1, cptr, child, Wphi):
 
 
 @cuda.jit
-def phi_down_level(Z, states, s0, s1, phi_t, Wphi):
-    """Z[q] += Z[phi_t[q]] (x) Wphi[q] for q = states[s0:s1] (one depth, shallowest first)."""
+def phi_down_level(Z, states, s0, s1, phi_t, Wphi, D, has_self):
+    """Z[q] += Z[phi_t[q]] (x) Wphi[q] (for q with a phi arc), then Z[q] <- Z[q] (x) D[q]* (for q
+    with own self-loops), for q = states[s0:s1] (one depth, shallowest first)."""
     i = cuda.grid(1) + s0
     if i < s1:
         q = states[i]
-        _add_prod(Z, q, Z, phi_t[q], Wphi, q)
+        if phi_t[q] >= 0:
+            _add_prod(Z, q, Z, phi_t[q], Wphi, q)
+        if has_self[q] != 0:
+            _times_star(Z, q, D)
 
 
 @cuda.jit

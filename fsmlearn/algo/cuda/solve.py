@@ -26,9 +26,8 @@ errors.
   :func:`fsmlearn.algo.solve_phi.phi_solver` on the signed linear system of
   :mod:`fsmlearn.algo.phi`: per sweep one pull over the own and exclusion arcs
   and one level-synchronous pass over the phi forest, plain rows, the same
-  stopping rule; an own self-loop of total weight >= 1 is the same
-  ``DivergenceError`` (the CPU's exact self-loop stars become ordinary arcs
-  of the sweep: the same fixed point).
+  stopping rule; own self-loops are applied exactly (their star), as on the
+  CPU, and one of total weight >= 1 is the same ``DivergenceError``.
 
 :func:`flows_cuda` computes the arc posteriors of :func:`fsmlearn.algo.posteriors.forward_backward`
 on the device (phi systems: own arcs scattered to the machine's arcs, each
@@ -355,12 +354,13 @@ def _phi_up(Z, fo, Wphi_d):
         _launch(K.phi_up_level, s1 - s0, Z, fo["states"], s0, s1, fo["cptr"], fo["child"], Wphi_d)
 
 
-def _phi_down(Z, fo, Wphi_d):
-    """Z <- (I - Phi)^{-1} Z: each row adds its backoff state's row (shallowest first)."""
+def _phi_down(Z, fo, Wphi_d, D_d, self_d):
+    """Z <- (I - Phi)^{-1} Z with the self-loop stars: each row adds its backoff state's row, then
+    takes its own loops' star (shallowest first; roots take only their stars)."""
     lp = fo["level_ptr"]
-    for lv in range(1, lp.size - 1):
+    for lv in range(0, lp.size - 1):
         s0, s1 = int(lp[lv]), int(lp[lv + 1])
-        _launch(K.phi_down_level, s1 - s0, Z, fo["states"], s0, s1, fo["phi_t"], Wphi_d)
+        _launch(K.phi_down_level, s1 - s0, Z, fo["states"], s0, s1, fo["phi_t"], Wphi_d, D_d, self_d)
 
 
 def solve_phi_system(m, phi_t, row_ptr, col, Wp, self_arc, Wphi, B, X0, forward, R, tol, max_sweeps, stats,
@@ -375,15 +375,19 @@ def solve_phi_system(m, phi_t, row_ptr, col, Wp, self_arc, Wphi, B, X0, forward,
     """
     n = X0.shape[0]
     KE = R + 1
-    # an own self-loop of total weight >= 1 diverges (solve_phi.self_rows)
+    # own self-loops: each row's total D (applied as its star), and one of weight >= 1 diverges
     rows = np.repeat(np.arange(n), np.diff(row_ptr))
-    loops = np.zeros(n)
-    np.add.at(loops, rows[self_arc], Wp[self_arc, 0])
-    badl = np.flatnonzero(np.bincount(rows[self_arc], minlength=n).astype(bool) & ~(loops < 1.0))
+    D = np.zeros((n, KE))
+    np.add.at(D, rows[self_arc], Wp[self_arc])
+    has_self = np.bincount(rows[self_arc], minlength=n) > 0
+    badl = np.flatnonzero(has_self & ~(D[:, 0] < 1.0))
     if badl.size:
         stats[4] = WHY_STAR
         stats[5] = int(badl[0])
         return STATUS_DIVERGED, None
+    D_d = cuda.to_device(D)
+    self_d = cuda.to_device(has_self.astype(np.int64))
+    sa_d = cuda.to_device(np.asarray(self_arc).astype(np.int64))
     fo = _phi_forest(m, phi_t)
     ptr_d = cuda.to_device(np.asarray(row_ptr, np.int64))
     col_d = cuda.to_device(np.asarray(col, np.int64))
@@ -404,10 +408,10 @@ def solve_phi_system(m, phi_t, row_ptr, col, Wp, self_arc, Wphi, B, X0, forward,
         if forward:
             Z.copy_to_device(X)
             _phi_up(Z, fo, Wphi_d)
-            _launch(K.phi_pull, n, Y, Z, B_d, ptr_d, col_d, W_d)
+            _launch(K.phi_pull, n, Y, Z, X, B_d, ptr_d, col_d, W_d, sa_d, D_d, self_d, True)
         else:
-            _launch(K.phi_pull, n, Y, X, B_d, ptr_d, col_d, W_d)
-            _phi_down(Y, fo, Wphi_d)
+            _launch(K.phi_pull, n, Y, X, X, B_d, ptr_d, col_d, W_d, sa_d, D_d, self_d, False)
+            _phi_down(Y, fo, Wphi_d, D_d, self_d)
         stats[0] += 1
         _launch(K.plain_change, n, X, Y, D, dn, sd, bad)
         d, s, first_bad = _reduce(dn, sd, bad, part)
