@@ -72,8 +72,10 @@ def test_tag_experiment_on_a_toy_treebank(tmp_path):
         return [(rng.choice(lex["D"]), "D"), (rng.choice(lex["N"]), "N"), (rng.choice(lex["V"]), "V")]
     train = [sent() for _ in range(40)]
     test = [[("the", "D"), ("cats", "N"), ("sees", "V")]]          # "cats": unknown, suffix -s
-    r = run_tag(TagConfig(max_iter=40, eval_every=20, hmm=False, l2=1e-4, report=tmp_path / "t.json"),
-                train=train, test=test)
+    r = run_tag(TagConfig(max_iter=40, eval_every=20, hmm=False, l2=1e-4, report=tmp_path / "t.json",
+                          model=tmp_path / "t.npz"), train=train, test=test)
+    from fsmlearn.mrf import decode, load_tagger
+    assert decode(load_tagger(tmp_path / "t.npz"), [["a", "cats", "runs"]]) == [["D", "N", "V"]]
     assert r["mrf"]["total"] == 1.0 and r["mrf"]["unknown_tokens"] == 1
     assert json.loads((tmp_path / "t.json").read_text())["mrf"] == r["mrf"] and (tmp_path / "t.png").exists()
     a = accuracy_of([["D", "V"]], [[("the", "D"), ("zz", "N")]], {"the"})

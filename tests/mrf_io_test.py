@@ -134,3 +134,50 @@ def _check(m):
 def test_fuzz_mrf_files(data):
     """A located error (file and array named), or a model whose potentials are finite."""
     check_reader("MRF model", load_mrf, data, "m.npz", binary=True, check=_check)
+
+
+def toy_tagger(seed=0):
+    from fsmlearn.mrf import TaggerMRF
+    m = TaggerMRF.init(["A", "B"], ["x", "Yy"])
+    return m.with_vector(np.random.default_rng(seed).normal(size=m.to_vector().size))
+
+
+def test_tagger_round_trip_and_edits(tmp_path):
+    from fsmlearn.mrf import decode, load_tagger, save_tagger
+    m = toy_tagger()
+    p = tmp_path / "t.npz"
+    save_tagger(m, p)
+    r = load_tagger(p)
+    np.testing.assert_array_equal(r.to_vector(), m.to_vector())
+    assert r.tags == m.tags and r.vocab == m.vocab and r.features == m.features
+    assert decode(r, [["x", "Zz"]]) == decode(m, [["x", "Zz"]])
+    with np.load(p) as z:
+        a = {k: z[k].copy() for k in z.files}
+    a["trans"][0, 1, 2] = np.inf
+    _write(tmp_path / "bad.npz", a)
+    with pytest.raises(ModelFormatError, match=r"bad.npz: array 'trans': entry \[0, 1, 2\] is inf"):
+        load_tagger(tmp_path / "bad.npz")
+    with pytest.raises(ModelFormatError, match="format 'fsmlearn-mrf-tagger'"):
+        load_mrf(p)
+
+
+def _valid_tagger_bytes():
+    from fsmlearn.mrf import save_tagger
+    with tempfile.TemporaryDirectory() as d:
+        save_tagger(toy_tagger(1), Path(d) / "t.npz")
+        return (Path(d) / "t.npz").read_bytes()
+
+
+VALID_TAGGER = _valid_tagger_bytes()
+
+
+def _check_tagger(m):
+    assert np.isfinite(m.to_vector()).all() and m.tags[0] == "<S>" and len(set(m.vocab)) == len(m.vocab)
+    assert m.U.shape == (len(m.tags), len(m.features))
+
+
+@fuzz_settings()
+@given(data=mutated(VALID_TAGGER, numbers=False))
+def test_fuzz_mrf_tagger_files(data):
+    from fsmlearn.mrf import load_tagger
+    check_reader("MRF tagger", load_tagger, data, "t.npz", binary=True, check=_check_tagger)

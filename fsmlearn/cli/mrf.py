@@ -31,7 +31,8 @@ def _tag(args) -> int:
     from ..experiments.mrf_tag import TagConfig, run_tag
     cfg = TagConfig(max_iter=args.max_iter, l2=args.l2, tighten_iter=args.tighten_iter,
                     tighten_method=args.tighten, eval_every=args.eval_every, minutes=args.minutes,
-                    hmm=not args.no_hmm, report=Path(args.report), data_dir=args.data_dir)
+                    hmm=not args.no_hmm, report=Path(args.report), data_dir=args.data_dir,
+                    model=Path(args.model) if args.model else None)
     run_tag(cfg, progress=Progress(args.quiet))
     return 0
 
@@ -89,5 +90,6 @@ def add_parser(sub) -> None:
     p.add_argument("--no-hmm", action="store_true", help="skip the HMM baselines")
     p.add_argument("--data-dir", default=None, help="the corpora folder (default ../shared/data or $FSMLEARN_DATA)")
     p.add_argument("--report", default="reports/mrf-tag.json", help="JSON report (PNG beside it)")
+    p.add_argument("--model", default="models/mrf-tag.npz", help="where the trained tagger goes ('' for nowhere)")
     add_quiet(p)
     p.set_defaults(func=_tag)

@@ -5,7 +5,8 @@ The tagger (:mod:`fsmlearn.mrf.tagger`, K = 1, the word under each tag, appendix
 features) is trained on the joint likelihood of WSJ-train's tags and words by the lifted
 bound (Algorithm 2, L-BFGS), decoded on WSJ-small by the engine's best path on each
 sentence's tagging lattice, and scored in total and on unknown words (those not in
-WSJ-train, the HMM's definition).  The supervised TnT-style bigram and trigram HMMs of
+WSJ-train, the HMM's definition).  The trained tagger is saved with
+:func:`fsmlearn.mrf.io.save_tagger` when ``model`` is set.  The supervised TnT-style bigram and trigram HMMs of
 :mod:`fsmlearn.tag` are trained and scored on the same split in the same run.
 
 Public names: TagConfig, run_tag, accuracy_of.
@@ -21,6 +22,7 @@ import numpy as np
 
 from ..data import load_tagged
 from ..errors import ArgumentError
+from ..mrf.io import save_tagger
 from ..mrf.tagger import TaggerMRF, decode, tagged_sequence, tagger_moments, train_tagger
 from .report import device, new_figure, peak_rss_mb, save_figure, write_report
 
@@ -39,6 +41,7 @@ class TagConfig:
     minutes: float = 25.0
     hmm: bool = True
     report: Path = Path("build/mrf/tag.json")
+    model: Path | None = None
     data_dir: str | None = None
 
     def check(self) -> None:
@@ -95,6 +98,8 @@ def run_tag(cfg: TagConfig, progress=None, train=None, test=None) -> dict:
     trained, history = train_tagger(model, mom, max_iter=cfg.max_iter, l2=cfg.l2, tighten_iter=cfg.tighten_iter,
                                     tighten_method=cfg.tighten_method, on_iteration=on_iteration)
     train_seconds = time.perf_counter() - t0
+    if cfg.model is not None:
+        save_tagger(trained, cfg.model)
     t = time.perf_counter()
     final = accuracy_of(decode(trained, words), test, known)
     decode_seconds = time.perf_counter() - t

@@ -15,18 +15,18 @@ decoding by the engine's best path).
 Public names: SEP, MRFModel, Moments, corpus_sequence, collect_moments, StarResult, star_bp,
 LiftedBound, lifted_bound, tighten, TightenState, cycle_machine, exact_log_partition,
 exact_moments, conditional_log_likelihood, TrainResult, train_lifted, train_exact,
-save_mrf, load_mrf, TaggerMRF, train_tagger, decode.
+save_mrf, load_mrf, TaggerMRF, train_tagger, decode, save_tagger, load_tagger.
 """
 
 from .model import SEP, Moments, MRFModel, collect_moments, corpus_sequence
 from .lifted import LiftedBound, StarResult, TightenState, lifted_bound, star_bp, tighten
 from .exact import conditional_log_likelihood, cycle_machine, exact_log_partition, exact_moments
 from .train import TrainResult, train_exact, train_lifted
-from .io import load_mrf, save_mrf
+from .io import load_mrf, load_tagger, save_mrf, save_tagger
 from .tagger import TaggerMRF, decode, train_tagger
 
 __all__ = ["SEP", "MRFModel", "Moments", "corpus_sequence", "collect_moments",
            "StarResult", "star_bp", "LiftedBound", "lifted_bound", "tighten", "TightenState",
            "cycle_machine", "exact_log_partition", "exact_moments", "conditional_log_likelihood",
            "TrainResult", "train_lifted", "train_exact", "save_mrf", "load_mrf", "TaggerMRF", "train_tagger",
-           "decode"]
+           "decode", "save_tagger", "load_tagger"]

@@ -10,7 +10,12 @@ A model is an uncompressed ``.npz`` archive written atomically
 and every value for finiteness, and names the file, the array, the index and the value of
 the first fault (:class:`~fsmlearn.errors.ModelFormatError`).
 
-Public names: save_mrf, load_mrf.
+A tagger (:class:`~fsmlearn.mrf.tagger.TaggerMRF`, format ``fsmlearn-mrf-tagger``, version
+1) is saved the same way: ``meta`` ``{"num_tags": T, "order": K, "vocab_size": V,
+"num_features": F}``, the string tables ``tags``, ``vocab`` and ``features`` (feature names
+in column order), and the float64 arrays ``theta0`` [T], ``trans`` [K, T, T] and ``U`` [T, F].
+
+Public names: save_mrf, load_mrf, save_tagger, load_tagger.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ from ..fsm.npz import NpzFile
 from ..fsm.strings import pack_strings
 from .model import MRFModel
 
-__all__ = ["save_mrf", "load_mrf"]
+__all__ = ["save_mrf", "load_mrf", "save_tagger", "load_tagger"]
 
 FORMAT, VERSION = "fsmlearn-mrf", 1
+TAGGER_FORMAT = "fsmlearn-mrf-tagger"
 _MAX_C, _MAX_K, _MAX_D = 10**7, 64, 10**5
 
 
@@ -48,6 +54,68 @@ def save_mrf(model: MRFModel, path) -> None:
 
 def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _finite(f: NpzFile, name: str, shape) -> np.ndarray:
+    a = f.need(name, np.float64, len(shape))
+    if a.shape != tuple(shape):
+        raise f.bad(name, f"has shape {a.shape}; expected {tuple(shape)}")
+    bad = np.flatnonzero(~np.isfinite(a.ravel()))
+    if bad.size:
+        i = tuple(int(j) for j in np.unravel_index(int(bad[0]), a.shape))
+        raise f.bad(name, f"entry {list(i)} is {float(a[i])!r}; expected a finite potential")
+    return a
+
+
+def _distinct(f: NpzFile, name: str, n: int) -> list:
+    xs = f.strings(name)
+    if len(xs) != n:
+        raise f.bad(name + "_offsets", f"holds {len(xs)} strings; the metadata says {n}")
+    seen = set()
+    for i, x in enumerate(xs):
+        if x in seen:
+            raise f.bad(name + "_blob", f"string {i} ({x!r}) repeats an earlier one")
+        seen.add(x)
+    return xs
+
+
+def save_tagger(model, path) -> None:
+    """Write a :class:`~fsmlearn.mrf.tagger.TaggerMRF` to ``path`` (``.npz``) atomically."""
+    feats = sorted(model.features, key=model.features.get)
+    meta = {"format": TAGGER_FORMAT, "version": VERSION, "num_tags": len(model.tags), "order": model.K,
+            "vocab_size": len(model.vocab), "num_features": len(feats)}
+    arrays = {"theta0": model.theta0, "trans": model.trans, "U": model.U}
+    for name, xs in (("tags", model.tags), ("vocab", model.vocab), ("features", feats)):
+        arrays[name + "_blob"], arrays[name + "_offsets"] = pack_strings(list(xs))
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    atomic_write(path, lambda f: np.savez(f, **arrays))
+
+
+def load_tagger(path):
+    """Read a tagger written by :func:`save_tagger`.
+
+    Raises:
+        ModelFormatError: as :func:`load_mrf` (file, array, index and value named); also
+            string tables of the wrong size or with repeats, or a first tag or word that is
+            not the separator.
+    """
+    from .tagger import TaggerMRF
+    f = NpzFile(path, ModelFormatError, kind="MRF tagger", fmt=TAGGER_FORMAT, version=VERSION)
+    meta = f.meta
+    sizes = {}
+    for key, hi in (("num_tags", 10**5), ("order", _MAX_K), ("vocab_size", _MAX_C), ("num_features", _MAX_C)):
+        v = meta.get(key)
+        if not (_int(v) and 1 <= v <= hi):
+            raise f.fail(f"metadata {key!r} is {v!r}; expected an integer 1..{hi}")
+        sizes[key] = v
+    T, K, V, Fn = sizes["num_tags"], sizes["order"], sizes["vocab_size"], sizes["num_features"]
+    tags, vocab = _distinct(f, "tags", T), _distinct(f, "vocab", V)
+    feats = _distinct(f, "features", Fn)
+    for name, xs in (("tags", tags), ("vocab", vocab)):
+        if xs[0] != "<S>":
+            raise f.bad(name + "_blob", f"string 0 is {xs[0]!r}; expected the separator '<S>'")
+    theta0, trans, U = _finite(f, "theta0", (T,)), _finite(f, "trans", (K, T, T)), _finite(f, "U", (T, Fn))
+    return TaggerMRF(tags, vocab, {x: i for i, x in enumerate(feats)}, theta0, trans, U)
 
 
 def load_mrf(path) -> MRFModel:
