@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test fuzz demo bench bench-lm clean tagger-giga200 rcms-decipher rcms-speech rcms-words bench-rcm
+.PHONY: install test fuzz demo bench bench-lm clean tagger-giga200 rcms-decipher rcms-speech rcms-words bench-rcm trf-morph trf-lm bench-trf
 
 install: $(STAMP)
 
@@ -61,6 +61,18 @@ rcms-speech: $(STAMP)
 
 rcms-words: $(STAMP)
 	$(VENV)/bin/fsmlearn rcms words --jobs 2 --report reports/rcms-words.json
+
+# trans-dimensional random fields (issue 18): word morphology (section 6: AugSA against L-BFGS
+# and WB3 on cmudict words), Brown-LM against lmplz's KN5 (section 7; RESUME=1 continues a run
+# from its checkpoint), and the benchmark (sampling throughput; rescoring against kenlm)
+trf-morph: $(STAMP)
+	$(VENV)/bin/fsmlearn trf morph --report reports/trf-morph.json
+
+trf-lm: $(STAMP)
+	$(VENV)/bin/fsmlearn trf lm --report reports/trf-lm.json --model models/trf-lm.npz $(if $(RESUME),--resume)
+
+bench-trf: $(STAMP)
+	$(PY) bench/bench_trf.py
 
 # RCMS inference per sequence against beam search (fsmlearn's and an independent one)
 bench-rcm: $(STAMP)

@@ -6,6 +6,8 @@ Subcommands:
     lm     backoff n-gram language models (count, web1t, estimate, compile,
            score, ppl, sample, check).
     tag    HMM part-of-speech taggers (train, em, eval, tag).
+    rcms   reified context models (decipher, speech, words).
+    trf    trans-dimensional random field LMs (morph, ...).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     tag.add_parser(sub)
     from . import rcm
     rcm.add_parser(sub)
+    from . import trf
+    trf.add_parser(sub)
     return p
 
 

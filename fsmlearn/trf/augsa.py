@@ -14,7 +14,8 @@ in the paper, i.e. 25), the sampling length probabilities pi0 empirical or by eq
 the long-sentence group of section 5.4 (lengths m+1..m+2 sampled, one zeta_{m+}), and the
 stop rule of Appendix E (the gap D between the log-likelihoods of a training subset and a
 development subset, averaged over windows of H iterations; stop when its increase S_t falls
-below a threshold).  lambda starts at 0 and zeta at its exact value there, ln V^{j-1}
+below a threshold; applied after the first stage, t > t0, so that the large early
+adjustments of lambda do not end training).  lambda starts at 0 and zeta at its exact value there, ln V^{j-1}
 (section 4.2).
 
 Public names: AugSAConfig, empirical_stats, learning_rates, train_augsa.
@@ -184,7 +185,8 @@ def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | N
         callback: called as ``callback(t, model, record)`` after each iteration; returning
             True stops training (used by experiments to track exact likelihoods).
         progress: called with a progress line every ``eval_every`` iterations.
-        model: continue from this model (its lambda and zeta) instead of lambda = 0.
+        model: continue from this model (its lambda and zeta) instead of lambda = 0, at the
+            iteration after ``model.meta["iterations_run"]`` (so the learning rates go on).
 
     Returns:
         (model, record).
@@ -199,7 +201,13 @@ def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | N
     G = len(pi) - 1
     pi0 = pi0_from_counts(counts, cfg.pi0)
     V = fs.vocab_size
-    if model is None:
+    t_first = 1
+    if model is not None:
+        same = model.features is fs or np.array_equal(model.features.keys, fs.keys)
+        if not same or model.m != m or model.long != long:
+            raise ArgumentError("TRF training: the model to continue has another feature set or length groups")
+        t_first = int(model.meta.get("iterations_run", 0)) + 1
+    else:
         zeta = np.r_[0.0, np.arange(m) * math.log(V)]
         if long:
             zeta = np.r_[zeta, m * math.log(V) + math.log1p(V)]
@@ -229,7 +237,7 @@ def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | N
     rec = TrainRecord()
     t_start = time.time()
     scale = np.empty_like(scale_base)
-    for t in range(1, cfg.iterations + 1):
+    for t in range(t_first, cfg.iterations + 1):
         t_it = time.time()
         g_lam, g_zeta = learning_rates(t, cfg)
         len_w = log_pi0[len_group] - zeta[len_group]
@@ -257,7 +265,7 @@ def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | N
             D = float(model.log_probs(sub_train, log_z1=lz1).mean() - model.log_probs(sub_dev, log_z1=lz1).mean())
             rec.gap.append((t, D))
             H = cfg.stop_window
-            if t >= 2 * H:
+            if t >= 2 * H and t > min(cfg.t0, cfg.iterations):
                 recent = [d for (s, d) in rec.gap if t - H < s <= t]
                 before = [d for (s, d) in rec.gap if t - 2 * H < s <= t - H]
                 if recent and before:
@@ -266,20 +274,22 @@ def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | N
                     if S < cfg.stop_threshold:
                         stop = True
         rec.seconds.append(time.time() - t_it)
+        model.meta["iterations_run"] = t
         if callback is not None and callback(t, model, rec):
             stop = True
         if progress is not None and (t % cfg.eval_every == 0 or t == cfg.iterations or stop):
             el = time.time() - t_start
-            eta = el / t * (cfg.iterations - t)
+            eta = el / (t - t_first + 1) * (cfg.iterations - t)
             acc = sampler.acceptance()
             progress(f"AugSA iteration {t:,}/{cfg.iterations:,}: {el:.0f} s, "
-                     f"{t * cfg.samples / max(sum(rec.sample_seconds), 1e-9):.0f} sampled sentences/s, mean sampled length {np.mean(rec.mean_length[-cfg.eval_every:]):.1f}, "
+                     f"{len(rec.iteration) * cfg.samples / max(sum(rec.sample_seconds), 1e-9):.0f} sampled sentences/s, mean sampled length {np.mean(rec.mean_length[-cfg.eval_every:]):.1f}, "
                      f"jump acceptance {acc['jump']:.2f}" + (f", gap D {rec.gap[-1][1]:.3f}" if rec.gap else "")
                      + f", ETA {eta:.0f} s")
         if stop:
             rec.stopped_at = t
             break
     rec.acceptance = sampler.acceptance()
-    model.meta.setdefault("training", asdict(cfg))
-    model.meta["iterations_run"] = rec.iteration[-1] if rec.iteration else 0
+    model.meta["training"] = asdict(cfg)
+    if rec.iteration:
+        model.meta["iterations_run"] = rec.iteration[-1]
     return model, rec

@@ -30,7 +30,7 @@ import numba as nb
 import numpy as np
 
 from ..errors import ArgumentError
-from ..fsm.hashing import hash_insert, hash_lookup, new_table
+from ..fsm.hashing import hash64, hash_insert, hash_lookup, new_table
 
 #: bits per token id in a key, the largest usable id and the hole marker of conditionals
 ID_BITS = 14
@@ -230,21 +230,50 @@ def _pad(tokens, a, b, bos, eos, y):
 
 
 @nb.njit(cache=True)
+def _row_range(r, n_pad, minoff, length):
+    """The padded positions lo..hi-1 at which row r fires in a sentence of n_pad tokens."""
+    lo = max(1, -minoff[r])
+    hi = n_pad - 1 if length[r] == 1 else n_pad
+    return lo, hi
+
+
+@nb.njit(cache=True)
 def _corpus_keys(tokens, ptr, bos, eos, cls, tid, length, offset, kind, minoff):
-    """Every firing key of every sentence, and the per-sentence CSR offsets into them."""
+    """Every firing key of every sentence (sentence by sentence, row by row, position by
+    position), and the per-sentence CSR offsets into them."""
     n = ptr.shape[0] - 1
+    R = tid.shape[0]
+    kptr = np.zeros(n + 1, np.int64)
     maxlen = 0
     for s in range(n):
-        maxlen = max(maxlen, ptr[s + 1] - ptr[s])
-    y = np.empty(maxlen + 2, np.int32)
-    out = np.empty(1024, np.int64)
-    kptr = np.zeros(n + 1, np.int64)
-    m = 0
+        n_pad = ptr[s + 1] - ptr[s] + 2
+        maxlen = max(maxlen, n_pad)
+        c = 0
+        for r in range(R):
+            lo, hi = _row_range(r, n_pad, minoff, length)
+            if hi > lo:
+                c += hi - lo
+        kptr[s + 1] = kptr[s] + c
+    out = np.empty(kptr[n], np.int64)
+    y = np.empty(maxlen, np.int32)
+    yc = np.empty(maxlen, np.int32)
     for s in range(n):
         n_pad = _pad(tokens, ptr[s], ptr[s + 1], bos, eos, y)
-        out, m = _sentence_keys(y, n_pad, cls, tid, length, offset, kind, minoff, out, m)
-        kptr[s + 1] = m
-    return out[:m], kptr
+        for p in range(n_pad):
+            yc[p] = cls[y[p]]
+        m = kptr[s]
+        for r in range(R):
+            lo, hi = _row_range(r, n_pad, minoff, length)
+            L = length[r]
+            pad = ID_BITS * (MAX_SLOTS - L)
+            for i in range(lo, hi):
+                k = tid[r]
+                for q in range(L):
+                    p = i + offset[r, q]
+                    k = (k << ID_BITS) | (y[p] if kind[r, q] == 0 else yc[p])
+                out[m] = k << pad
+                m += 1
+    return out, kptr
 
 
 @nb.njit(cache=True)
@@ -255,8 +284,52 @@ def _build_table(keys, tkeys, tvals, mask):
 
 @nb.njit(cache=True)
 def _lookup_all(keys, tkeys, tvals, mask, out):
-    for k in range(keys.shape[0]):
-        out[k] = hash_lookup(tkeys, tvals, mask, keys[k])
+    """out[k] = the value of keys[k] (-1 if absent).  The keys are visited in the order of
+    their table slots (a counting sort on the slot's top 16 bits), so the probes walk the
+    table from one end to the other instead of jumping at random: several times faster for
+    large tables than looking the keys up in their own order."""
+    n = keys.shape[0]
+    cap = mask + 1
+    shift = 0
+    while (cap >> shift) > 65536:
+        shift += 1
+    nbk = (cap >> shift) + 1
+    slot = np.empty(n, np.int64)
+    start = np.zeros(nbk + 1, np.int64)
+    for i in range(n):
+        s = np.int64(hash64(keys[i]) & np.uint64(mask))
+        slot[i] = s
+        start[(s >> shift) + 1] += 1
+    for b in range(nbk):
+        start[b + 1] += start[b]
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        b = slot[i] >> shift
+        order[start[b]] = i
+        start[b] += 1
+    for k in range(n):
+        i = order[k]
+        s = slot[i]
+        key = keys[i]
+        while True:
+            kk = tkeys[s]
+            if kk == -1:
+                out[i] = -1
+                break
+            if kk == key:
+                out[i] = tvals[s]
+                break
+            s = (s + 1) & mask
+
+
+@nb.njit(cache=True)
+def _sum_found(lam, idx, kptr, out):
+    for s in range(kptr.shape[0] - 1):
+        acc = 0.0
+        for k in range(kptr[s], kptr[s + 1]):
+            if idx[k] >= 0:
+                acc += lam[idx[k]]
+        out[s] = acc
 
 
 @nb.njit(cache=True)
@@ -337,7 +410,17 @@ class FeatureSet:
         return idx[ok], cs[kptr]
 
     def scores(self, corpus: Corpus, lam: np.ndarray) -> np.ndarray:
-        """float64 [n]: lambda . f(x) of each sentence (the feature acceptor's path weight)."""
+        """float64 [n]: lambda . f(x) of each sentence (the feature acceptor's path weight):
+        every firing's key, looked up in slot order, summed per sentence."""
+        keys, kptr = self.corpus_keys(corpus)
+        idx = self.lookup(keys)
+        out = np.empty(len(corpus))
+        _sum_found(np.ascontiguousarray(lam, np.float64), idx, kptr, out)
+        return out
+
+    def scores_walk(self, corpus: Corpus, lam: np.ndarray) -> np.ndarray:
+        """The same as :meth:`scores`, sentence by sentence: each firing looked up as the
+        walk reaches it (the reference for :meth:`scores`)."""
         check_corpus(corpus, self.vocab_size)
         out = np.empty(len(corpus))
         _corpus_scores(corpus.tokens, corpus.ptr, self.bos, self.eos, self.classes, *self._t(), *self.table,

@@ -1,0 +1,125 @@
+"""Benchmark of the TRF LM (issue 18): sampling throughput and rescoring speed.
+
+1. Sampling: AugSA on Brown-LM with word and class 1-3-gram features (``w+c``, order 3) and
+   200 exchange classes, 300 samples per iteration on 2 chains (2 threads), for
+   ``--iterations`` iterations (default 320): sampled sentences per second (sampling only)
+   and seconds per SA iteration (sampling, feature counts and the updates).  The peer is the
+   authors' C++ toolkit (SPMILM): run in the same run when ``--spmilm DIR`` (or
+   $FSMLEARN_SPMILM) names a build of it (``bench/trf_peer.py``), otherwise the figures
+   recorded by issue 18 for it on this machine (358 sentences/s, 0.84 s per iteration of
+   300 sentences on 2 threads) are used and marked as recorded.  Target: at least 5x its
+   throughput.
+2. Rescoring: ln p of a 1,000-sentence list (Brown-LM's first 1,000 test sentences) with the
+   trained TRF (the feature set's scoring kernel plus ln Z_1 and the length terms), against
+   kenlm's Python ``Model.score`` on the same list with lmplz's KN5 of the same training
+   text.  Target: at least as fast as kenlm (ratio kenlm / TRF >= 1).
+
+Writes reports/bench-trf.json.  Usage: ``python bench/bench_trf.py [--iterations N]
+[--spmilm DIR] [--features TYPES]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import triad_bandwidth  # noqa: E402
+
+from fsmlearn.experiments.report import device, peak_rss_mb, write_report  # noqa: E402
+from fsmlearn.experiments.trf_lm import brown_lm_ids, kenlm_text  # noqa: E402
+from fsmlearn.trf.augsa import AugSAConfig, train_augsa  # noqa: E402
+from fsmlearn.trf.classes import exchange_clusters  # noqa: E402
+from fsmlearn.trf.features import Corpus, build_features, make_templates  # noqa: E402
+
+RECORDED_PEER = {"sentences_per_second": 358.0, "seconds_per_iteration": 0.84, "iterations": 320, "threads": 2,
+                 "source": "issue 18: the authors' C++ toolkit measured on this machine (recorded, not rerun)"}
+
+
+def _subset(c: Corpus, n: int) -> Corpus:
+    n = min(n, len(c))
+    return Corpus(c.tokens[:c.ptr[n]], c.ptr[:n + 1].copy())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--iterations", type=int, default=320)
+    ap.add_argument("--features", default="w+c", help="feature types (default w+c, with --order 3)")
+    ap.add_argument("--order", type=int, default=3)
+    ap.add_argument("--spmilm", default=os.environ.get("FSMLEARN_SPMILM"))
+    ap.add_argument("--work", default=os.environ.get("FSMLEARN_BENCH_DIR", "bench/work"))
+    ap.add_argument("--report", default="reports/bench-trf.json")
+    args = ap.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    out = {"benchmark": "trf", "device": device(), "triad_gb_s": triad_bandwidth()}
+    vocab, data = brown_lm_ids()
+    tr = data["train"]
+    V = len(vocab)
+    t0 = time.time()
+    classes, _ = exchange_clusters([tr.sentence(i) for i in range(len(tr))], V, 200, max_passes=50)
+    fs = build_features(tr, V, make_templates(args.features, args.order), classes=classes, n_classes=200)
+    print(f"{fs.num_features:,} features ({args.features}, order {args.order}), 200 classes: {time.time() - t0:.0f} s",
+          flush=True)
+    cfg = AugSAConfig(samples=300, chains=2, iterations=args.iterations, t_c=3000, beta_lambda=0.8, beta_zeta=0.6,
+                      t0=2000, l2=4e-5, pi0="eq26", max_length=100, long=True, eval_every=40)
+    model, rec = train_augsa(fs, tr, cfg, progress=lambda s: print(s, flush=True))
+    ours = {"sentences_per_second": 300 * len(rec.sample_seconds) / sum(rec.sample_seconds),
+            "seconds_per_iteration": float(np.mean(rec.seconds)),
+            "mean_sampled_length": float(np.mean(rec.mean_length)), "iterations": len(rec.iteration),
+            "threads": 2, "features": fs.num_features}
+    lz1 = model.log_z1()
+    ours["valid_perplexity"] = float(math.exp(-model.log_probs(data["valid"], log_z1=lz1).sum()
+                                              / (data["valid"].lengths.sum() + len(data["valid"]))))
+    if args.spmilm:
+        from trf_peer import run_peer
+        peer = run_peer(args.iterations, work / "trf-peer", args.spmilm)
+        peer["source"] = "run in this benchmark"
+    else:
+        peer = dict(RECORDED_PEER)
+    out["sampling"] = {"fsmlearn": ours, "peer": peer,
+                       "throughput_ratio": ours["sentences_per_second"] / peer["sentences_per_second"],
+                       "iteration_time_ratio": peer["seconds_per_iteration"] / ours["seconds_per_iteration"]}
+    print(f"sampling: fsmlearn {ours['sentences_per_second']:.0f} sentences/s, {ours['seconds_per_iteration']:.3f} "
+          f"s/iteration (mean sampled length {ours['mean_sampled_length']:.1f}); peer {peer['sentences_per_second']:.0f}"
+          f" sentences/s, {peer['seconds_per_iteration']:.2f} s/iteration ({peer['source']}); throughput ratio "
+          f"{out['sampling']['throughput_ratio']:.2f}x (target >= 5)", flush=True)
+    # ---- rescoring a 1000-sentence list
+    import kenlm
+    from fsmlearn.lm.tools import run_lmplz
+    arpa = work / "brown-lm-kn5.arpa"
+    if not arpa.exists():
+        run_lmplz(kenlm_text(tr, vocab), 5, arpa)
+    kn = kenlm.Model(str(arpa))
+    lst = _subset(data["test"], 1000)
+    text = kenlm_text(lst, vocab)
+    model.log_probs(lst, log_z1=lz1)
+    best_t, best_k = math.inf, math.inf
+    for _ in range(7):
+        t = time.perf_counter()
+        model.log_probs(lst, log_z1=lz1)
+        best_t = min(best_t, time.perf_counter() - t)
+        t = time.perf_counter()
+        for s in text:
+            kn.score(s, bos=True, eos=True)
+        best_k = min(best_k, time.perf_counter() - t)
+    out["rescoring"] = {"sentences": len(lst), "tokens": int(lst.lengths.sum()), "trf_seconds": best_t,
+                        "kenlm_seconds": best_k, "ratio_kenlm_over_trf": best_k / best_t,
+                        "trf_features": fs.num_features}
+    print(f"rescoring {len(lst)} sentences: TRF {best_t * 1e3:.1f} ms, kenlm {best_k * 1e3:.1f} ms: kenlm / TRF "
+          f"{best_k / best_t:.2f} (target >= 1)", flush=True)
+    out["peak_memory_mb"] = peak_rss_mb()
+    write_report(args.report, out)
+    print(json.dumps({k: out[k] for k in ("sampling", "rescoring")}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""``fsmlearn trf``: trans-dimensional random field LMs on the command line."""
+
+from __future__ import annotations
+
+from .common import Progress, add_quiet
+
+
+def _morph(args) -> int:
+    from ..experiments.trf_morph import MorphConfig, run_morph
+    runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
+    cfg = MorphConfig(max_length=args.max_length, seed=args.seed, iterations=args.iterations,
+                      samples=args.samples, chains=args.chains, eval_every=args.eval_every,
+                      lbfgs_iterations=args.lbfgs_iterations, runs=runs, report=args.report)
+    run_morph(cfg, progress=Progress(args.quiet))
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("trf", help="trans-dimensional random field LMs (Wang, Ou and Tan)")
+    tsub = p.add_subparsers(dest="trf_command", metavar="command")
+    m = tsub.add_parser("morph", help="word morphology (section 6): AugSA against L-BFGS and WB3 on cmudict words")
+    m.add_argument("--iterations", type=int, default=1000, help="AugSA iterations (default 1000)")
+    m.add_argument("--samples", type=int, default=100, help="samples per AugSA iteration (default 100)")
+    m.add_argument("--chains", type=int, default=2, help="parallel sampling chains (default 2)")
+    m.add_argument("--lbfgs-iterations", type=int, default=1000, help="L-BFGS iteration limit (default 1000)")
+    m.add_argument("--max-length", type=int, default=20, help="longest word kept (default 20)")
+    m.add_argument("--eval-every", type=int, default=10,
+                   help="AugSA iterations between exact evaluations (default 10)")
+    m.add_argument("--runs", default="augsa-empirical,augsa-eq26,lbfgs,wb3",
+                   help="comma-separated runs (default: all four)")
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--report", default="reports/trf-morph.json", help="JSON report (a PNG is written beside it)")
+    add_quiet(m)
+    m.set_defaults(func=_morph)
+    add_lm_parser(tsub)
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def _lm(args) -> int:
+    from ..experiments.trf_lm import LMConfig, run_lm
+    cfg = LMConfig(features=args.features, classes=args.classes, iterations=args.iterations, hours=args.hours,
+                   samples=args.samples, chains=args.chains, eval_every=args.eval_every, seed=args.seed,
+                   report=args.report, model=args.model, resume=args.resume)
+    run_lm(cfg, progress=Progress(args.quiet))
+    return 0
+
+
+def add_lm_parser(tsub) -> None:
+    p = tsub.add_parser("lm", help="Brown-LM: TRF (AugSA) against lmplz's KN5 and their interpolations")
+    p.add_argument("--features", default="w+c+ws+cs+wsh+csh+tied", help="feature types of Table 2")
+    p.add_argument("--classes", type=int, default=200, help="word classes (default 200)")
+    p.add_argument("--iterations", type=int, default=50_000, help="AugSA iteration limit (default 50000)")
+    p.add_argument("--hours", type=float, default=2.75, help="training time limit in hours (default 2.75)")
+    p.add_argument("--samples", type=int, default=300, help="samples per iteration (default 300)")
+    p.add_argument("--chains", type=int, default=2, help="parallel chains (default 2)")
+    p.add_argument("--eval-every", type=int, default=100,
+                   help="iterations between validation perplexities and checkpoints (default 100)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--report", default="reports/trf-lm.json", help="JSON report (a PNG is written beside it)")
+    p.add_argument("--model", default="models/trf-lm.npz", help="the model file (saved at every evaluation)")
+    p.add_argument("--resume", action="store_true", help="continue from the model file's last checkpoint")
+    add_quiet(p)
+    p.set_defaults(func=_lm)
