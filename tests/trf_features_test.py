@@ -72,6 +72,7 @@ def test_scores_equal_the_direct_sum_and_the_acceptors_path_weight(types):
     lam = rng.normal(size=fs.num_features)
     test = as_corpus([rng.integers(0, 3, rng.integers(1, 13)) for _ in range(40)])
     s = fs.scores(test, lam)
+    assert np.allclose(s, fs.scores_walk(test, lam), atol=1e-12)
     direct = np.array([_direct_score(fs, test.sentence(i), lam) for i in range(len(test))])
     assert np.allclose(s, direct, atol=1e-12)
     if fs.templates.span <= 3:
