@@ -329,3 +329,17 @@ def test_lifted_training_raises_the_bound_and_stays_below_the_exact_likelihood()
     assert ex.history[-1]["log_likelihood"] > ex.history[0]["log_likelihood"]
     stop = train_lifted(MRFModel.init(C, K, rank=2), mom, max_iter=20, on_iteration=lambda m, e: True)
     assert len(stop.history) == 1 and stop.message == "stopped by on_iteration"
+
+
+def test_the_bound_sees_the_corpus_only_through_its_moments():
+    """A corpus repeated twice has the same moments per position, so the same per-position bound
+    and gradient: a training step costs the same whatever the corpus length."""
+    rng = np.random.default_rng(30)
+    C, K = 4, 2
+    x = rng.integers(0, C, 30)
+    m = random_model(rng, C, K, rank=2)
+    d = rng.normal(0, 0.5, (K, C))
+    a = lifted_bound(m, collect_moments(x, C, K), d)
+    b = lifted_bound(m, collect_moments(np.concatenate([x, x]), C, K), d)
+    assert a.value == pytest.approx(b.value, abs=1e-12) and b.log_partition == pytest.approx(2 * a.log_partition)
+    np.testing.assert_allclose(a.grad, b.grad, atol=1e-12)
