@@ -9,8 +9,7 @@ def _morph(args) -> int:
     from ..experiments.trf_morph import MorphConfig, run_morph
     runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
     cfg = MorphConfig(max_length=args.max_length, seed=args.seed, iterations=args.iterations,
-                      samples=args.samples, chains=args.chains, eval_every=args.eval_every,
-                      lbfgs_iterations=args.lbfgs_iterations, runs=runs, report=args.report)
+                      samples=args.samples, chains=args.chains, lbfgs_iterations=args.lbfgs_iterations, runs=runs, report=args.report)
     run_morph(cfg, progress=Progress(args.quiet))
     return 0
 
@@ -24,8 +23,6 @@ def add_parser(sub) -> None:
     m.add_argument("--chains", type=int, default=2, help="parallel sampling chains (default 2)")
     m.add_argument("--lbfgs-iterations", type=int, default=1000, help="L-BFGS iteration limit (default 1000)")
     m.add_argument("--max-length", type=int, default=20, help="longest word kept (default 20)")
-    m.add_argument("--eval-every", type=int, default=10,
-                   help="AugSA iterations between exact evaluations (default 10)")
     m.add_argument("--runs", default="augsa-empirical,augsa-eq26,lbfgs,wb3",
                    help="comma-separated runs (default: all four)")
     m.add_argument("--seed", type=int, default=0)

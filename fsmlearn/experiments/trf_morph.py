@@ -16,7 +16,9 @@ on the padded word), only those seen in training.  Runs:
 Every AugSA evaluation point records the negative log-likelihood per word with the exact
 normalisers (the engine's forward on the acceptor intersected with the lengths) on the
 training and test words, the same with the estimated zeta, and the relative error
-|zeta - zeta*| / |zeta*| of the estimated log ratios.
+|zeta - zeta*| / |zeta*| of the estimated log ratios over lengths 2..m (and weighted by the
+length probabilities pi_j, the error where the words are).  Evaluation points: every
+iteration to 10, then 90 per decade.
 
 Public names: MorphConfig, morph_data, run_morph.
 """
@@ -54,7 +56,6 @@ class MorphConfig:
     beta_lambda: float = 0.8
     beta_zeta: float = 0.6
     t0: int = 200
-    eval_every: int = 10
     lbfgs_iterations: int = 1000
     runs: tuple = ("augsa-empirical", "augsa-eq26", "lbfgs", "wb3")
     report: str = "reports/trf-morph.json"
@@ -69,8 +70,8 @@ class MorphConfig:
         if bad or not self.runs:
             raise ArgumentError(f"trf morph: unknown runs {bad}; expected some of augsa-empirical, augsa-eq26, "
                                 f"lbfgs, wb3")
-        if self.iterations < 1 or self.lbfgs_iterations < 1 or self.eval_every < 1:
-            raise ArgumentError("trf morph: iterations, lbfgs_iterations and eval_every must be >= 1")
+        if self.iterations < 1 or self.lbfgs_iterations < 1:
+            raise ArgumentError("trf morph: iterations and lbfgs_iterations must be >= 1")
 
 
 def morph_data(cfg: MorphConfig):
@@ -102,7 +103,22 @@ def _wb3(train_words, test_words):
 
 
 def _rel_err(z, zs):
+    """|zeta - zeta*| / |zeta*| over lengths 2..m (Euclidean norms)."""
     return float(np.linalg.norm(z[2:] - zs[2:]) / np.linalg.norm(zs[2:]))
+
+
+def _rel_err_weighted(z, zs, pi):
+    """sum_j pi_j |zeta_j - zeta*_j| / sum_j pi_j |zeta*_j|: the error where the words are."""
+    return float(np.sum(pi[2:] * np.abs(z[2:] - zs[2:])) / np.sum(pi[2:] * np.abs(zs[2:])))
+
+
+def _evaluate_at(t: int, last: int) -> bool:
+    """Evaluation points: every iteration to 10, then 90 per decade (10-100 every 1, 100-1000
+    every 10, ...), the checkpoints 100, 1000 and the last iteration."""
+    if t <= 10 or t in (100, 1000) or t == last:
+        return True
+    step = 10 ** (len(str(t)) - 2)
+    return t % step == 0
 
 
 def run_morph(cfg: MorphConfig, progress=print) -> dict:
@@ -134,7 +150,8 @@ def run_morph(cfg: MorphConfig, progress=print) -> dict:
         lz1 = float(lz[1])
         return {"train_nll": model.nll(train, zeta=z), "test_nll": model.nll(test, zeta=z),
                 "train_nll_estimated_zeta": float(-model.log_probs(train, log_z1=lz1).mean()),
-                "zeta_relative_error": _rel_err(model.zeta, z)}, z
+                "zeta_relative_error": _rel_err(model.zeta, z),
+                "zeta_relative_error_weighted": _rel_err_weighted(model.zeta, z, pi)}, z
 
     for run in cfg.runs:
         t0 = time.time()
@@ -147,13 +164,14 @@ def run_morph(cfg: MorphConfig, progress=print) -> dict:
             eval_s = [0.0]
 
             def cb(t, model, rec, curve=curve, snaps=snaps, eval_s=eval_s):
-                if t <= 10 or t % cfg.eval_every == 0 or t in (100, 1000) or t == cfg.iterations:
+                if _evaluate_at(t, cfg.iterations):
                     te = time.time()
                     point, z = exact_point(model)
                     curve.append({"iteration": t, **point})
-                    if t in (100, 1000) or t == cfg.iterations:
+                    if t in (100, 1000, 10000) or t == cfg.iterations:
                         snaps[str(t)] = {"zeta": model.zeta[1:].tolist(), "zeta_exact": z[1:].tolist(),
-                                         "relative_error": point["zeta_relative_error"]}
+                                         "relative_error": point["zeta_relative_error"],
+                                         "relative_error_weighted": point["zeta_relative_error_weighted"]}
                     eval_s[0] += time.time() - te
                 return False
 
@@ -168,7 +186,8 @@ def run_morph(cfg: MorphConfig, progress=print) -> dict:
             f = curve[-1]
             progress(f"{run}: exact NLL train {f['train_nll']:.4f} test {f['test_nll']:.4f}, with estimated zeta "
                      f"{f['train_nll_estimated_zeta']:.4f}, zeta relative error "
-                     + ", ".join(f"{k}: {v['relative_error']:.4f}" for k, v in snaps.items())
+                     + ", ".join(f"{k}: {v['relative_error']:.4f} (pi-weighted {v['relative_error_weighted']:.4f})"
+                                 for k, v in snaps.items())
                      + f" ({train_s:.0f} s training)")
         elif run == "lbfgs":
             hist_pts = []
