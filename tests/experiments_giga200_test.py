@@ -56,3 +56,16 @@ def test_bad_ngram_directory_is_named(tmp_path):
     with pytest.raises(FsmError, match="missing: not a directory"):
         run_giga200(cfg)
     assert not (tmp_path / "r.json").exists()
+
+
+def test_device_is_checked_before_any_work(tmp_path, monkeypatch):
+    from fsmlearn.errors import ArgumentError
+    cfg = Giga200Config(cache=str(tmp_path / "cache"), report=str(tmp_path / "r.json"), device="tpu")
+    with pytest.raises(ArgumentError, match="device"):
+        run_giga200(cfg)
+    import fsmlearn.algo.cuda as fc
+    monkeypatch.setattr(fc, "cuda_available", lambda: False)
+    cfg = Giga200Config(cache=str(tmp_path / "cache"), report=str(tmp_path / "r.json"), device="cuda")
+    with pytest.raises(FsmError, match="CUDA"):
+        run_giga200(cfg)
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "cache").exists()
