@@ -39,7 +39,6 @@ threads_for, launch, forest_levels, forest_pass_rows, reduce_sum, level_runs.
 
 from __future__ import annotations
 
-
 import numba as nb
 import numpy as np
 from numba import cuda
