@@ -8,7 +8,8 @@ by exchange clustering (:mod:`fsmlearn.trf.classes`); features w+c+ws+cs+wsh+csh
 chains, t_c = 3000, beta_lambda = 0.8, beta_zeta = 0.6, t0 = 2000, L2 4e-5, pi0 of (26), the
 long-sentence sub-model above m = 100 (section 5.4; Brown-LM's longest training sentence
 has 180 tokens) and the stop rule of Appendix E (H = 100, threshold 1e-4), within a time
-limit.  The model is saved (atomically) at every evaluation, so ``--resume`` continues a run
+limit.  The length probabilities pi_j add 0.5 to each length's count (Brown-LM's
+training set lacks some lengths below m that the test set has).  The model is saved (atomically) at every evaluation, so ``--resume`` continues a run
 that was cut off from its last checkpoint (the chains restart from training sentences).
 
 KN5 is lmplz's modified Kneser-Ney 5-gram on the same training text, scored with the kenlm
@@ -146,7 +147,8 @@ def run_lm(cfg: LMConfig, progress=print) -> dict:
     acfg = AugSAConfig(samples=cfg.samples, chains=cfg.chains, iterations=cfg.iterations, t_c=cfg.t_c,
                        beta_lambda=cfg.beta_lambda, beta_zeta=cfg.beta_zeta, t0=cfg.t0, l2=cfg.l2, pi0="eq26",
                        max_length=cfg.max_length, long=True, stop=True, stop_window=cfg.stop_window,
-                       stop_threshold=cfg.stop_threshold, eval_every=cfg.eval_every, seed=cfg.seed)
+                       stop_threshold=cfg.stop_threshold, eval_every=cfg.eval_every, length_add=0.5,
+                       seed=cfg.seed)
     model = None
     model_path = Path(cfg.model)
     curve = []

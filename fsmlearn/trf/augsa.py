@@ -53,6 +53,8 @@ class AugSAConfig:
         stop: apply the stop rule of Appendix E (needs a development corpus).
         stop_window: H; stop_threshold: the threshold on S_t; eval_every: iterations between
             evaluations of D (and of the progress line); eval_sentences: subset sizes for D.
+        length_add: added to each length group's count for pi (0: pi_j = n_j / n; a language
+            model needs every length it may score to have a probability).
         seed: seed of the sampler.
     """
     samples: int = 300
@@ -72,6 +74,7 @@ class AugSAConfig:
     stop_threshold: float = 1e-4
     eval_every: int = 10
     eval_sentences: int = 2000
+    length_add: float = 0.0
     seed: int = 0
 
     def check(self) -> None:
@@ -94,6 +97,8 @@ class AugSAConfig:
                 bad(name, v, "must be in [0, 1)")
         if self.l2 < 0 or not math.isfinite(self.l2):
             bad("l2", self.l2, "must be finite and >= 0")
+        if self.length_add < 0 or not math.isfinite(self.length_add):
+            bad("length_add", self.length_add, "must be finite and >= 0")
         if self.pi0 not in ("eq26", "empirical"):
             bad("pi0", self.pi0, "must be 'eq26' or 'empirical'")
         if self.max_length < 1:
@@ -197,7 +202,7 @@ def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | N
     m, long = cfg.max_length, cfg.long
     lengths = train.lengths
     groups = length_groups(lengths, m, long)
-    counts, pi = empirical_pi(lengths, m, long)
+    counts, pi = empirical_pi(lengths, m, long, cfg.length_add)
     G = len(pi) - 1
     pi0 = pi0_from_counts(counts, cfg.pi0)
     V = fs.vocab_size

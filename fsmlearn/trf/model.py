@@ -117,9 +117,17 @@ class TRF:
         return float(np.exp(-lp.sum() / (corpus.lengths.sum() + len(corpus))))
 
 
-def empirical_pi(lengths: np.ndarray, m: int, long: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(counts [G+1], pi [G+1]) of the training lengths per group."""
+def empirical_pi(lengths: np.ndarray, m: int, long: bool, add: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(counts [G+1], pi [G+1]) of the training lengths per group.
+
+    Args:
+        add: added to every group's count for pi (0: the maximum-likelihood pi_j = n_j / n of
+            Proposition 1; a positive value gives the lengths that training lacks a probability,
+            which a language model scoring other text needs).
+    """
     g = length_groups(lengths, m, long)
     counts = np.bincount(g, minlength=m + 2 if long else m + 1).astype(np.float64)
     counts[0] = 0
-    return counts, counts / counts.sum()
+    smoothed = counts + add
+    smoothed[0] = 0
+    return counts, smoothed / smoothed.sum()
