@@ -14,6 +14,26 @@ def _morph(args) -> int:
     return 0
 
 
+def _score(args) -> int:
+    import sys
+    from ..trf.io import load_trf
+    from ..trf.score import read_sentences, score_corpus
+    model, vocab = load_trf(args.model)
+    if vocab is None:
+        from ..errors import ArgumentError
+        raise ArgumentError(f"{args.model}: the model has no vocabulary, so it cannot read text")
+    for path in args.text:
+        corpus, oov = read_sentences(path, vocab)
+        r = score_corpus(model, corpus)
+        if args.sentences:
+            for v in r["log_probs"]:
+                sys.stdout.write(f"{v:.6f}\n")
+        print(f"{path}: {r['sentences']:,} sentences, {r['tokens']:,} tokens (</s> included), {oov:,} <unk>, "
+              f"ln p {r['total']:.2f}, perplexity {r['perplexity']:.2f}", file=sys.stderr if args.sentences else
+              sys.stdout)
+    return 0
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("trf", help="trans-dimensional random field LMs (Wang, Ou and Tan)")
     tsub = p.add_subparsers(dest="trf_command", metavar="command")
@@ -30,6 +50,11 @@ def add_parser(sub) -> None:
     add_quiet(m)
     m.set_defaults(func=_morph)
     add_lm_parser(tsub)
+    sc = tsub.add_parser("score", help="ln p and perplexity of text files under a saved TRF model")
+    sc.add_argument("model", help="a model saved by fsmlearn trf lm (.npz)")
+    sc.add_argument("text", nargs="+", help="text files, one sentence per line (.gz/.bz2/.xz read too)")
+    sc.add_argument("--sentences", action="store_true", help="print ln p of each sentence (summary on stderr)")
+    sc.set_defaults(func=_score)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 
