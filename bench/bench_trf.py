@@ -56,6 +56,8 @@ def main() -> int:
     ap.add_argument("--spmilm", default=os.environ.get("FSMLEARN_SPMILM"))
     ap.add_argument("--work", default=os.environ.get("FSMLEARN_BENCH_DIR", "bench/work"))
     ap.add_argument("--report", default="reports/bench-trf.json")
+    ap.add_argument("--model", default="models/trf-lm.npz",
+                    help="also rescore with this saved model (make trf-lm's), when it exists")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -115,6 +117,21 @@ def main() -> int:
                         "trf_features": fs.num_features}
     print(f"rescoring {len(lst)} sentences: TRF {best_t * 1e3:.1f} ms, kenlm {best_k * 1e3:.1f} ms: kenlm / TRF "
           f"{best_k / best_t:.2f} (target >= 1)", flush=True)
+    if args.model and Path(args.model).exists():
+        from fsmlearn.trf.io import load_trf
+        full, _ = load_trf(args.model)
+        fz = full.log_z1()
+        full.log_probs(lst, log_z1=fz)
+        best = math.inf
+        for _ in range(7):
+            t = time.perf_counter()
+            full.log_probs(lst, log_z1=fz)
+            best = min(best, time.perf_counter() - t)
+        out["rescoring"]["saved_model"] = {"path": args.model, "features": full.features.num_features,
+                                           "types": "+".join(full.features.templates.names), "trf_seconds": best,
+                                           "ratio_kenlm_over_trf": best_k / best}
+        print(f"rescoring with {args.model} ({full.features.num_features:,} features): TRF {best * 1e3:.1f} ms: "
+              f"kenlm / TRF {best_k / best:.2f}", flush=True)
     out["peak_memory_mb"] = peak_rss_mb()
     write_report(args.report, out)
     print(json.dumps({k: out[k] for k in ("sampling", "rescoring")}, indent=1))
