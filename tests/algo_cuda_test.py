@@ -13,8 +13,9 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
-from conftest import backoff_machine, random_machine
+from conftest import backoff_machine, random_machine, tiny_machines
 from fsmlearn import PHI, FsmError, Machine
 from fsmlearn.algo import (arc_posteriors, backward, expectation, forward, forward_backward, phi_expand,
                            shortest_distance, total_weight)
@@ -85,6 +86,49 @@ def test_values_equal_the_dense_solution(device, cyclic, reverse, semiring):
     if semiring == "expectation":
         live = p_ref > 0
         close(out[live, 1:], r_ref[live] / p_ref[live, None], floor=1e-9)
+
+
+def enumerated(m, min_weight):
+    """(Z, sum over paths of p * (sum of the arc values i mod 3 - 0.5)) by enumeration, and the
+    weight of the pruned prefixes."""
+    pruned = [0.0]
+    v = np.arange(m.num_arcs, dtype=float) % 3 - 0.5
+    z = r = 0.0
+    for arcs, p in enumerate_paths(m, min_weight=min_weight, pruned=pruned):
+        z += p
+        r += p * sum(v[a] for a in arcs)
+    return z, r, v, pruned[0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=30)
+@given(m=tiny_machines(cyclic=False))
+def test_acyclic_totals_equal_enumeration_in_every_linear_semiring(device, m):
+    z, r, v, _ = enumerated(m, 0.0)
+    assert math.isclose(total_weight(m, "real", device=device), z, rel_tol=1e-12, abs_tol=1e-300)
+    got = total_weight(m, "log", device=device)
+    assert got == math.inf if z == 0 else math.isclose(got, -math.log(z), rel_tol=1e-12, abs_tol=1e-12)
+    got = total_weight(m, "expectation", arc_values=v, device=device)
+    if z > 0:
+        assert math.isclose(got[0], -math.log(z), rel_tol=1e-12, abs_tol=1e-12)
+        assert math.isclose(got[1], r / z, rel_tol=1e-10, abs_tol=1e-12)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=15)
+@given(m=tiny_machines(cyclic=True))
+def test_cyclic_totals_equal_enumeration_in_every_linear_semiring(device, m):
+    # enumeration is a lower bound; the pruned prefixes carry at most 1.8 times their
+    # weight (final weights <= 0.9, <= 0.5 of arc mass per state); the solve stops at 1e-11
+    z, r, v, pruned = enumerated(m, 1e-9)
+    bound = 1.8 * pruned
+    for sr in ("real", "log"):
+        got = total_weight(m, sr, device=device)
+        zz = got if sr == "real" else math.exp(-got)
+        assert z * (1 - 1e-9) <= zz <= z + bound + 1e-9
+    got = total_weight(m, "expectation", arc_values=v, device=device)
+    if z > 1e-3:
+        assert abs(got[1] * math.exp(-got[0]) - r) <= bound * 22 + 1e-9
 
 
 @pytest.mark.parametrize("device", DEVICES)
