@@ -10,10 +10,10 @@ import pytest
 
 from fsmlearn.cli import mrf as cli_mrf
 from fsmlearn.errors import ArgumentError
-from fsmlearn.experiments.mrf_lm import LMConfig, nearest_neighbours, run_lm
+from fsmlearn.experiments.mrf_lm import LMConfig, nearest_neighbours, pmi_init, run_lm
 from fsmlearn.experiments.mrf_synthetic import SyntheticConfig, run_synthetic
 from fsmlearn.experiments.mrf_tag import TagConfig, accuracy_of, run_tag
-from fsmlearn.mrf import load_mrf
+from fsmlearn.mrf import MRFModel, collect_moments, load_mrf
 
 
 def test_synthetic_report_has_figure_5s_shape(tmp_path):
@@ -82,3 +82,22 @@ def test_tag_experiment_on_a_toy_treebank(tmp_path):
     assert a["total"] == 0.5 and a["unknown"] == 0.0 and a["known"] == 1.0
     with pytest.raises(ArgumentError):
         TagConfig(K=2).check()
+
+
+def test_pmi_init_is_the_positive_pmi_or_its_svd():
+    rng = np.random.default_rng(2)
+    C, K = 5, 2
+    x = rng.integers(0, C, 60)
+    mom = collect_moments(x, C, K)
+    full = pmi_init(MRFModel.init(C, K), mom, scale=0.5)
+    for l in range(1, K + 1):
+        want = np.zeros((C, C))
+        for u in range(C):
+            for v in range(C):
+                c = np.sum((x == u) & (np.roll(x, -l) == v))
+                if c:
+                    want[u, v] = max(0.0, 0.5 * np.log(c * 60 / (np.sum(x == u) * np.sum(x == v))))
+        np.testing.assert_allclose(full.pairwise(l), want, atol=1e-12)
+    low = pmi_init(MRFModel.init(C, K, rank=C - 1), mom, scale=0.5)     # svds needs k < min(shape)
+    err = max(np.abs(low.pairwise(l) - full.pairwise(l)).max() for l in (1, 2))
+    assert low.rank == C - 1 and err < np.abs(full.pair).max()

@@ -21,7 +21,8 @@ def _lm(args) -> int:
     rank = None if args.rank == 0 else args.rank
     cfg = LMConfig(K=args.order, rank=rank, vocab=args.vocab, max_iter=args.max_iter, minutes=args.minutes,
                    patience=args.patience, tighten_iter=args.tighten_iter, tighten_tol=args.tighten_tol,
-                   tighten_method=args.tighten, l2=args.l2, seed=args.seed, report=Path(args.report),
+                   tighten_method=args.tighten, l2=args.l2, seed=args.seed, init=args.init,
+                   report=Path(args.report),
                    model=Path(args.model) if args.model else None, data_dir=args.data_dir)
     run_lm(cfg, progress=Progress(args.quiet))
     return 0
@@ -73,6 +74,9 @@ def add_parser(sub) -> None:
                    help="stop tightening when max_l ||mu^l - mu^0||_1 is below this (default 1e-3)")
     _tighten_options(p, 50)
     p.add_argument("--l2", type=float, default=0.0, help="L2 penalty on the pairwise parameters (default 0)")
+    p.add_argument("--init", choices=("pmi", "random"), default="pmi",
+                   help="theta^l from the corpus's positive PMI (its SVD for low rank; default) or small "
+                        "random U, W")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-dir", default=None, help="the corpora folder (default ../shared/data or $FSMLEARN_DATA)")
     p.add_argument("--report", default="reports/mrf-lm.json", help="JSON report (PNG beside it)")
