@@ -107,7 +107,7 @@ def _plot(run: dict, path: Path) -> None:
     ax.set_xlabel("L-BFGS iteration")
     ax.set_ylabel("log-likelihood (nats, whole corpus)")
     ax.set_title(f"Synthetic MRF (N = {run['N']}, K = {run['K']}, C = {run['C']}; seed {run['seed']})")
-    ax.legend(loc="lower right")
+    ax.legend(loc="center right", fontsize=8)
     ax.grid(alpha=0.3)
     save_figure(fig, path)
 
