@@ -150,3 +150,19 @@ def test_bad_settings_are_refused(change):
     cfg = AugSAConfig(**{**dict(samples=10, chains=2), **change})
     with pytest.raises(ArgumentError):
         cfg.check()
+
+
+def test_refining_zeta_with_lambda_fixed_approaches_the_exact_ratios():
+    from fsmlearn.trf.augsa import refine_zeta
+    train = _toy(7, n=300, m=5)
+    fs = build_features(train, 3, make_templates("w", 2))
+    lam = np.random.default_rng(3).normal(size=fs.num_features)
+    lp = LengthProduct(compile_acceptor(fs), 5)
+    z_exact = exact_zeta(lp, lam)
+    _, pi = empirical_pi(train.lengths, 5, False)
+    start = z_exact + np.r_[0.0, 0.0, 2.0, -2.0, 1.5, 3.0]       # a poor estimate
+    model = TRF(fs, lam.copy(), 5, False, pi, start.copy())
+    hist = refine_zeta(model, 3000, samples=100, chains=2, train=train)
+    assert np.abs(model.zeta[1:] - z_exact[1:]).max() < 0.1
+    assert np.abs(start[1:] - z_exact[1:]).max() > 2.9
+    assert hist.shape == (3000, 6) and np.array_equal(hist[-1], model.zeta)

@@ -12,6 +12,10 @@ limit.  The length probabilities pi_j add 0.5 to each length's count (Brown-LM's
 training set lacks some lengths below m that the test set has).  The model is saved (atomically) at every evaluation, so ``--resume`` continues a run
 that was cut off from its last checkpoint (the chains restart from training sentences).
 
+After training, zeta is re-estimated for the final lambda with lambda fixed
+(:func:`fsmlearn.trf.augsa.refine_zeta`, ``refine_iterations``); perplexities are reported
+with that zeta and with the zeta training ended with.
+
 KN5 is lmplz's modified Kneser-Ney 5-gram on the same training text, scored with the kenlm
 module.  Perplexities count </s> as a token (KenLM's convention) and use the TRF's estimated
 zeta.  The interpolations: linear, p = a p_TRF + (1 - a) p_KN5 per sentence (normalised),
@@ -33,7 +37,7 @@ import numpy as np
 
 from ..data.datasets import brown_lm_vocabulary, load_dataset
 from ..errors import ArgumentError
-from ..trf.augsa import AugSAConfig, train_augsa
+from ..trf.augsa import AugSAConfig, refine_zeta, train_augsa
 from ..trf.classes import exchange_clusters
 from ..trf.features import as_corpus, build_features, make_templates
 from .report import device, new_figure, peak_rss_mb, save_figure, write_report
@@ -65,6 +69,7 @@ class LMConfig:
     model: str = "models/trf-lm.npz"
     resume: bool = False
     kn_order: int = 5
+    refine_iterations: int = 1000
     data_dir: str | None = None
 
     def check(self) -> None:
@@ -72,6 +77,8 @@ class LMConfig:
             raise ArgumentError(f"trf lm: hours = {self.hours} must be positive")
         if not 2 <= self.classes <= 10_000:
             raise ArgumentError(f"trf lm: classes = {self.classes} must be 2..10000")
+        if self.refine_iterations < 0:
+            raise ArgumentError(f"trf lm: refine_iterations = {self.refine_iterations} must be >= 0")
         if not 2 <= self.kn_order <= 6:
             raise ArgumentError(f"trf lm: kn_order = {self.kn_order} must be 2..6 (KenLM's build limit)")
 
@@ -181,10 +188,20 @@ def run_lm(cfg: LMConfig, progress=print) -> dict:
     model.meta["curve"] = curve
     save_trf(model, model_path, vocab)
     lz1 = model.log_z1()
+    at_end = {s: _ppl(model.log_probs(data[s], log_z1=lz1), data[s]) for s in ("valid", "test")}
+    t_ref = time.time()
+    if cfg.refine_iterations > 0:
+        progress(f"re-estimating zeta with lambda fixed ({cfg.refine_iterations:,} iterations)")
+        refine_zeta(model, cfg.refine_iterations, samples=cfg.samples, chains=cfg.chains, train=tr,
+                    seed=cfg.seed + 1, progress=progress)
+        model.meta["zeta_refined_iterations"] = cfg.refine_iterations
+        save_trf(model, model_path, vocab)
+    refine_s = time.time() - t_ref
     trf = {s: model.log_probs(data[s], log_z1=lz1) for s in ("valid", "test")}
     res = {"trf": {"valid": _ppl(trf["valid"], data["valid"]), "test": _ppl(trf["test"], data["test"])},
+           "trf_zeta_at_end_of_training": at_end,
            f"kn{cfg.kn_order}": {"valid": _ppl(kn["valid"], data["valid"]), "test": _ppl(kn["test"], data["test"])}}
-    for kind in ("linear", "log-linear"):
+    for kind in ("linear", "log-linear"):  # with the refined zeta
         grid = np.linspace(0, 1, 21)
         vals = [_ppl(_mix(a, trf["valid"], kn["valid"], kind), data["valid"]) for a in grid]
         a = float(grid[int(np.argmin(vals))])
@@ -199,12 +216,12 @@ def run_lm(cfg: LMConfig, progress=print) -> dict:
                            "stopped_by_rule_at": rec.stopped_at, "acceptance": rec.acceptance,
                            "seconds_per_iteration": float(np.mean(rec.seconds)) if rec.seconds else None,
                            "sampled_sentences_per_second": cfg.samples * len(rec.sample_seconds)
-                           / max(sum(rec.sample_seconds), 1e-9)},
+                           / max(sum(rec.sample_seconds), 1e-9), "zeta_refinement_seconds": refine_s},
               "perplexity": res, "curve": curve, "kn_seconds": kn["seconds"],
               "seconds": time.time() - t_all, "peak_memory_mb": peak_rss_mb()}
     write_report(report_path, report)
     _plot(report, str(report_path).rsplit(".", 1)[0] + ".png")
-    progress("test perplexity: " + ", ".join(f"{k} {v['test']:.1f}" for k, v in res.items())
+    progress("test perplexity: " + ", ".join(f"{k} {v['test']:.1f}" for k, v in res.items() if "test" in v)
              + f"; {train_s / 3600:.2f} h training, peak {peak_rss_mb():.0f} MB")
     return report
 

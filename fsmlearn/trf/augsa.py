@@ -18,7 +18,12 @@ below a threshold; applied after the first stage, t > t0, so that the large earl
 adjustments of lambda do not end training).  lambda starts at 0 and zeta at its exact value there, ln V^{j-1}
 (section 4.2).
 
-Public names: AugSAConfig, empirical_stats, learning_rates, train_augsa.
+After training, :func:`refine_zeta` re-estimates zeta for the final lambda alone (equations
+17-18 with lambda fixed and the rate 1/t, as the paper does for the IIS baseline, footnote
+17): the training run's last zeta trails a moving lambda and carries the noise of its last
+rates, which the sentence log-probabilities inherit.
+
+Public names: AugSAConfig, empirical_stats, learning_rates, train_augsa, refine_zeta.
 """
 
 from __future__ import annotations
@@ -298,3 +303,60 @@ def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | N
     if rec.iteration:
         model.meta["iterations_run"] = rec.iteration[-1]
     return model, rec
+
+
+def refine_zeta(model: TRF, iterations: int, *, samples: int = 300, chains: int = 2, pi0: str = "eq26",
+                train: Corpus | None = None, seed: int = 1, offset: float = 10.0, progress=None) -> np.ndarray:
+    """Re-estimate zeta for the model's lambda by stochastic approximation with lambda fixed.
+
+    zeta <- zeta + gamma_t {delta_l(B) / pi0_l}, zeta <- zeta - zeta_1 (equations 17, 18) with
+    gamma_t = 1 / (t + offset), from the model's zeta; the samples come from q (equation 12)
+    by the same chains as training.  The model's zeta is replaced by the estimate.
+
+    Args:
+        model: the trained TRF.
+        iterations: SA iterations.
+        samples, chains: samples per iteration and parallel chains.
+        pi0: ``"eq26"`` or ``"empirical"`` (from the training lengths in ``train``, or from the
+            model's pi when ``train`` is None).
+        train: the training sentences (to start the chains from and for pi0).
+        seed: the chains' seed.
+        offset: t's offset in the rate.
+        progress: called with a line every tenth of the run.
+
+    Returns:
+        float64 [iterations, G+1]: the zeta after each iteration.
+    """
+    if iterations < 1 or samples < chains or samples % chains:
+        raise ArgumentError(f"TRF zeta refinement: iterations = {iterations} must be >= 1 and samples = {samples} "
+                            f"a multiple of chains = {chains}")
+    m, long = model.m, model.long
+    G = model.groups
+    if train is not None:
+        counts, _ = empirical_pi(train.lengths, m, long)
+    else:
+        counts = model.pi * 1e6
+    pi0v = pi0_from_counts(counts, pi0)
+    M = m + 2 if long else m
+    sampler = Sampler(model.features, M, chains=chains, seed=seed)
+    if train is not None:
+        fit = np.flatnonzero(train.lengths <= M)
+        pick = np.random.default_rng(seed).choice(fit, chains)
+        sampler.start_from([train.sentence(int(i)) for i in pick])
+    len_group = np.minimum(np.arange(M + 1), m + 1) if long else np.arange(M + 1)
+    with np.errstate(divide="ignore"):
+        log_pi0 = np.log(pi0v)
+    zeta = model.zeta
+    hist = np.empty((iterations, G + 1))
+    for t in range(1, iterations + 1):
+        len_w = log_pi0[len_group] - zeta[len_group]
+        len_w[0] = 0.0
+        _, ln = sampler.sample(samples // chains, model.lam, len_w)
+        delta = np.bincount(len_group[ln], minlength=G + 1) / samples
+        with np.errstate(divide="ignore", invalid="ignore"):
+            zeta[1:] += np.where(pi0v[1:] > 0, delta[1:] / pi0v[1:], 0.0) / (t + offset)
+        zeta -= zeta[1]
+        hist[t - 1] = zeta
+        if progress is not None and (t % max(iterations // 10, 1) == 0):
+            progress(f"zeta refinement: iteration {t:,}/{iterations:,}")
+    return hist
