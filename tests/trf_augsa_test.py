@@ -135,7 +135,7 @@ def test_stop_rule_and_long_sentences():
     dev = _toy(6, n=50, m=6)
     fs = build_features(train, 3, make_templates("w", 2))
     cfg = AugSAConfig(samples=20, chains=2, iterations=400, t_c=10, t0=30, max_length=4, long=True, stop=True,
-                      stop_window=20, eval_every=5, eval_sentences=50, stop_threshold=10.0)
+                      stop_window=20, eval_every=5, gap_every=5, eval_sentences=50, stop_threshold=10.0)
     model, rec = train_augsa(fs, train, cfg, dev=dev)
     # a threshold no increase can reach stops at the first S_t, after 2 windows
     assert rec.stopped_at == 40 and rec.stop_s and rec.stop_s[0][0] == 40

@@ -7,8 +7,9 @@ by exchange clustering (:mod:`fsmlearn.trf.classes`); features w+c+ws+cs+wsh+csh
 (Table 2), only those seen in training; AugSA with K = 300 samples per iteration on two
 chains, t_c = 3000, beta_lambda = 0.8, beta_zeta = 0.6, t0 = 2000, L2 4e-5, pi0 of (26), the
 long-sentence sub-model above m = 100 (section 5.4; Brown-LM's longest training sentence
-has 180 tokens) and the stop rule of Appendix E (H = 100, threshold 1e-4), within a time
-limit.  The length probabilities pi_j add 0.5 to each length's count (Brown-LM's
+has 180 tokens) and the stop rule of Appendix E (H = 100, threshold 1e-4, the gap D computed
+every iteration on 1,000 training and 1,000 validation sentences; applied after t0), within a
+time limit.  The length probabilities pi_j add 0.5 to each length's count (Brown-LM's
 training set lacks some lengths below m that the test set has).  The model is saved (atomically) at every evaluation, so ``--resume`` continues a run
 that was cut off from its last checkpoint (the chains restart from training sentences).
 
@@ -155,6 +156,7 @@ def run_lm(cfg: LMConfig, progress=print) -> dict:
                        beta_lambda=cfg.beta_lambda, beta_zeta=cfg.beta_zeta, t0=cfg.t0, l2=cfg.l2, pi0="eq26",
                        max_length=cfg.max_length, long=True, stop=True, stop_window=cfg.stop_window,
                        stop_threshold=cfg.stop_threshold, eval_every=cfg.eval_every, length_add=0.5,
+                       gap_every=1, eval_sentences=1000,
                        seed=cfg.seed)
     model = None
     model_path = Path(cfg.model)

@@ -56,8 +56,10 @@ class AugSAConfig:
         max_length: m; lengths above it form the long sub-model when ``long``.
         long: use the long-sentence sub-model (section 5.4).
         stop: apply the stop rule of Appendix E (needs a development corpus).
-        stop_window: H; stop_threshold: the threshold on S_t; eval_every: iterations between
-            evaluations of D (and of the progress line); eval_sentences: subset sizes for D.
+        stop_window: H; stop_threshold: the threshold on S_t; gap_every: iterations between
+            evaluations of D (1: every iteration, as the paper); eval_sentences: the sizes of the
+            training and development subsets D is computed on; eval_every: iterations between
+            progress lines.
         length_add: added to each length group's count for pi (0: pi_j = n_j / n; a language
             model needs every length it may score to have a probability).
         seed: seed of the sampler.
@@ -78,6 +80,7 @@ class AugSAConfig:
     stop_window: int = 100
     stop_threshold: float = 1e-4
     eval_every: int = 10
+    gap_every: int = 1
     eval_sentences: int = 2000
     length_add: float = 0.0
     seed: int = 0
@@ -108,7 +111,7 @@ class AugSAConfig:
             bad("pi0", self.pi0, "must be 'eq26' or 'empirical'")
         if self.max_length < 1:
             bad("max_length", self.max_length, "must be >= 1")
-        if self.stop_window < 1 or self.eval_every < 1 or self.eval_sentences < 1:
+        if self.stop_window < 1 or self.eval_every < 1 or self.eval_sentences < 1 or self.gap_every < 1:
             bad("stop_window/eval_every/eval_sentences", (self.stop_window, self.eval_every, self.eval_sentences),
                 "must be >= 1")
 
@@ -270,7 +273,7 @@ def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | N
         rec.sample_seconds.append(t_s)
         rec.mean_length.append(float(ln.mean()))
         stop = False
-        if cfg.stop and t % cfg.eval_every == 0:
+        if cfg.stop and t % cfg.gap_every == 0:
             lz1 = model.log_z1()
             D = float(model.log_probs(sub_train, log_z1=lz1).mean() - model.log_probs(sub_dev, log_z1=lz1).mean())
             rec.gap.append((t, D))
