@@ -33,7 +33,7 @@ def _tag(args) -> int:
     cfg = TagConfig(max_iter=args.max_iter, l2=args.l2, tighten_iter=args.tighten_iter,
                     tighten_method=args.tighten, eval_every=args.eval_every, minutes=args.minutes,
                     hmm=not args.no_hmm, report=Path(args.report), data_dir=args.data_dir,
-                    model=Path(args.model) if args.model else None)
+                    model=Path(args.model) if args.model else None, max_affix=args.max_affix)
     run_tag(cfg, progress=Progress(args.quiet))
     return 0
 
@@ -92,6 +92,8 @@ def add_parser(sub) -> None:
     p.add_argument("--eval-every", type=int, default=50, help="score WSJ-small every N iterations (default 50)")
     p.add_argument("--minutes", type=float, default=25.0, help="time budget in minutes (default 25)")
     p.add_argument("--no-hmm", action="store_true", help="skip the HMM baselines")
+    p.add_argument("--max-affix", type=int, default=4,
+                   help="longest prefix and suffix feature (default 4, appendix B's)")
     p.add_argument("--data-dir", default=None, help="the corpora folder (default ../shared/data or $FSMLEARN_DATA)")
     p.add_argument("--report", default="reports/mrf-tag.json", help="JSON report (PNG beside it)")
     p.add_argument("--model", default="models/mrf-tag.npz", help="where the trained tagger goes ('' for nowhere)")

@@ -40,6 +40,7 @@ class TagConfig:
     eval_every: int = 25
     minutes: float = 25.0
     hmm: bool = True
+    max_affix: int = 4
     report: Path = Path("build/mrf/tag.json")
     model: Path | None = None
     data_dir: str | None = None
@@ -73,7 +74,7 @@ def run_tag(cfg: TagConfig, progress=None, train=None, test=None) -> dict:
     test = load_tagged("wsj-small", cfg.data_dir) if test is None else test
     tags = sorted({t for s in train for _, t in s})
     vocab = sorted({w for s in train for w, _ in s})
-    model = TaggerMRF.init(tags, vocab, K=cfg.K)
+    model = TaggerMRF.init(tags, vocab, K=cfg.K, max_affix=cfg.max_affix)
     ts, ws = tagged_sequence(train, {t: i for i, t in enumerate(model.tags)},
                              {w: i for i, w in enumerate(model.vocab)}, cfg.K)
     mom = tagger_moments(ts, ws, len(model.tags), len(model.vocab), cfg.K)

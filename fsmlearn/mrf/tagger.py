@@ -50,11 +50,16 @@ __all__ = ["TaggerMRF", "word_features", "tagged_sequence", "TaggerMoments", "ta
            "tagger_bound", "train_tagger", "sentence_lattice_machine", "decode"]
 
 
-def _features_of(word: str) -> list[str]:
+#: the longest prefix or suffix a feature index may hold (an index built with a smaller
+#: ``max_affix`` simply lacks the longer ones)
+MAX_AFFIX = 10
+
+
+def _features_of(word: str, max_affix: int = MAX_AFFIX) -> list[str]:
     if word == SEP:
         return ["w=" + SEP]
     out = ["w=" + word]
-    for k in range(1, 5):
+    for k in range(1, max_affix + 1):
         if len(word) >= k:
             out.append(f"p{k}={word[:k]}")
             out.append(f"s{k}={word[-k:]}")
@@ -69,13 +74,15 @@ def _features_of(word: str) -> list[str]:
     return out
 
 
-def word_features(words, index: dict | None = None):
+def word_features(words, index: dict | None = None, max_affix: int = 4):
     """Appendix B's features of each word type.
 
     Args:
         words: the word types.
         index: feature name -> column (None: built from ``words``; features outside a given
             index are dropped, so an unseen word keeps its affix and shape features).
+        max_affix: the longest prefix and suffix (appendix B: 4) when the index is built;
+            with a given index every affix it holds is used.
 
     Returns:
         (CSR float64 [len(words), F] of 0/1, the feature index).
@@ -84,7 +91,7 @@ def word_features(words, index: dict | None = None):
     index = {} if build else index
     rows, cols = [], []
     for i, w in enumerate(words):
-        for f in _features_of(w):
+        for f in _features_of(w, max_affix if build else MAX_AFFIX):
             j = index.get(f)
             if j is None:
                 if not build:
@@ -140,9 +147,11 @@ class TaggerMRF:
         return np.asarray((F @ self.U.T).T)
 
     @classmethod
-    def init(cls, tags, vocab, K: int = 1) -> "TaggerMRF":
+    def init(cls, tags, vocab, K: int = 1, max_affix: int = 4) -> "TaggerMRF":
+        if not 1 <= max_affix <= MAX_AFFIX:
+            raise ArgumentError(f"max_affix = {max_affix}; expected 1..{MAX_AFFIX}")
         tags, vocab = [SEP] + [t for t in tags if t != SEP], [SEP] + [w for w in vocab if w != SEP]
-        F, index = word_features(vocab)
+        F, index = word_features(vocab, max_affix=max_affix)
         T = len(tags)
         return cls(tags, vocab, index, np.zeros(T), np.zeros((K, T, T)), np.zeros((T, len(index))), F)
 
