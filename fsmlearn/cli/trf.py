@@ -75,7 +75,8 @@ def add_lm_parser(tsub) -> None:
     p.add_argument("--iterations", type=int, default=50_000, help="AugSA iteration limit (default 50000)")
     p.add_argument("--hours", type=float, default=2.75, help="training time limit in hours (default 2.75)")
     p.add_argument("--samples", type=int, default=300, help="samples per iteration (default 300)")
-    p.add_argument("--chains", type=int, default=2, help="parallel chains (default 2)")
+    p.add_argument("--chains", type=int, default=10,
+                   help="sampling chains, run on the numba threads (default 10: 30 steps each per iteration)")
     p.add_argument("--eval-every", type=int, default=100,
                    help="iterations between validation perplexities and checkpoints (default 100)")
     p.add_argument("--seed", type=int, default=0)
