@@ -232,7 +232,7 @@ def _plot(report: dict, png: str) -> None:
         ax[1].plot(it, [p["train_nll_estimated_zeta"] for p in c], color=col, ls="--",
                    label=f"{names[run]}, estimated zeta")
         for t, snap in runs[run]["zeta_at"].items():
-            ls = ":" if t == "100" else "-"
+            ls = {"100": ":", "1000": "--"}.get(t, "-")
             ax[2].plot(range(1, len(snap["zeta"]) + 1), np.array(snap["zeta"]) - np.array(snap["zeta_exact"]),
                        color=col, ls=ls, label=f"{names[run]}, t = {t}")
     if "lbfgs" in runs:
