@@ -3,7 +3,6 @@ files, and the fuzz harness of the readers (tests/fuzz.py)."""
 
 from __future__ import annotations
 
-import io
 import json
 import tempfile
 from pathlib import Path

@@ -34,7 +34,7 @@ LiftedBound, lifted_bound.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -291,7 +291,6 @@ class LiftedBound:
     grad: np.ndarray | None
     star: StarResult
     N: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 def lifted_bound(model: MRFModel, moments: Moments, delta=None, *, pot: StarPotentials | None = None,
