@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test fuzz demo bench bench-lm clean tagger-giga200 rcms-decipher rcms-speech rcms-words bench-rcm trf-morph trf-lm bench-trf
+.PHONY: install test fuzz demo bench bench-lm clean tagger-giga200 rcms-decipher rcms-speech rcms-words bench-rcm trf-morph trf-lm bench-trf mrf-synthetic mrf-lm mrf-lm-full mrf-tag
 
 install: $(STAMP)
 
@@ -21,10 +21,12 @@ $(STAMP): setup.cfg pyproject.toml scripts/build_kenlm.sh
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-# the readers' fuzz suite (issue 16) at FUZZ_EXAMPLES inputs per reader; prints the tally
+# the readers' fuzz suite (issue 16) at FUZZ_EXAMPLES inputs per reader; prints the tally;
+# then the model files' fuzz tests (TRF and MRF models)
 FUZZ_EXAMPLES ?= 10000
 fuzz: $(STAMP)
 	FSMLEARN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/fuzz_*_test.py
+	FSMLEARN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/mrf_io_test.py tests/trf_io_test.py -k fuzz
 
 demo: $(STAMP)
 	$(VENV)/bin/fsmlearn demo
@@ -73,6 +75,21 @@ trf-lm: $(STAMP)
 
 bench-trf: $(STAMP)
 	$(PY) bench/bench_trf.py
+
+# MRF language models by lifted variational inference (issue 19): the synthetic experiment
+# (section 6, figure 5), Brown-LM with K = 2, D = 30, full rank against low rank on 2,000 words,
+# and the MRF part-of-speech tagger against the HMMs (one BLAS thread: faster on 2 cores)
+mrf-synthetic: $(STAMP)
+	$(VENV)/bin/fsmlearn mrf synthetic --report reports/mrf-synthetic.json
+
+mrf-lm: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/fsmlearn mrf lm --minutes 30 --report reports/mrf-lm.json --model models/mrf-lm.npz
+
+mrf-lm-full: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/fsmlearn mrf lm --rank 0 --vocab 2000 --minutes 12 --report reports/mrf-lm-full2000.json --model models/mrf-lm-full2000.npz
+
+mrf-tag: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/fsmlearn mrf tag --report reports/mrf-tag.json --model models/mrf-tag.npz
 
 # RCMS inference per sequence against beam search (fsmlearn's and an independent one)
 bench-rcm: $(STAMP)

@@ -7,7 +7,8 @@ Subcommands:
            score, ppl, sample, check).
     tag    HMM part-of-speech taggers (train, em, eval, tag).
     rcms   reified context models (decipher, speech, words).
-    trf    trans-dimensional random field LMs (morph, ...).
+    trf    trans-dimensional random field LMs (morph, lm, score).
+    mrf    MRF language models and tagger by lifted inference (synthetic, lm, tag).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     rcm.add_parser(sub)
     from . import trf
     trf.add_parser(sub)
+    from . import mrf
+    mrf.add_parser(sub)
     return p
 
 
