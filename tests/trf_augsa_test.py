@@ -166,3 +166,57 @@ def test_refining_zeta_with_lambda_fixed_approaches_the_exact_ratios():
     assert np.abs(model.zeta[1:] - z_exact[1:]).max() < 0.1
     assert np.abs(start[1:] - z_exact[1:]).max() > 2.9
     assert hist.shape == (3000, 6) and np.array_equal(hist[-1], model.zeta)
+
+
+def test_a_feature_without_variance_gets_a_finite_step():
+    # a length seen once: its features' stratified variance is exactly 0
+    base = _toy(8, n=200, m=3)
+    train = as_corpus([base.sentence(i) for i in range(len(base))] + [[2, 2, 2, 2, 2, 2]])
+    fs = build_features(train, 3, make_templates("w", 3))
+    cfg = AugSAConfig(samples=20, chains=2, iterations=20, t_c=10, t0=10, l2=0.0, max_length=6, long=False)
+    model, _ = train_augsa(fs, train, cfg)
+    assert np.all(np.isfinite(model.lam)) and np.abs(model.lam).max() < 100
+
+
+def test_the_stop_rule_refuses_development_lengths_without_probability():
+    train = _toy(9, n=100, m=3)
+    dev = as_corpus([[0, 1, 2, 0]])
+    fs = build_features(train, 3, make_templates("w", 2))
+    cfg = AugSAConfig(samples=20, chains=2, iterations=50, max_length=4, long=False, stop=True, eval_sentences=10)
+    with pytest.raises(ArgumentError, match="length 4"):
+        train_augsa(fs, train, cfg, dev=dev)
+    cfg.length_add = 0.5
+    train_augsa(fs, train, cfg, dev=dev)
+
+
+def test_the_long_sentence_group_estimates_its_one_log_ratio():
+    from fsmlearn.trf.augsa import refine_zeta
+    train = _toy(10, n=300, m=5)
+    fs = build_features(train, 3, make_templates("w", 2))
+    lam = np.random.default_rng(4).normal(size=fs.num_features) * 0.5
+    lp = LengthProduct(compile_acceptor(fs), 5)                      # m = 3: the group is lengths 4..5
+    lz = lp.log_normalisers(lam)
+    want = np.r_[0.0, lz[1:4] - lz[1], np.logaddexp(lz[4], lz[5]) - lz[1]]
+    _, pi = empirical_pi(train.lengths, 3, True)
+    model = TRF(fs, lam, 3, True, pi, want + np.r_[0, 0, 1.0, -1.0, 2.0])
+    refine_zeta(model, 3000, samples=100, train=train)
+    assert np.abs(model.zeta - want).max() < 0.1
+
+
+def test_augsa_with_l2_reaches_the_penalised_optimum():
+    train = _toy(11, n=300)
+    fs = build_features(train, 3, make_templates("w", 2))
+    lp = LengthProduct(compile_acceptor(fs), 4)
+    _, pi = empirical_pi(train.lengths, 4, False)
+    ftilde, _ = empirical_stats(fs, train, length_groups(train.lengths, 4, False))
+    mu = 0.05
+    lam_hat, _ = fit_exact(lp, ftilde, pi, l2=mu, max_iterations=300)
+    cfg = AugSAConfig(samples=100, chains=2, iterations=1500, t_c=10, t0=200, l2=mu, pi0="eq26", max_length=4,
+                      long=False, seed=5)
+    model, _ = train_augsa(fs, train, cfg)
+
+    def penalised(lam):
+        return _exact_nll(lp, fs, train, pi, lam) + 0.5 * mu * lam @ lam
+    zero = penalised(np.zeros(fs.num_features))
+    assert penalised(model.lam) - penalised(lam_hat) < 0.05 * (zero - penalised(lam_hat))
+    assert np.abs(model.lam - lam_hat).max() < 0.3

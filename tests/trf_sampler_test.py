@@ -50,25 +50,33 @@ def test_samples_follow_the_joint_distribution(types, classes):
     assert 0 < acc["jump"] < 1
 
 
+_THREADS_SCRIPT = """
+import numba, numpy as np
+from fsmlearn.trf.features import as_corpus, build_features, make_templates
+from fsmlearn.trf.sampler import Sampler
+rng = np.random.default_rng(2)
+train = as_corpus([rng.integers(0, 5, rng.integers(1, 8)) for _ in range(50)])
+fs = build_features(train, 5, make_templates("w+c", 3), classes=np.array([0, 0, 1, 1, 2]))
+lam = rng.normal(size=fs.num_features)
+runs = []
+for threads in (1, 2):
+    numba.set_num_threads(threads)
+    s = Sampler(fs, 7, chains=2, seed=9)
+    runs.append((s.sample(50, lam, np.zeros(8)), s.sample(50, lam, np.zeros(8))))
+same = all(np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1]) for x, y in zip(runs[0], runs[1]))
+moved = not np.array_equal(runs[0][0][0], runs[0][1][0])
+print(same, moved)
+"""
+
+
 def test_chains_do_not_depend_on_the_thread_count_and_continue():
-    import numba
-    rng = np.random.default_rng(2)
-    train = as_corpus([rng.integers(0, 5, rng.integers(1, 8)) for _ in range(50)])
-    fs = build_features(train, 5, make_templates("w+c", 3), classes=np.array([0, 0, 1, 1, 2]))
-    lam = rng.normal(size=fs.num_features)
-    len_w = np.zeros(8)
-    runs = []
-    # one thread against as many as numba may use (2 on CI's machine)
-    for threads in (1, numba.config.NUMBA_NUM_THREADS):
-        numba.set_num_threads(threads)
-        s = Sampler(fs, 7, chains=2, seed=9)
-        a = s.sample(50, lam, len_w)
-        b = s.sample(50, lam, len_w)
-        runs.append((a, b))
-    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
-    for x, y in zip(runs[0], runs[1]):
-        assert np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1])
-    assert not np.array_equal(runs[0][0][0], runs[0][1][0])      # the chains moved on
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, NUMBA_NUM_THREADS="2")
+    r = subprocess.run([sys.executable, "-c", _THREADS_SCRIPT], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True"]      # same samples on 1 and 2 threads; the chains moved on
 
 
 def test_bad_arguments():
@@ -81,3 +89,44 @@ def test_bad_arguments():
     with pytest.raises(ArgumentError, match="class"):
         Sampler(build_features(as_corpus([[0, 1]]), 2, make_templates("w"), classes=np.array([0, 2]),
                                n_classes=3), 3)
+
+
+@pytest.mark.parametrize("types", ["w+c+ws+cs", "wsh+csh+cpw", "tied+w"])
+def test_conditionals_equal_differences_of_the_scores(types):
+    """Every template, every slot: the sampler's conditional at a position (class part plus
+    word part) equals lambda . f with each token there, up to a constant (lengths to 13, so the
+    tied distances 6-9 fire)."""
+    from fsmlearn.trf.sampler import _conditional, _word_scores
+    rng = np.random.default_rng(3)
+    V, C = 6, 3
+    classes = np.array([0, 1, 2, 0, 1, 2])
+    train = as_corpus([rng.integers(0, V, rng.integers(1, 14)) for _ in range(300)])
+    fs = build_features(train, V, make_templates(types, 4), classes=classes)
+    lam = rng.normal(size=fs.num_features)
+    s = Sampler(fs, 14)
+    h, t = s.holes, fs.templates
+    for _ in range(12):
+        x = list(rng.integers(0, V, rng.integers(1, 14)))
+        y = np.array([fs.bos] + x + [fs.eos], np.int32)
+        for p in range(1, len(x) + 1):
+            cs = np.zeros(C)
+            act = np.zeros(t.tid.shape[0] * 4 + 4, np.int64)
+            na = _conditional(y, len(y), p, fs.classes, C, t.tid, t.length, t.offset, t.kind, t.minoff, *h.table,
+                              h.ptr, h.cls, h.tok, h.feat, s._hval(lam), cs, act)
+            got = np.empty(V)
+            for c in range(C):
+                ws = np.zeros(V)
+                size = _word_scores(c, act, na, h.ptr, h.cls, h.tok, h.feat, lam, s.mptr, s.mpos, ws)
+                for k in range(size):
+                    got[s.members[s.mptr[c] + k]] = cs[c] + ws[k]
+            want = fs.scores(as_corpus([x[:p - 1] + [u] + x[p:] for u in range(V)]), lam)
+            assert np.allclose(got - got[0], want - want[0], atol=1e-10)
+
+
+def test_seeds_give_unrelated_streams():
+    from fsmlearn.trf.sampler import _rand
+    fs = build_features(as_corpus([[0, 1]]), 2, make_templates("w"))
+    a, b = Sampler(fs, 3, chains=2, seed=0).rng.copy(), Sampler(fs, 3, chains=2, seed=1).rng.copy()
+    da = [_rand(a, 0) for _ in range(20)]
+    db = [_rand(b, 0) for _ in range(20)]
+    assert not set(np.round(da, 12)) & set(np.round(db, 12))

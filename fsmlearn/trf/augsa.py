@@ -43,7 +43,8 @@ from .sampler import Sampler
 
 @dataclass
 class AugSAConfig:
-    """Settings of AugSA (defaults: the paper's PTB language-modelling run, section 7).
+    """Settings of AugSA (defaults: the rates, K, L2 and pi0 of the paper's PTB language-modelling
+    run, section 7; m = 100 with the long-sentence group as its section 8; the stop rule off).
 
     Attributes:
         samples: K, samples per iteration.
@@ -102,7 +103,7 @@ class AugSAConfig:
         for name in ("beta_lambda", "beta_zeta"):
             v = getattr(self, name)
             if not 0 <= v < 1:
-                bad(name, v, "must be in [0, 1)")
+                bad(name, v, "must be in [0, 1) (the paper: 0.5 < beta < 1; its section 8 uses beta_lambda = 0)")
         if self.l2 < 0 or not math.isfinite(self.l2):
             bad("l2", self.l2, "must be finite and >= 0")
         if self.length_add < 0 or not math.isfinite(self.length_add):
@@ -146,6 +147,26 @@ def empirical_stats(fs: FeatureSet, corpus: Corpus, groups: np.ndarray) -> tuple
     S = np.bincount(inv, cnt)
     between = np.bincount(ugk % d, S * S / (n * nj[ugk // d]), minlength=d)
     return mean, sq - between
+
+
+def _usable_variances(sigma, fs, train, ftilde, floor):
+    """sigma where it is above ``floor``; elsewhere the pooled (unstratified) variance, and
+    where that is zero too, 1/n.  The stratified variance is exactly 0 for a feature whose
+    count does not vary within any length (e.g. one seen only in the single training
+    sentence of its length); the paper's floor of 1e-15 would then make the step of (16)
+    about 1e15 without an L2 term."""
+    bad = sigma <= floor
+    if not bad.any():
+        return sigma
+    idx, ptr = fs.feature_counts(train)
+    n = len(train)
+    sent = np.repeat(np.arange(n), np.diff(ptr))
+    uk, cnt = np.unique(sent.astype(np.int64) * fs.num_features + idx, return_counts=True)
+    sq = np.bincount(uk % fs.num_features, cnt.astype(np.float64) ** 2, minlength=fs.num_features) / n
+    pooled = sq - ftilde ** 2
+    out = sigma.copy()
+    out[bad] = np.where(pooled[bad] > floor, pooled[bad], 1.0 / n)
+    return out
 
 
 @nb.njit(cache=True, parallel=True)
@@ -227,7 +248,9 @@ def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | N
         model = TRF(fs, np.zeros(fs.num_features), m, long, pi, zeta,
                     {"training": asdict(cfg)})
     lam, zeta = model.lam, model.zeta
-    ftilde, sigma = empirical_stats(fs, train, groups)
+    # sigma stratified by length (section 5.2), not by length group
+    ftilde, sigma = empirical_stats(fs, train, lengths)
+    sigma = _usable_variances(sigma, fs, train, ftilde, cfg.var_floor)
     M = m + 2 if long else m
     sampler = Sampler(fs, M, chains=cfg.chains, seed=cfg.seed)
     rng = np.random.default_rng(cfg.seed)
@@ -238,7 +261,9 @@ def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | N
     # group of each sampled length 1..M, and pi_j / pi0_j per group
     len_group = np.minimum(np.arange(M + 1), m + 1) if long else np.arange(M + 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(pi0 > 0, pi / pi0, 0.0)
+        # pi_j / pi0_j with the maximum-likelihood pi_j = n_j / n of equation (6) (the model's
+        # pi may add length_add to each count: that is for scoring, not for the fixed point)
+        ratio = np.where(pi0 > 0, (counts / counts.sum()) / pi0, 0.0)
         log_pi0 = np.log(pi0)
     scale_base = 1.0 / (np.maximum(sigma, cfg.var_floor) + cfg.l2)
     sub_train = sub_dev = None
@@ -247,6 +272,12 @@ def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | N
         sub_train = as_corpus([train.sentence(i) for i in np.sort(rng.choice(len(train), k, replace=False))])
         k = min(cfg.eval_sentences, len(dev))
         sub_dev = as_corpus([dev.sentence(i) for i in np.sort(rng.choice(len(dev), k, replace=False))])
+    if cfg.stop:
+        dg = length_groups(sub_dev.lengths, m, long)
+        if np.any(pi[dg] <= 0):
+            j = int(sub_dev.lengths[np.flatnonzero(pi[dg] <= 0)[0]])
+            raise ArgumentError(f"TRF training: a development sentence has length {j}, which has probability 0 "
+                                f"(no training sentence has it); set length_add > 0")
     rec = TrainRecord()
     t_start = time.time()
     scale = np.empty_like(scale_base)
@@ -269,6 +300,7 @@ def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | N
         with np.errstate(divide="ignore", invalid="ignore"):
             zeta[1:] += g_zeta * np.where(pi0[1:] > 0, delta[1:] / pi0[1:], 0.0)
         zeta -= zeta[1]
+        zeta[0] = 0.0
         rec.iteration.append(t)
         rec.sample_seconds.append(t_s)
         rec.mean_length.append(float(ln.mean()))
@@ -276,6 +308,8 @@ def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | N
         if cfg.stop and t % cfg.gap_every == 0:
             lz1 = model.log_z1()
             D = float(model.log_probs(sub_train, log_z1=lz1).mean() - model.log_probs(sub_dev, log_z1=lz1).mean())
+            if not math.isfinite(D):
+                raise ArgumentError(f"TRF training: the stop rule's gap D is {D} at iteration {t}")
             rec.gap.append((t, D))
             H = cfg.stop_window
             if t >= 2 * H and t > min(cfg.t0, cfg.iterations):
@@ -359,6 +393,7 @@ def refine_zeta(model: TRF, iterations: int, *, samples: int = 300, chains: int 
         with np.errstate(divide="ignore", invalid="ignore"):
             zeta[1:] += np.where(pi0v[1:] > 0, delta[1:] / pi0v[1:], 0.0) / (t + offset)
         zeta -= zeta[1]
+        zeta[0] = 0.0
         hist[t - 1] = zeta
         if progress is not None and (t % max(iterations // 10, 1) == 0):
             progress(f"zeta refinement: iteration {t:,}/{iterations:,}")

@@ -7,7 +7,8 @@ except that one-token templates do not fire on </s> (their count would be the co
 absorbed by Z_j).  Each firing is the binary feature f_i(x^j, k) of section 3 and the
 feature's value f_i(x^j) is its count over positions (position- and length-independent).
 Begin and end features are the firings that include <s> or </s> (for characters with
-orders 1-3 exactly the f_{i=0,v}, f_{i=end,v}, f_{i=0,vw}, f_{i=end,vw} of section 6).
+orders 1-3 the f_{i=0,v}, f_{i=end,v}, f_{i=0,vw}, f_{i=end,vw} of section 6, plus the
+trigram <s> v </s> of one-letter words).
 
 Types (Table 2): ``w`` / ``c`` n-grams up to ``order`` (default 4), ``ws`` / ``cs``
 skipping n-grams (w-3 w0)(w-3 w-2 w0)(w-3 w-1 w0)(w-2 w0), ``wsh`` / ``csh`` (w-4 w0)(w-5 w0),
@@ -16,7 +17,7 @@ the skip-bigrams at distances 6 to 9 sharing one parameter per token pair.
 
 A feature is stored as one int64 key: the template id (5 bits) above four 14-bit slots
 holding its token (or class) ids left-aligned (unused slots 0), so keys are exact (no
-hashing collisions) for up to 16,382 ids.
+hashing collisions) for ids up to 16,382 (vocabularies up to 16,380 tokens).
 
 Public names: TEMPLATE_TYPES, Templates, make_templates, FeatureSet, build_features,
 Corpus, as_corpus, HOLE, MAX_ID.
@@ -461,7 +462,8 @@ def build_features(corpus: Corpus, vocab_size: int, templates: Templates, classe
 
     Args:
         corpus: the training sentences (token ids 0..V-1).
-        vocab_size: V (at most 16,381: ids and the two boundary tokens fit 14 bits).
+        vocab_size: V (at most 16,380: the ids, the two boundary tokens and the hole marker fit
+            14 bits).
         templates: from :func:`make_templates`.
         classes: int [V], the class of each token (0..C-1); None puts every token in one class
             (then the class types fire but carry no information).

@@ -366,7 +366,8 @@ class Sampler:
         chains: the number of chains (run on the numba threads; Appendix D).
         seed: seed of the chains' random streams.
 
-    The chains start at length 1 with token 0 and keep their state between calls.
+    The chains start at length 1 with the lowest token id of class 0 (or where
+    :meth:`start_from` puts them) and keep their state between calls.
     """
 
     def __init__(self, fs: FeatureSet, max_length: int, chains: int = 2, seed: int = 0,
@@ -394,9 +395,8 @@ class Sampler:
         self.Y[:, 1] = self.members[0]
         self.Y[:, 2] = fs.eos
         self.L = np.ones(chains, np.int64)
-        with np.errstate(over="ignore"):
-            self.rng = (np.arange(chains, dtype=np.uint64) * np.uint64(0x632BE59BD9B4E019)
-                        + np.uint64(seed % 2**63) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1))
+        # independent streams per (seed, chain): numpy's SeedSequence hashes the pair
+        self.rng = np.random.SeedSequence([int(seed) % 2**63]).generate_state(chains, dtype=np.uint64)
         self.stats = np.zeros((chains, 6), np.int64)
         self._hv = None
 
