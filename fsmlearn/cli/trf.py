@@ -63,7 +63,7 @@ def _lm(args) -> int:
     cfg = LMConfig(features=args.features, classes=args.classes, iterations=args.iterations, hours=args.hours,
                    samples=args.samples, chains=args.chains, eval_every=args.eval_every, seed=args.seed,
                    report=args.report, model=args.model, resume=args.resume,
-                   refine_iterations=args.refine_iterations)
+                   refine_iterations=args.refine_iterations, stop_window=args.stop_window)
     run_lm(cfg, progress=Progress(args.quiet))
     return 0
 
@@ -83,6 +83,8 @@ def add_lm_parser(tsub) -> None:
     p.add_argument("--report", default="reports/trf-lm.json", help="JSON report (a PNG is written beside it)")
     p.add_argument("--model", default="models/trf-lm.npz", help="the model file (saved at every evaluation)")
     p.add_argument("--resume", action="store_true", help="continue from the model file's last checkpoint")
+    p.add_argument("--stop-window", type=int, default=1000,
+                   help="H of the stop rule (Appendix E), in iterations (default 1000)")
     p.add_argument("--refine-iterations", type=int, default=1000,
                    help="iterations re-estimating zeta with lambda fixed after training (default 1000; 0: none)")
     add_quiet(p)
