@@ -67,6 +67,14 @@ def test_stratified_variances_equal_the_definition():
     assert np.allclose(sigma, want, atol=1e-12)
 
 
+def _exact_setup(fs, train, m):
+    """(the length product of the feature acceptor, pi, p~[f]) for exact training to length m."""
+    lp = LengthProduct(compile_acceptor(fs), m)
+    _, pi = empirical_pi(train.lengths, m, False)
+    ftilde, _ = empirical_stats(fs, train, length_groups(train.lengths, m, False))
+    return lp, pi, ftilde
+
+
 def _exact_nll(lp, fs, train, pi, lam):
     m = TRF(fs, lam, lp.m, False, pi, exact_zeta(lp, lam))
     return m.nll(train)
@@ -91,9 +99,7 @@ def test_model_probabilities_sum_to_one_with_exact_zeta():
 def test_exact_gradient_matches_finite_differences_and_lbfgs_lowers_the_nll():
     train = _toy(3, n=100)
     fs = build_features(train, 3, make_templates("w", 2))
-    lp = LengthProduct(compile_acceptor(fs), 4)
-    _, pi = empirical_pi(train.lengths, 4, False)
-    ftilde, _ = empirical_stats(fs, train, length_groups(train.lengths, 4, False))
+    lp, pi, ftilde = _exact_setup(fs, train, 4)
     rng = np.random.default_rng(1)
     lam = rng.normal(size=fs.num_features) * 0.3
     E, _ = lp.expected_features(lam, np.log(np.where(pi > 0, pi, 1e-300)))
@@ -114,9 +120,7 @@ def test_exact_gradient_matches_finite_differences_and_lbfgs_lowers_the_nll():
 def test_augsa_reaches_the_exact_optimum_and_estimates_zeta():
     train = _toy(4, n=400)
     fs = build_features(train, 3, make_templates("w", 2))
-    lp = LengthProduct(compile_acceptor(fs), 4)
-    _, pi = empirical_pi(train.lengths, 4, False)
-    ftilde, _ = empirical_stats(fs, train, length_groups(train.lengths, 4, False))
+    lp, pi, ftilde = _exact_setup(fs, train, 4)
     lam_hat, hist = fit_exact(lp, ftilde, pi, max_iterations=300)
     best = hist[-1][2]
     start = _exact_nll(lp, fs, train, pi, np.zeros(fs.num_features))
@@ -206,9 +210,7 @@ def test_the_long_sentence_group_estimates_its_one_log_ratio():
 def test_augsa_with_l2_reaches_the_penalised_optimum():
     train = _toy(11, n=300)
     fs = build_features(train, 3, make_templates("w", 2))
-    lp = LengthProduct(compile_acceptor(fs), 4)
-    _, pi = empirical_pi(train.lengths, 4, False)
-    ftilde, _ = empirical_stats(fs, train, length_groups(train.lengths, 4, False))
+    lp, pi, ftilde = _exact_setup(fs, train, 4)
     mu = 0.05
     lam_hat, _ = fit_exact(lp, ftilde, pi, l2=mu, max_iterations=300)
     cfg = AugSAConfig(samples=100, chains=2, iterations=1500, t_c=10, t0=200, l2=mu, pi0="eq26", max_length=4,

@@ -128,6 +128,12 @@ def learning_rates(t: int, cfg: AugSAConfig) -> tuple[float, float]:
 def empirical_stats(fs: FeatureSet, corpus: Corpus, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(p~[f] float64 [d], sigma float64 [d]): mean feature counts per sentence and the
     stratified empirical variances sigma_i = sum_j n_j/n p~_j[(f_i - p~_j[f_i])^2] (section 5.2)."""
+    mean, sq, sigma = _moments(fs, corpus, groups)
+    return mean, sigma
+
+
+def _moments(fs: FeatureSet, corpus: Corpus, groups: np.ndarray):
+    """(p~[f], p~[f^2], the stratified variances): see :func:`empirical_stats`."""
     idx, ptr = fs.feature_counts(corpus)
     n = len(corpus)
     d = fs.num_features
@@ -146,23 +152,18 @@ def empirical_stats(fs: FeatureSet, corpus: Corpus, groups: np.ndarray) -> tuple
     ugk, inv = np.unique(gk, return_inverse=True)
     S = np.bincount(inv, cnt)
     between = np.bincount(ugk % d, S * S / (n * nj[ugk // d]), minlength=d)
-    return mean, sq - between
+    return mean, sq, sq - between
 
 
-def _usable_variances(sigma, fs, train, ftilde, floor):
-    """sigma where it is above ``floor``; elsewhere the pooled (unstratified) variance, and
-    where that is zero too, 1/n.  The stratified variance is exactly 0 for a feature whose
-    count does not vary within any length (e.g. one seen only in the single training
-    sentence of its length); the paper's floor of 1e-15 would then make the step of (16)
-    about 1e15 without an L2 term."""
+def _usable_variances(sigma, sq, ftilde, n, floor):
+    """sigma where it is above ``floor``; elsewhere the pooled (unstratified) variance
+    p~[f^2] - p~[f]^2, and where that is zero too, 1/n.  The stratified variance is exactly 0
+    for a feature whose count does not vary within any length (e.g. one seen only in the
+    single training sentence of its length); the paper's floor of 1e-15 would then make the
+    step of (16) about 1e15 without an L2 term."""
     bad = sigma <= floor
     if not bad.any():
         return sigma
-    idx, ptr = fs.feature_counts(train)
-    n = len(train)
-    sent = np.repeat(np.arange(n), np.diff(ptr))
-    uk, cnt = np.unique(sent.astype(np.int64) * fs.num_features + idx, return_counts=True)
-    sq = np.bincount(uk % fs.num_features, cnt.astype(np.float64) ** 2, minlength=fs.num_features) / n
     pooled = sq - ftilde ** 2
     out = sigma.copy()
     out[bad] = np.where(pooled[bad] > floor, pooled[bad], 1.0 / n)
@@ -249,8 +250,8 @@ def train_augsa(fs: FeatureSet, train: Corpus, cfg: AugSAConfig, dev: Corpus | N
                     {"training": asdict(cfg)})
     lam, zeta = model.lam, model.zeta
     # sigma stratified by length (section 5.2), not by length group
-    ftilde, sigma = empirical_stats(fs, train, lengths)
-    sigma = _usable_variances(sigma, fs, train, ftilde, cfg.var_floor)
+    ftilde, sq, sigma = _moments(fs, train, lengths)
+    sigma = _usable_variances(sigma, sq, ftilde, len(train), cfg.var_floor)
     M = m + 2 if long else m
     sampler = Sampler(fs, M, chains=cfg.chains, seed=cfg.seed)
     rng = np.random.default_rng(cfg.seed)
@@ -369,10 +370,7 @@ def refine_zeta(model: TRF, iterations: int, *, samples: int = 300, chains: int 
                             f"a multiple of chains = {chains}")
     m, long = model.m, model.long
     G = model.groups
-    if train is not None:
-        counts, _ = empirical_pi(train.lengths, m, long)
-    else:
-        counts = model.pi * 1e6
+    counts = empirical_pi(train.lengths, m, long)[0] if train is not None else model.pi
     pi0v = pi0_from_counts(counts, pi0)
     M = m + 2 if long else m
     sampler = Sampler(model.features, M, chains=chains, seed=seed)

@@ -122,8 +122,8 @@ def _rand(state, c):
 
 
 @nb.njit(cache=True)
-def _draw(logits, n, u):
-    """Index drawn from softmax(logits[:n]) with the uniform u; returns (index, log-sum-exp)."""
+def _max_and_sum_exp(logits, n):
+    """(max of logits[:n], sum of exp(logits[:n] - max))."""
     mx = -np.inf
     for i in range(n):
         if logits[i] > mx:
@@ -131,6 +131,13 @@ def _draw(logits, n, u):
     tot = 0.0
     for i in range(n):
         tot += math.exp(logits[i] - mx)
+    return mx, tot
+
+
+@nb.njit(cache=True)
+def _draw(logits, n, u):
+    """Index drawn from softmax(logits[:n]) with the uniform u; returns (index, log-sum-exp)."""
+    mx, tot = _max_and_sum_exp(logits, n)
     target = u * tot
     acc = 0.0
     pick = n - 1
@@ -144,13 +151,7 @@ def _draw(logits, n, u):
 
 @nb.njit(cache=True)
 def _lse(logits, n):
-    mx = -np.inf
-    for i in range(n):
-        if logits[i] > mx:
-            mx = logits[i]
-    tot = 0.0
-    for i in range(n):
-        tot += math.exp(logits[i] - mx)
+    mx, tot = _max_and_sum_exp(logits, n)
     return mx + math.log(tot)
 
 
