@@ -9,7 +9,8 @@ def _morph(args) -> int:
     from ..experiments.trf_morph import MorphConfig, run_morph
     runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
     cfg = MorphConfig(max_length=args.max_length, seed=args.seed, iterations=args.iterations,
-                      samples=args.samples, chains=args.chains, lbfgs_iterations=args.lbfgs_iterations, runs=runs, report=args.report)
+                      samples=args.samples, chains=args.chains, lbfgs_iterations=args.lbfgs_iterations, runs=runs, report=args.report,
+                      t_c=args.t_c, beta_lambda=args.beta_lambda, beta_zeta=args.beta_zeta, t0=args.t0)
     run_morph(cfg, progress=Progress(args.quiet))
     return 0
 
@@ -41,6 +42,10 @@ def add_parser(sub) -> None:
     m.add_argument("--iterations", type=int, default=1000, help="AugSA iterations (default 1000)")
     m.add_argument("--samples", type=int, default=100, help="samples per AugSA iteration (default 100)")
     m.add_argument("--chains", type=int, default=2, help="parallel sampling chains (default 2)")
+    m.add_argument("--t0", type=int, default=200, help="AugSA burn-in t0 of (24)-(25) (default 200, the paper's)")
+    m.add_argument("--t-c", type=float, default=100.0, help="AugSA offset t_c of (24) (default 100)")
+    m.add_argument("--beta-lambda", type=float, default=0.8, help="first-stage exponent for lambda (default 0.8)")
+    m.add_argument("--beta-zeta", type=float, default=0.6, help="first-stage exponent for zeta (default 0.6)")
     m.add_argument("--lbfgs-iterations", type=int, default=1000, help="L-BFGS iteration limit (default 1000)")
     m.add_argument("--max-length", type=int, default=20, help="longest word kept (default 20)")
     m.add_argument("--runs", default="augsa-empirical,augsa-eq26,lbfgs,wb3",

@@ -3,13 +3,20 @@
 Keys are non-negative int64 (-1 marks an empty slot); a table of capacity
 2**k (mask = 2**k - 1) with linear probing, hashed by splitmix64's finaliser.
 
-Public names: hash64, hash_insert, hash_lookup, new_table.
+Also a software prefetch for kernels that probe many slots of a large table in a row
+(:func:`prefetch`: LLVM's ``llvm.prefetch``, a hint with no effect on results).
+
+Public names: hash64, hash_insert, hash_lookup, new_table, prefetch.
 """
 
 from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 
 def new_table(n: int):
@@ -59,3 +66,26 @@ def hash_lookup(keys, vals, mask, key):
         i = (i + 1) & mask
 
 
+
+
+@intrinsic
+def prefetch(typingctx, arr, idx):
+    """prefetch(arr, i) inside a numba kernel: ask the CPU to bring arr[i]'s cache line in
+    (for reading, kept in every cache level).  A hint only: it never faults or changes a
+    value, so the index may be anything inside the array."""
+    if not isinstance(arr, types.Array) or not isinstance(idx, types.Integer):
+        return None
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        aty = signature.args[0]
+        ary = context.make_array(aty)(context, builder, args[0])
+        i = context.cast(builder, args[1], signature.args[1], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aty, ary, [i], wraparound=False, boundscheck=False)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return sig, codegen
