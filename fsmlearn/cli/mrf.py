@@ -30,9 +30,9 @@ def _lm(args) -> int:
 
 def _tag(args) -> int:
     from ..experiments.mrf_tag import TagConfig, run_tag
-    cfg = TagConfig(max_iter=args.max_iter, l2=args.l2, tighten_iter=args.tighten_iter,
-                    tighten_method=args.tighten, eval_every=args.eval_every, minutes=args.minutes,
-                    hmm=not args.no_hmm, report=Path(args.report), data_dir=args.data_dir,
+    cfg = TagConfig(window=args.window, centre_weight=args.centre_weight, max_iter=args.max_iter, l2=args.l2,
+                    tighten_iter=args.tighten_iter, tighten_method=args.tighten, eval_every=args.eval_every,
+                    minutes=args.minutes, hmm=not args.no_hmm, report=Path(args.report), data_dir=args.data_dir,
                     model=Path(args.model) if args.model else None, max_affix=args.max_affix)
     run_tag(cfg, progress=Progress(args.quiet))
     return 0
@@ -86,6 +86,13 @@ def add_parser(sub) -> None:
 
     p = msub.add_parser("tag", help="section 6, Table 2: the MRF POS tagger, WSJ-train -> WSJ-small, against "
                                     "the supervised HMMs")
+    p.add_argument("--window", type=int, default=1,
+                   help="L: the words joined to each tag, nearest first (offsets 0, +1, -1, +2, ...; the "
+                        "morphology tests on the word under the tag only); default 1, the word under the tag. "
+                        "L > 1 needs --model '' (the tagger file holds L = 1 only)")
+    p.add_argument("--centre-weight", type=float, default=None,
+                   help="with L > 1: p_0, the weight of the lifted tree of the word under the tag (its edges' "
+                        "appearance probability rho); the other offsets share 1 - p_0 (default 1/L each)")
     p.add_argument("--max-iter", type=int, default=400, help="L-BFGS iterations (default 400)")
     p.add_argument("--l2", type=float, default=1e-6, help="L2 penalty per position (default 1e-6)")
     _tighten_options(p, 30, "lbfgs")

@@ -1,33 +1,82 @@
 """The MRF part-of-speech tagger of Jernite, Rush and Sontag (2015, section 6 and appendix B),
 trained on the joint likelihood of tags and words by the lifted bound.
 
-The model is a cyclic MRF over the tagged corpus (K separators ``<S>``/``<S>`` before each
-sentence, as in :mod:`fsmlearn.mrf.model`): each tag T_i is joined to the next K tags by
-tag-pair potentials theta^l[t, t'] (indicator features g, i.e. full rank) and to its word
-W_i by theta^w[t, w] = U_t . f(w) (section 6 with L = 1: the word under the tag), where f
-are appendix B's features: the word itself, its prefixes and suffixes up to length 4, and
-the seven morphology tests (all upper case, first letter upper case, ends in 's', both,
-all upper case ending in 'S', has a digit, all digits); tags also have a unary theta^0.
+The model.  A cyclic MRF over the tagged corpus (P >= K separators ``<S>``/``<S>`` before
+each sentence, as in :mod:`fsmlearn.mrf.model`; P = max(K, max |m|) so that no potential
+joins two sentences and Lemma 1 still applies): tag T_i is joined to the next K tags by
+theta^l[t, t'] = V^l g(t, t') (g the tag-pair indicators, i.e. full rank) and, section 6,
+to its L nearest words W_{i+m}, m in the window M (|M| = L), by
 
-The lifted bound (the construction of section 4.4 extended to the word nodes): the
-forests of rotated tag stars (each tag edge in one of K + 1) with every word attached to
-its tag as a leaf are valid covering forests (a leaf never closes a cycle), so rho = 1/(K+1)
-on tag edges and 1 on word edges, and the lifted tree is the star of Figure 4 over the tag
-copies T^0..T^K (edges (K+1) theta^l) with one word copy W^j hanging from each tag copy
-(edge theta^w).  Dual variables delta [K, T + V] tie T^j to T^0 and W^j to W^0 (eq. 13);
-Algorithm 1 (:func:`fsmlearn.mrf.lifted.tighten`) tightens them, eq. 18 gives the gradient
-per position,
+    theta^{w,m}[t, w] = U^m f_m(w)                       (section 6, the paper's U^m f(t_i, w_{i+m}))
 
-    dL/dtheta^0 = hat-mu_T - mean_j mu_{T^j},  dL/dtheta^l = hat-mu^l - mu_E^l,
-    dL/dtheta^w = hat-mu_TW - mean_j mu_{T^j W^j},   dL/dU = (dL/dtheta^w) F,
+with a parameter matrix per offset.  f are appendix B's features: the word itself, its
+prefixes and suffixes up to length 4, and for m = 0 only ("when m = 0, i.e. the potential
+with the tag directly above a word") the seven morphology tests (all upper case, first
+letter upper case, ends in 's', both, all upper case ending in 'S', has a digit, all
+digits); tags also have a unary theta^0.  The paper does not list the offsets of its "L
+nearest words" (Figure 7 draws K = 2, L = 3); we take them by distance, the next word
+before the previous one on a tie: M = (0, +1, -1, +2, -2, ...)[:L] (:func:`window_offsets`),
+so L = 3 is the symmetric window of Figure 7 and L = 1 the word under the tag.
 
-and L-BFGS trains theta (Algorithm 2).  Decoding is the engine's best path
-(:func:`fsmlearn.algo.best_path`) on each sentence's tagging lattice: with K = 1 the
-conditional p(tags | words) of a sentence between its separators is a first-order chain
-with arc weights -(theta^1[t', t] + theta^0[t] + theta^w[t, w_i]).
+The lifted bound (section 4.4 extended to the word window).  A word W_j hangs from the L
+tags T_{j-m}, m in M: with L > 1 two of them lie in one tag star (e.g. W_j - T_j - T_{j+1}
+- W_j for M = {0, -1} in the star T_j..T_{j+1}), so a forest may not hold all of a word's
+edges.  Take instead the L (K + 1) forests F_{m,r} (m in M, r = 0..K): the rotated tag
+stars of rotation r (Figure 3: star centres T_{r + s(K+1)}, each tag edge in exactly one
+rotation) with every word W_j hanging as a leaf from the one tag T_{j-m}.  A leaf never
+closes a cycle, so each F_{m,r} is a forest.  With weights rho_F = p_m / (K+1) (p_m > 0,
+sum_m p_m = 1; default p_m = 1/L, :func:`tree_weights`)
 
-Public names: TaggerMRF, word_features, tagged_sequence, TaggerMoments, tagger_moments,
-tree_bp, tagger_bound, train_tagger, sentence_lattice_machine, decode.
+    rho(tag edge, distance l) = sum_m p_m / (K+1) = 1/(K+1),   rho(word edge, offset m) = (K+1) p_m / (K+1) = p_m,
+
+valid edge appearance probabilities (section 4.2), symmetric under rotation as section 4.3
+requires.  The TRW bound A(theta) <= sum_F rho_F A(theta^F) holds for any split with
+sum_F rho_F theta^F = theta; the edges take theta_e / rho_e: (K+1) theta^l on tag edges
+and theta^{w,m} / p_m on the word edges of the forests F_{m,.}.  Each F_{m,r} is N/(K+1)
+copies of one tree, the star of Figure 4 over tag copies T^{m,0..K} (edges (K+1) theta^l,
+centre T^{m,0}) with a word copy W^{m,j} hanging from each T^{m,j} (edge theta^{w,m} /
+p_m), the same tree for every rotation r, so
+
+    A(theta) <= N / (K+1) * sum_m p_m log Z_m,
+
+log Z_m the tree's log-partition by exact BP (O(K T^2 + (K+1) T V)).  Eq. 12 becomes the
+Bethe problem of the L trees with the node constraints of eq. 13 tying all C = L(K+1) tag
+copies (and all C word copies) to copy 0 = (m = 0, j = 0); their multipliers delta [C - 1,
+T + V] enter as in eqs. 14 and 17: copy c >= 1 of tree m has unary theta^0 + delta_c / p_m
+(words delta_c / p_m), copy 0 has theta^0 - sum_c delta_c / p_0 (words -sum_c delta_c /
+p_0).  These keep sum_F rho_F theta^F = theta on every node (sum_m p_m sum_j unary^{m,j} =
+(K+1) theta^0, words 0), so the bound holds for every delta (eq. 15's analogue), and the
+derivative of sum_m p_m log Z_m in delta_c is mu_c - mu_0 (eq. 16) as in
+:func:`fsmlearn.mrf.lifted.tighten` (Algorithm 1).  No edge-level multipliers are needed
+although each tag edge class has L copies (one per tree) and each word edge class K + 1
+(one per tag copy): all copies of a class carry the same potential, so at a point where
+the node copies agree, replacing the copies' edge marginals by their mean keeps every
+constraint and, -I(mu_E) being concave in mu_E for fixed node marginals, does not lower
+the objective; the node-tied maximum is the lifted TRW value with the rho above (strong
+duality as in section 4.4).  The per-position bound is <hat-mu, theta> - sum_m p_m log
+Z_m / (K+1), and eq. 18 gives
+
+    dL/dtheta^0 = hat-mu_T - sum_{m,j} p_m mu_{T^{m,j}} / (K+1),   dL/dtheta^l = hat-mu^l - sum_m p_m mu_E^{m,l},
+    dL/dtheta^{w,m} = hat-mu^{w,m} - mean_j mu_{T^{m,j} W^{m,j}},   dL/dU^m = (dL/dtheta^{w,m}) F_m,
+
+hat-mu^{w,m}[t, w] the corpus's frequency of (T_i = t, W_{i+m} = w).  L-BFGS trains
+(theta^0, theta^l, U^m) (Algorithm 2).  With L = 1 there is one tree, p_0 = 1, and every
+number is the L = 1 construction's (the star with one word leaf per tag copy, rho = 1 on
+the word edges).  The price of L > 1: the word under the tag is joined with rho = p_0 < 1
+instead of 1, so the entropy bound counts only p_0 of the tag-word mutual information and
+the bound is looser than L = 1's for the same theta (on toy models the gap to the exact
+log Z grows from 0.00-0.13 to 0.11-0.41 nats per position with the context potentials
+zero); ``centre_weight`` (p_0) trades that against the context edges' rho.
+
+Decoding is the engine's best path (:func:`fsmlearn.algo.best_path`) on each sentence's
+tagging lattice: with the words observed, each window potential is a unary on its tag, so
+for K = 1 the conditional p(tags | words) of a sentence between its separators is a
+first-order chain with arc weights -(theta^1[t', t] + theta^0[t] + sum_m theta^{w,m}[t,
+w_{i+m}]), the words beyond the sentence being separators.
+
+Public names: TaggerMRF, window_offsets, word_features, tagged_sequence, TaggerMoments,
+tagger_moments, tree_weights, tree_potentials, tree_bp, tagger_bound, train_tagger,
+sentence_lattice_machine, decode.
 """
 
 from __future__ import annotations
@@ -46,13 +95,39 @@ from ..fsm import Machine
 from .lifted import TightenState, tighten
 from .model import SEP
 
-__all__ = ["TaggerMRF", "word_features", "tagged_sequence", "TaggerMoments", "tagger_moments", "tree_bp",
-           "tagger_bound", "train_tagger", "sentence_lattice_machine", "decode"]
+__all__ = ["TaggerMRF", "window_offsets", "word_features", "tagged_sequence", "TaggerMoments", "tagger_moments",
+           "tree_weights", "tree_potentials", "tree_bp", "tagger_bound", "train_tagger", "sentence_lattice_machine",
+           "decode"]
 
 
 #: the longest prefix or suffix a feature index may hold (an index built with a smaller
 #: ``max_affix`` simply lacks the longer ones)
 MAX_AFFIX = 10
+
+#: the morphology tests, conjoined with the tag only for the word under it (offset 0)
+MORPHOLOGY = ("allcaps", "initcap", "ends-s", "initcap-ends-s", "allcaps-ends-S", "has-digit", "all-digits")
+
+#: the widest window :func:`window_offsets` builds
+MAX_WINDOW = 9
+
+
+def window_offsets(L: int) -> tuple:
+    """The offsets m of a tag's L nearest words, by distance, the next word first on a tie:
+    (0, 1, -1, 2, -2, ...)[:L].
+
+    Raises:
+        ArgumentError: L outside 1..MAX_WINDOW.
+    """
+    if not (isinstance(L, (int, np.integer)) and 1 <= L <= MAX_WINDOW):
+        raise ArgumentError(f"window L = {L!r}; expected an integer 1..{MAX_WINDOW}")
+    out = [0]
+    d = 1
+    while len(out) < L:
+        out.append(d)
+        if len(out) < L:
+            out.append(-d)
+        d += 1
+    return tuple(out)
 
 
 def _features_of(word: str, max_affix: int = MAX_AFFIX) -> list[str]:
@@ -66,9 +141,8 @@ def _features_of(word: str, max_affix: int = MAX_AFFIX) -> list[str]:
     up = word.isupper()
     first = word[:1].isupper()
     ends_s = word.endswith("s")
-    for name, on in (("allcaps", up), ("initcap", first), ("ends-s", ends_s), ("initcap-ends-s", first and ends_s),
-                     ("allcaps-ends-S", up and word.endswith("S")), ("has-digit", any(c.isdigit() for c in word)),
-                     ("all-digits", word.isdigit())):
+    for name, on in zip(MORPHOLOGY, (up, first, ends_s, first and ends_s, up and word.endswith("S"),
+                                     any(c.isdigit() for c in word), word.isdigit())):
         if on:
             out.append(name)
     return out
@@ -111,7 +185,11 @@ class TaggerMRF:
         tags: T tag names, ``<S>`` first.
         vocab: V word types of the training corpus, ``<S>`` first (the word nodes' states).
         features: feature name -> column of U.
-        theta0: float64 [T]; trans: float64 [K, T, T]; U: float64 [T, F].
+        theta0: float64 [T]; trans: float64 [K, T, T]; U: float64 [T, F], U^0 (the word
+            under the tag).
+        offsets: the window M, 0 first (:func:`window_offsets`; default (0,), L = 1).
+        context_U: float64 [L - 1, T, F], U^m for offsets[1:] (columns of the morphology
+            tests unused: those features are the word under the tag's only); None for zeros.
     """
     tags: list
     vocab: list
@@ -119,14 +197,22 @@ class TaggerMRF:
     theta0: np.ndarray
     trans: np.ndarray
     U: np.ndarray
+    offsets: tuple = (0,)
+    context_U: np.ndarray | None = None
     _F: sp.csr_matrix | None = field(default=None, repr=False)
 
     def __post_init__(self):
         T, F = len(self.tags), len(self.features)
+        self.offsets = tuple(int(m) for m in self.offsets)
+        if self.context_U is None:
+            self.context_U = np.zeros((len(self.offsets) - 1, T, F))
         if self.theta0.shape != (T,) or self.trans.ndim != 3 or self.trans.shape[1:] != (T, T) \
-                or self.U.shape != (T, F):
+                or self.U.shape != (T, F) or self.context_U.shape != (len(self.offsets) - 1, T, F):
             raise ModelError(f"tagger shapes: theta0 {self.theta0.shape}, trans {self.trans.shape}, U "
-                             f"{self.U.shape} for {T} tags and {F} features")
+                             f"{self.U.shape}, context_U {self.context_U.shape} for {T} tags, {F} features "
+                             f"and offsets {self.offsets}")
+        if not self.offsets or self.offsets[0] != 0 or len(set(self.offsets)) != len(self.offsets):
+            raise ModelError(f"tagger window offsets {self.offsets}: expected distinct offsets, 0 first")
         if self.tags[0] != SEP or self.vocab[0] != SEP:
             raise ModelError(f"the first tag and word must be {SEP!r}")
 
@@ -135,47 +221,82 @@ class TaggerMRF:
         return int(self.trans.shape[0])
 
     @property
+    def L(self) -> int:
+        """The window's width (words joined to each tag)."""
+        return len(self.offsets)
+
+    @property
+    def pad(self) -> int:
+        """Separators before each sentence: max(K, max |m|)."""
+        return max(self.K, max(abs(m) for m in self.offsets))
+
+    def context_mask(self) -> np.ndarray:
+        """float64 [F]: 1 on the columns the context offsets (m != 0) use, 0 on the morphology tests."""
+        mask = np.ones(len(self.features))
+        for name in MORPHOLOGY:
+            j = self.features.get(name)
+            if j is not None:
+                mask[j] = 0.0
+        return mask
+
+    def offset_matrix(self, k: int, F=None) -> sp.csr_matrix:
+        """F_m [rows, F]: the features offset ``offsets[k]`` conjoins with the tag."""
+        F = self.word_matrix if F is None else F
+        return F if k == 0 else (F @ sp.diags(self.context_mask())).tocsr()
+
+    def offset_U(self, k: int) -> np.ndarray:
+        return self.U if k == 0 else self.context_U[k - 1]
+
+    @property
     def word_matrix(self) -> sp.csr_matrix:
         """F [V, F]: the features of the vocabulary."""
         if self._F is None:
             self._F, _ = word_features(self.vocab, self.features)
         return self._F
 
-    def emission(self, F=None) -> np.ndarray:
-        """theta^w [T, V] (or [T, rows of F])."""
+    def emission(self, F=None, k: int = 0) -> np.ndarray:
+        """theta^{w,m} [T, V] (or [T, rows of F]) of the window's offset m = ``offsets[k]``."""
         F = self.word_matrix if F is None else F
-        return np.asarray((F @ self.U.T).T)
+        if k == 0:
+            return np.asarray((F @ self.U.T).T)
+        return np.asarray((self.offset_matrix(k, F) @ self.context_U[k - 1].T).T)
 
     @classmethod
-    def init(cls, tags, vocab, K: int = 1, max_affix: int = 4) -> "TaggerMRF":
+    def init(cls, tags, vocab, K: int = 1, max_affix: int = 4, window: int = 1) -> "TaggerMRF":
         if not 1 <= max_affix <= MAX_AFFIX:
             raise ArgumentError(f"max_affix = {max_affix}; expected 1..{MAX_AFFIX}")
+        offsets = window_offsets(window)
         tags, vocab = [SEP] + [t for t in tags if t != SEP], [SEP] + [w for w in vocab if w != SEP]
         F, index = word_features(vocab, max_affix=max_affix)
         T = len(tags)
-        return cls(tags, vocab, index, np.zeros(T), np.zeros((K, T, T)), np.zeros((T, len(index))), F)
+        return cls(tags, vocab, index, np.zeros(T), np.zeros((K, T, T)), np.zeros((T, len(index))), offsets,
+                   np.zeros((len(offsets) - 1, T, len(index))), F)
 
     def to_vector(self) -> np.ndarray:
-        return np.concatenate([self.theta0, self.trans.ravel(), self.U.ravel()])
+        """(theta^0, theta^1..K, U^0, U^m for the context offsets), flattened."""
+        return np.concatenate([self.theta0, self.trans.ravel(), self.U.ravel(), self.context_U.ravel()])
 
     def with_vector(self, v) -> "TaggerMRF":
         T, K, Fn = len(self.tags), self.K, len(self.features)
         a, b = T, T + K * T * T
+        c = b + T * Fn
         return TaggerMRF(self.tags, self.vocab, self.features, v[:a].copy(), v[a:b].reshape(K, T, T).copy(),
-                         v[b:].reshape(T, Fn).copy(), self._F)
+                         v[b:c].reshape(T, Fn).copy(), self.offsets, v[c:].reshape(-1, T, Fn).copy(), self._F)
 
 
-def tagged_sequence(sentences, tag_index: dict, word_index: dict, K: int):
-    """The cyclic (tag, word) sequence: K (``<S>``, ``<S>``) before each sentence, padded to a
-    multiple of K + 1.  Returns int64 arrays (tags [N], words [N]).
+def tagged_sequence(sentences, tag_index: dict, word_index: dict, K: int, pad: int | None = None):
+    """The cyclic (tag, word) sequence: P = max(K, pad) (``<S>``, ``<S>``) before each sentence
+    (``pad``: the window's widest offset, :attr:`TaggerMRF.pad`), padded to a multiple of
+    K + 1.  Returns int64 arrays (tags [N], words [N]).
 
     Raises:
         ArgumentError: a tag or word not in its index (sentence and position named).
     """
+    P = K if pad is None else max(K, int(pad))
     ts, ws = [], []
     for s, sent in enumerate(sentences):
-        ts.extend([0] * K)
-        ws.extend([0] * K)
+        ts.extend([0] * P)
+        ws.extend([0] * P)
         for j, (w, t) in enumerate(sent):
             if t not in tag_index or w not in word_index:
                 raise ArgumentError(f"sentence {s}, token {j}: ({w!r}, {t!r}) has a word or tag outside the model")
@@ -189,21 +310,26 @@ def tagged_sequence(sentences, tag_index: dict, word_index: dict, K: int):
 
 @dataclass
 class TaggerMoments:
-    """Observed moments per position: tag unary [T], tag pairs [K, T, T], tag-word CSR [T, V]."""
+    """Observed moments per position: tag unary [T], tag pairs [K, T, T], and per window
+    offset m (in the model's order) the CSR [T, V] frequency of (T_i, W_{i+m})."""
     N: int
     tag: np.ndarray
     pairs: np.ndarray
-    emit: sp.csr_matrix
+    emit: tuple
 
 
-def tagger_moments(tags, words, T: int, V: int, K: int) -> TaggerMoments:
+def tagger_moments(tags, words, T: int, V: int, K: int, offsets=(0,)) -> TaggerMoments:
+    """The moments of the cyclic sequence (:func:`tagged_sequence`) for order K and window ``offsets``."""
     N = tags.size
     pairs = np.zeros((K, T, T))
     for l in range(1, K + 1):
         np.add.at(pairs[l - 1], (tags, np.roll(tags, -l)), 1.0)
-    emit = sp.csr_matrix((np.ones(N), (tags, words)), shape=(T, V))
-    emit.sum_duplicates()
-    return TaggerMoments(N, np.bincount(tags, minlength=T) / N, pairs / N, emit / N)
+    emit = []
+    for m in offsets:
+        e = sp.csr_matrix((np.ones(N), (tags, np.roll(words, -int(m)))), shape=(T, V))
+        e.sum_duplicates()
+        emit.append(e / N)
+    return TaggerMoments(N, np.bincount(tags, minlength=T) / N, pairs / N, tuple(emit))
 
 
 def _lse(v):
@@ -213,9 +339,11 @@ def _lse(v):
 
 @dataclass
 class TreeResult:
-    """BP on the tagger's lifted tree: log-partition, node marginals (tags then words per copy,
-    [K+1, T+V]), tag-pair edge marginals [K, T, T], tag-word edge marginals (mean over copies,
-    [T, V]); ``delta`` [K, T+V]."""
+    """BP on the tagger's lifted trees: log-partition (sum_m p_m log Z_m over the L trees), node marginals of
+    the C = L(K+1) copies (tags then words, [C, T+V]; copy m(K+1) + j is tag copy j of the
+    tree of offset ``offsets[m]``, copy 0 the first tree's centre), tag-pair edge marginals
+    (sum_m p_m mu_E^{m,l}, [K, T, T]), tag-word edge marginals per tree (mean over its copies,
+    [L, T, V]); ``delta`` [C - 1, T+V]."""
     logz: float
     mu: np.ndarray
     pair: np.ndarray
@@ -231,59 +359,113 @@ class TreeResult:
 class TreePotentials:
     theta0: np.ndarray        # [T]
     logE: np.ndarray          # [K, T, T]: (K+1) theta^l
-    Ew: np.ndarray            # [T, V]: exp(theta^w - shift)
-    shift: float
+    Ew: np.ndarray            # [L, T, V]: exp(theta^{w,m} / p_m - shift[m])
+    shift: np.ndarray         # [L]
+    weights: np.ndarray       # [L]: p_m, the trees' weights (rho of the offset-m word edges), sum 1
 
     @property
     def T(self):
         return self.theta0.size
 
+    @property
+    def copies(self) -> int:
+        """C = L (K + 1)."""
+        return self.Ew.shape[0] * (self.logE.shape[0] + 1)
 
-def tree_potentials(model: TaggerMRF) -> TreePotentials:
-    th = model.emission()
-    s = float(th.max())
-    return TreePotentials(model.theta0.copy(), (model.K + 1) * model.trans, np.exp(th - s), s)
+
+def tree_weights(L: int, centre: float | None = None) -> np.ndarray:
+    """The trees' weights p [L]: uniform 1/L (``centre`` None), or p_0 = ``centre`` for the word
+    under the tag and (1 - centre)/(L - 1) for each other offset.
+
+    Raises:
+        ArgumentError: ``centre`` outside (0, 1], or 1 with L > 1, or not 1 with L = 1.
+    """
+    if centre is None:
+        return np.full(L, 1.0 / L)
+    if L == 1:
+        if centre != 1.0:
+            raise ArgumentError(f"centre weight {centre} with L = 1; expected 1")
+        return np.ones(1)
+    if not 0.0 < centre < 1.0:
+        raise ArgumentError(f"centre weight {centre!r}; expected 0 < p_0 < 1 for L = {L}")
+    return np.concatenate([[centre], np.full(L - 1, (1.0 - centre) / (L - 1))])
+
+
+def tree_potentials(model: TaggerMRF, weights=None) -> TreePotentials:
+    """The lifted trees' potentials: tag edges (K+1) theta^l, word edges theta^{w,m} / p_m
+    (``weights`` p [L], default uniform 1/L)."""
+    L = model.L
+    p = tree_weights(L) if weights is None else np.asarray(weights, np.float64)
+    if p.shape != (L,) or not np.all(p > 0) or abs(p.sum() - 1.0) > 1e-12:
+        raise ArgumentError(f"tree weights {p}; expected {L} positive weights summing to 1")
+    Ew, shift = [], []
+    for k in range(L):
+        th = model.emission(k=k) if L == 1 else model.emission(k=k) / p[k]
+        s = float(th.max())
+        Ew.append(np.exp(th - s))
+        shift.append(s)
+    return TreePotentials(model.theta0.copy(), (model.K + 1) * model.trans, np.stack(Ew), np.array(shift), p)
 
 
 def tree_bp(pot: TreePotentials, delta) -> TreeResult:
-    """Exact BP on the lifted tree (tag star, one word leaf per tag copy) for duals ``delta``."""
-    T, V = pot.Ew.shape
+    """Exact BP on the lifted trees (per offset, a tag star with one word leaf per tag copy) for
+    duals ``delta`` [C - 1, T + V]."""
+    L, T, V = pot.Ew.shape
     K = pot.logE.shape[0]
+    C = L * (K + 1)
     delta = np.asarray(delta, np.float64)
-    if delta.shape != (K, T + V):
-        raise ArgumentError(f"delta has shape {delta.shape}; expected [{K}, {T + V}]")
+    if delta.shape != (C - 1, T + V):
+        raise ArgumentError(f"delta has shape {delta.shape}; expected [{C - 1}, {T + V}]")
     dT, dW = delta[:, :T], delta[:, T:]
-    tag_pot = np.vstack([pot.theta0 - dT.sum(axis=0), pot.theta0 + dT])          # [K+1, T]
-    word_pot = np.vstack([-dW.sum(axis=0), dW])                                   # [K+1, V]
+    if L > 1:                                   # copy c of tree m carries delta_c / p_m
+        inv = 1.0 / np.repeat(pot.weights, K + 1)                                 # [C]
+        tag_pot = np.vstack([pot.theta0 - inv[0] * dT.sum(axis=0), pot.theta0 + inv[1:, None] * dT])
+        word_pot = np.vstack([-inv[0] * dW.sum(axis=0), inv[1:, None] * dW])
+    else:
+        tag_pot = np.vstack([pot.theta0 - dT.sum(axis=0), pot.theta0 + dT])      # [C, T]
+        word_pot = np.vstack([-dW.sum(axis=0), dW])                               # [C, V]
     wmax = word_pot.max(axis=1, keepdims=True)
     wexp = np.exp(word_pot - wmax)
+    wmsg = np.empty((C, T))                                                       # word copy c -> tag copy c
     with np.errstate(divide="ignore"):
-        wmsg = np.log(wexp @ pot.Ew.T) + wmax + pot.shift                         # [K+1, T] word j -> tag j
+        for m in range(L):
+            c = slice(m * (K + 1), (m + 1) * (K + 1))
+            wmsg[c] = np.log(wexp[c] @ pot.Ew[m].T) + wmax[c] + pot.shift[m]
     psi = tag_pot + wmsg
-    # tag leaves -> centre through (K+1) theta^l
-    lmsg = np.empty((K, T))
-    for l in range(K):
-        lmsg[l] = _logmatvec(pot.logE[l], psi[l + 1])
-    b0 = psi[0] + lmsg.sum(axis=0)
-    logz = _lse(b0)
-    belief = np.empty((K + 1, T))
-    belief[0] = b0
-    pair = np.empty((K, T, T))
-    for l in range(K):
-        c = psi[0] + np.delete(lmsg, l, axis=0).sum(axis=0)                      # centre -> leaf l
-        belief[l + 1] = psi[l + 1] + _logmatvec(pot.logE[l].T, c)
-        pair[l] = np.exp(c[:, None] + pot.logE[l] + psi[l + 1][None, :] - logz)
-    muT = np.exp(belief - logz)
-    # tag copy j -> its word: belief without the word's message
-    out = belief - wmsg                                                          # [K+1, T]
+    logz = 0.0
+    belief = np.empty((C, T))
+    lognorm = np.empty(C)                                                        # log Z of each copy's tree
+    pair = np.zeros((K, T, T))
+    for m in range(L):
+        o = m * (K + 1)
+        # tag leaves -> centre through (K+1) theta^l
+        lmsg = np.empty((K, T))
+        for l in range(K):
+            lmsg[l] = _logmatvec(pot.logE[l], psi[o + l + 1])
+        b0 = psi[o] + lmsg.sum(axis=0)
+        lz = _lse(b0)
+        logz += lz if L == 1 else pot.weights[m] * lz
+        lognorm[o:o + K + 1] = lz
+        belief[o] = b0
+        for l in range(K):
+            c = psi[o] + np.delete(lmsg, l, axis=0).sum(axis=0)                  # centre -> leaf l
+            belief[o + l + 1] = psi[o + l + 1] + _logmatvec(pot.logE[l].T, c)
+            p = np.exp(c[:, None] + pot.logE[l] + psi[o + l + 1][None, :] - lz)
+            pair[l] = p if L == 1 else pair[l] + pot.weights[m] * p
+    muT = np.exp(belief - lognorm[:, None])
+    # tag copy c -> its word: belief without the word's message
+    out = belief - wmsg                                                          # [C, T]
     omax = out.max(axis=1, keepdims=True)
     oexp = np.exp(out - omax)
-    r = oexp @ pot.Ew                                                            # [K+1, V]
-    q = r * wexp
+    q = np.empty((C, V))
+    emit = np.empty((L, T, V))
+    for m in range(L):
+        c = slice(m * (K + 1), (m + 1) * (K + 1))
+        q[c] = (oexp[c] @ pot.Ew[m]) * wexp[c]                                   # [K+1, V]
+        # tag-word edge marginal of copy j: oexp[j, t] Ew[t, w] wexp[j, w] / sum; their mean
+        scale = 1.0 / q[c].sum(axis=1)
+        emit[m] = ((oexp[c] * scale[:, None]).T @ wexp[c]) * pot.Ew[m] / (K + 1)  # [T, V]
     muW = q / q.sum(axis=1, keepdims=True)
-    # tag-word edge marginal of copy j: oexp[j, t] Ew[t, w] wexp[j, w] / sum; their mean
-    scale = 1.0 / q.sum(axis=1)
-    emit = ((oexp * scale[:, None]).T @ wexp) * pot.Ew / (K + 1)                 # [T, V]
     if not np.isfinite(logz) or not np.isfinite(muW).all():
         raise NotConvergedError("the tagger's tree messages underflow (potentials too far apart)")
     return TreeResult(logz, np.hstack([muT, muW]), pair, emit, delta.copy())
@@ -297,26 +479,36 @@ def _logmatvec(logA, v):
 
 
 def tagger_bound(model: TaggerMRF, mom: TaggerMoments, pot: TreePotentials, res: TreeResult):
-    """(per-position bound <hat-mu, theta> - log Z / (K+1), its gradient in the parameter vector)."""
-    K, T = model.K, len(model.tags)
-    th_w = np.log(pot.Ew) + pot.shift
-    dot = float(mom.tag @ model.theta0 + (mom.pairs * model.trans).sum()
-                + (mom.emit.multiply(th_w)).sum())
+    """(per-position bound <hat-mu, theta> - sum_m p_m log Z_m / (K+1), its gradient in the
+    parameter vector)."""
+    K, T, L = model.K, len(model.tags), model.L
+    if len(mom.emit) != L:
+        raise ArgumentError(f"moments for {len(mom.emit)} window offsets; the model has {L}")
+    dot = float(mom.tag @ model.theta0 + (mom.pairs * model.trans).sum())
+    gU = []
+    for k in range(L):
+        th_w = np.log(pot.Ew[k]) + pot.shift[k]                                   # theta^{w,m} / p_m
+        dot += float((mom.emit[k].multiply(th_w if L == 1 else th_w * pot.weights[k])).sum())
+        gw = mom.emit[k].toarray() - res.emit[k]
+        gU.append(np.asarray(model.offset_matrix(k).T @ gw.T).T)                 # [T, F], eq. 19's analogue
     value = dot - res.logz / (K + 1)
-    g0 = mom.tag - res.mu[:, :T].mean(axis=0)
+    if L == 1:
+        g0 = mom.tag - res.mu[:, :T].mean(axis=0)
+    else:
+        g0 = mom.tag - (np.repeat(pot.weights, K + 1)[:, None] * res.mu[:, :T]).sum(axis=0) / (K + 1)
     gp = mom.pairs - res.pair
-    gw = mom.emit.toarray() - res.emit
-    gU = np.asarray(model.word_matrix.T @ gw.T).T                                # [T, F], eq. 19's analogue
-    return value, np.concatenate([g0, gp.ravel(), gU.ravel()])
+    return value, np.concatenate([g0, gp.ravel()] + [g.ravel() for g in gU])
 
 
 def train_tagger(model: TaggerMRF, mom: TaggerMoments, *, max_iter: int = 100, l2: float = 1e-6,
                  tighten_iter: int = 50, tighten_tol: float = 1e-3, tighten_method: str = "lbfgs",
-                 on_iteration=None):
-    """Algorithm 2 for the tagger: L-BFGS over (theta^0, theta^l, U) on the lifted bound with an
-    L2 penalty (l2/2 ||theta^l, U||^2 per position).  Returns (model, history)."""
+                 weights=None, on_iteration=None):
+    """Algorithm 2 for the tagger: L-BFGS over (theta^0, theta^l, U^m) on the lifted bound with an
+    L2 penalty (l2/2 ||theta^l, U^m||^2 per position).  ``mom`` from :func:`tagger_moments` with
+    the model's K and offsets; ``weights`` the trees' p [L] (:func:`tree_weights`, default
+    uniform).  Returns (model, history)."""
     T, V = len(model.tags), len(model.vocab)
-    state = TightenState.zeros(model.K, T + V)
+    state = TightenState.zeros(model.L * (model.K + 1) - 1, T + V)
     anchor = {"delta": state.delta.copy(), "alpha": state.alpha}
     mask = np.ones(model.to_vector().size)
     mask[:T] = 0.0
@@ -326,7 +518,7 @@ def train_tagger(model: TaggerMRF, mom: TaggerMoments, *, max_iter: int = 100, l
 
     def evaluate(v):
         m = model.with_vector(v)
-        pot = tree_potentials(m)
+        pot = tree_potentials(m, weights)
         state.delta, state.alpha = anchor["delta"].copy(), anchor["alpha"]
         before = state.iterations
         try:
@@ -365,18 +557,22 @@ def train_tagger(model: TaggerMRF, mom: TaggerMoments, *, max_iter: int = 100, l
 def sentence_lattice_machine(model: TaggerMRF, words) -> Machine:
     """The tagging lattice of one sentence (K = 1) as a tropical machine: state 0 the start
     (the separator before it), one state per (position, tag), arcs (i-1, t') -> (i, t) labelled
-    t (output) and i+1 (input), weight -(theta^1[t', t] + theta^0[t] + theta^w[t, w_i]); final
-    weights -theta^1[t, <S>].  Words outside the vocabulary get their features' emission."""
+    t (output) and i+1 (input), weight -(theta^1[t', t] + theta^0[t] + sum_m theta^{w,m}[t,
+    w_{i+m}]), the words beyond the sentence being separators; final weights -theta^1[t, <S>].
+    Words outside the vocabulary get their features' emission."""
     if model.K != 1:
         raise ArgumentError(f"decoding needs K = 1 (a first-order chain); the model has K = {model.K}")
     n = len(words)
     if n == 0:
         raise ArgumentError("an empty sentence has no tagging lattice")
-    F, _ = word_features(list(words), model.features)
-    em = model.emission(F)[1:]                                    # [T-1, n]: real tags only
+    P = model.pad
+    padded = [SEP] * P + list(words) + [SEP] * P
+    F, _ = word_features(padded, model.features)
     tr = model.trans[0]
     T1 = len(model.tags) - 1
-    unary = model.theta0[1:, None] + em                           # [T-1, n]
+    unary = np.repeat(model.theta0[1:, None], n, axis=1)          # [T-1, n]: real tags only
+    for k, m in enumerate(model.offsets):
+        unary += model.emission(F, k)[1:, P + m:P + m + n]
     src, dst, lab, w = [], [], [], []
     tags = np.arange(T1)
     # position 0: from the start (tag <S>)
