@@ -18,13 +18,10 @@ from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from ..errors import MachineError
 from ..fsm.hashing import hash64
+from ..fsm.hashing import prefetch as _prefetch
 from ..fsm.machine import PHI, Machine
 from .compose import neglog_arrays
 from .phi import label_index, phi_depths
@@ -311,30 +308,6 @@ def _read_final(r, final, back, back_cost, n, max_back, phi_final):
         acc += back_cost[r]
         r = b
     return np.inf, np.int64(-1), WALK_LONG_CHAIN, r
-
-
-@intrinsic
-def _prefetch(typingctx, arr, idx):
-    """Hint the processor to bring the cache line of ``arr[idx]`` (1-D) or ``arr[idx, 0]``
-    (2-D) in: LLVM's prefetch (read, high locality), which never faults and changes no
-    result."""
-    if not isinstance(arr, types.Array) or arr.ndim not in (1, 2) or not isinstance(idx, types.Integer):
-        return None
-    sig = types.void(arr, idx)
-
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        index = context.cast(builder, args[1], signature.args[1], types.intp)
-        at = [index] if aryty.ndim == 1 else [index, context.get_constant(types.intp, 0)]
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, at, wraparound=False)
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                            "llvm.prefetch.p0")
-        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-    return sig, codegen
 
 
 @nb.njit(inline="always")

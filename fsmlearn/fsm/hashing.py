@@ -66,26 +66,25 @@ def hash_lookup(keys, vals, mask, key):
         i = (i + 1) & mask
 
 
-
-
 @intrinsic
 def prefetch(typingctx, arr, idx):
-    """prefetch(arr, i) inside a numba kernel: ask the CPU to bring arr[i]'s cache line in
-    (for reading, kept in every cache level).  A hint only: it never faults or changes a
-    value, so the index may be anything inside the array."""
-    if not isinstance(arr, types.Array) or not isinstance(idx, types.Integer):
+    """Hint the processor to bring the cache line of ``arr[idx]`` (1-D) or ``arr[idx, 0]``
+    (2-D) in: LLVM's prefetch (read, high locality), which never faults and changes no
+    result."""
+    if not isinstance(arr, types.Array) or arr.ndim not in (1, 2) or not isinstance(idx, types.Integer):
         return None
     sig = types.void(arr, idx)
 
     def codegen(context, builder, signature, args):
-        aty = signature.args[0]
-        ary = context.make_array(aty)(context, builder, args[0])
-        i = context.cast(builder, args[1], signature.args[1], types.intp)
-        ptr = cgutils.get_item_pointer(context, builder, aty, ary, [i], wraparound=False, boundscheck=False)
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        index = context.cast(builder, args[1], signature.args[1], types.intp)
+        at = [index] if aryty.ndim == 1 else [index, context.get_constant(types.intp, 0)]
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, at, wraparound=False)
         i8p = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            "llvm.prefetch.p0")
         builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
         return context.get_dummy_value()
     return sig, codegen
