@@ -64,9 +64,10 @@ hat-mu^{w,m}[t, w] the corpus's frequency of (T_i = t, W_{i+m} = w).  L-BFGS tra
 number is the L = 1 construction's (the star with one word leaf per tag copy, rho = 1 on
 the word edges).  The price of L > 1: the word under the tag is joined with rho = p_0 < 1
 instead of 1, so the entropy bound counts only p_0 of the tag-word mutual information and
-the bound is looser than L = 1's for the same theta (on toy models the gap to the exact
-log Z grows from 0.00-0.13 to 0.11-0.41 nats per position with the context potentials
-zero); ``centre_weight`` (p_0) trades that against the context edges' rho.
+the bound is looser than L = 1's for the same theta (on three toy models, L = 3 with p_m =
+1/3 and the context potentials zero, the tightened bound's gap to the exact log Z grows
+from 0.00-0.13 to 0.11-0.41 nats per position); the trees' weights (p_0 against the
+context edges' rho) trade the two.
 
 Decoding is the engine's best path (:func:`fsmlearn.algo.best_path`) on each sentence's
 tagging lattice: with the words observed, each window potential is a unary on its tag, so
