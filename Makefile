@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test fuzz demo bench bench-lm clean tagger-giga200 rcms-decipher rcms-speech rcms-words bench-rcm trf-morph trf-lm bench-trf mrf-synthetic mrf-lm mrf-lm-full mrf-tag
+.PHONY: install test fuzz demo bench bench-lm clean tagger-giga200 rcms-decipher rcms-speech rcms-words bench-rcm trf-morph trf-morph-long trf-lm bench-trf mrf-synthetic mrf-lm mrf-lm-full mrf-tag
 
 install: $(STAMP)
 
@@ -69,6 +69,11 @@ rcms-words: $(STAMP)
 # from its checkpoint), and the benchmark (sampling throughput; rescoring against kenlm)
 trf-morph: $(STAMP)
 	$(VENV)/bin/fsmlearn trf morph --report reports/trf-morph.json
+
+# the convergence run of docs/trf.md: 100,000 AugSA iterations with burn-in t0 = 10,000, one chain
+trf-morph-long: $(STAMP)
+	$(VENV)/bin/fsmlearn trf morph --iterations 100000 --t0 10000 --chains 1 --lbfgs-iterations 3000 \
+		--report reports/trf-morph-long.json
 
 trf-lm: $(STAMP)
 	$(VENV)/bin/fsmlearn trf lm --report reports/trf-lm.json --model models/trf-lm.npz $(if $(RESUME),--resume)

@@ -9,7 +9,8 @@ def _morph(args) -> int:
     from ..experiments.trf_morph import MorphConfig, run_morph
     runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
     cfg = MorphConfig(max_length=args.max_length, seed=args.seed, iterations=args.iterations,
-                      samples=args.samples, chains=args.chains, lbfgs_iterations=args.lbfgs_iterations, runs=runs, report=args.report,
+                      samples=args.samples, chains=args.chains, lbfgs_iterations=args.lbfgs_iterations, runs=runs,
+                      report=args.report,
                       t_c=args.t_c, beta_lambda=args.beta_lambda, beta_zeta=args.beta_zeta, t0=args.t0)
     run_morph(cfg, progress=Progress(args.quiet))
     return 0
