@@ -53,6 +53,28 @@ def test_features_follow_appendix_b():
     assert "w=Cats" not in index and F2.nnz > 0
 
 
+def test_the_eight_morphology_tests_of_appendix_b():
+    """Appendix B lists eight tests for the word under the tag; each word's full feature list
+    (word, prefixes and suffixes up to 4, the tests that hold) and their count."""
+    assert len(MORPHOLOGY) == 8 and MORPHOLOGY[-1] == "has-hyphen"
+    words = ["Dogs", "well-known", "3-D", "IBMS", "123", "-"]
+    F, index = word_features(words)
+    names = {j: f for f, j in index.items()}
+    got = [{names[j] for j in F[i].indices} for i in range(len(words))]
+    affixes = lambda w: {f"p{k}={w[:k]}" for k in range(1, min(4, len(w)) + 1)} | \
+        {f"s{k}={w[-k:]}" for k in range(1, min(4, len(w)) + 1)}
+    tests = [{"initcap", "ends-s", "initcap-ends-s"}, {"has-hyphen"}, {"allcaps", "has-digit", "has-hyphen"},
+             {"allcaps", "initcap", "allcaps-ends-S"}, {"has-digit", "all-digits"}, {"has-hyphen"}]
+    for w, g, t in zip(words, got, tests):
+        assert g == {"w=" + w} | affixes(w) | t, w
+    assert [len(g) for g in got] == [12, 10, 10, 12, 9, 4]
+    m = TaggerMRF.init(["A"], words, window=3)            # the context offsets drop all eight tests
+    mask = m.context_mask()
+    mnames = {j: f for f, j in m.features.items()}
+    assert {mnames[j] for j in np.flatnonzero(mask == 0)} == {n for n in MORPHOLOGY if n in m.features}
+    assert "has-hyphen" in index and mask[m.features["has-hyphen"]] == 0
+
+
 def test_window_offsets_and_padding():
     assert window_offsets(1) == (0,) and window_offsets(2) == (0, 1) and window_offsets(3) == (0, 1, -1)
     assert window_offsets(5) == (0, 1, -1, 2, -2)

@@ -11,9 +11,9 @@ to its L nearest words W_{i+m}, m in the window M (|M| = L), by
 
 with a parameter matrix per offset.  f are appendix B's features: the word itself, its
 prefixes and suffixes up to length 4, and for m = 0 only ("when m = 0, i.e. the potential
-with the tag directly above a word") the seven morphology tests (all upper case, first
+with the tag directly above a word") the eight morphology tests (all upper case, first
 letter upper case, ends in 's', both, all upper case ending in 'S', has a digit, all
-digits); tags also have a unary theta^0.  The paper does not list the offsets of its "L
+digits, has a hyphen); tags also have a unary theta^0.  The paper does not list the offsets of its "L
 nearest words" (Figure 7 draws K = 2, L = 3); we take them by distance, the next word
 before the previous one on a tie: M = (0, +1, -1, +2, -2, ...)[:L] (:func:`window_offsets`),
 so L = 3 is the symmetric window of Figure 7 and L = 1 the word under the tag.
@@ -106,7 +106,8 @@ __all__ = ["TaggerMRF", "window_offsets", "word_features", "tagged_sequence", "T
 MAX_AFFIX = 10
 
 #: the morphology tests, conjoined with the tag only for the word under it (offset 0)
-MORPHOLOGY = ("allcaps", "initcap", "ends-s", "initcap-ends-s", "allcaps-ends-S", "has-digit", "all-digits")
+MORPHOLOGY = ("allcaps", "initcap", "ends-s", "initcap-ends-s", "allcaps-ends-S", "has-digit", "all-digits",
+              "has-hyphen")
 
 #: the widest window :func:`window_offsets` builds
 MAX_WINDOW = 9
@@ -143,7 +144,7 @@ def _features_of(word: str, max_affix: int = MAX_AFFIX) -> list[str]:
     first = word[:1].isupper()
     ends_s = word.endswith("s")
     for name, on in zip(MORPHOLOGY, (up, first, ends_s, first and ends_s, up and word.endswith("S"),
-                                     any(c.isdigit() for c in word), word.isdigit())):
+                                     any(c.isdigit() for c in word), word.isdigit(), "-" in word)):
         if on:
             out.append(name)
     return out
