@@ -82,6 +82,12 @@ def test_tag_experiment_on_a_toy_treebank(tmp_path):
     assert a["total"] == 0.5 and a["unknown"] == 0.0 and a["known"] == 1.0
     with pytest.raises(ArgumentError):
         TagConfig(K=2).check()
+    r3 = run_tag(TagConfig(window=3, centre_weight=0.8, max_iter=30, eval_every=30, hmm=False, l2=1e-4,
+                           report=tmp_path / "w.json", model=tmp_path / "w.npz"), train=train, test=test)
+    w = load_tagger(tmp_path / "w.npz")                              # a window tagger is saved whole
+    assert w.offsets == (0, 1, -1) == tuple(r3["offsets"]) and np.abs(w.context_U).sum() > 0
+    got = accuracy_of(decode(w, [[x for x, _ in s] for s in test]), test, {x for s in train for x, _ in s})
+    assert got == r3["mrf"]
 
 
 def test_pmi_init_is_the_positive_pmi_or_its_svd():

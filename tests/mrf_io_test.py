@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from fuzz import check_reader, fuzz_settings, mutated
 from fsmlearn.errors import ModelFormatError
@@ -180,3 +181,146 @@ def _check_tagger(m):
 def test_fuzz_mrf_tagger_files(data):
     from fsmlearn.mrf import load_tagger
     check_reader("MRF tagger", load_tagger, data, "t.npz", binary=True, check=_check_tagger)
+
+
+def window_tagger(seed=2, window=3):
+    from fsmlearn.mrf import TaggerMRF
+    m = TaggerMRF.init(["A", "B", "C"], ["x", "Yy", "a-b", "z1"], window=window)
+    return m.with_vector(np.random.default_rng(seed).normal(size=m.to_vector().size))
+
+
+@pytest.mark.parametrize("window", [2, 3, 5])
+def test_window_tagger_round_trip(tmp_path, window):
+    from fsmlearn.mrf import decode, load_tagger, save_tagger
+    m = window_tagger(window=window)
+    assert m.L == window and np.abs(m.context_U).sum() > 0
+    p = tmp_path / "w.npz"
+    save_tagger(m, p)
+    with np.load(p) as z:
+        assert json.loads(z["meta"].tobytes().decode())["offsets"] == list(m.offsets)
+        assert z["context_U"].shape == (window - 1, len(m.tags), len(m.features))
+    r = load_tagger(p)
+    assert r.offsets == m.offsets and r.L == window
+    np.testing.assert_array_equal(r.context_U, m.context_U)
+    np.testing.assert_array_equal(r.to_vector(), m.to_vector())
+    sents = [["x", "Zz", "a-b", "Yy"], ["z1"], ["Qq-r", "x", "x", "Yy", "a-b"]]
+    assert decode(r, sents) == decode(m, sents)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["w.npz"]
+
+
+def test_l1_tagger_saves_offsets_and_no_context(tmp_path):
+    from fsmlearn.mrf import load_tagger, save_tagger
+    p = tmp_path / "t.npz"
+    save_tagger(toy_tagger(), p)
+    with np.load(p) as z:
+        assert json.loads(z["meta"].tobytes().decode())["offsets"] == [0] and "context_U" not in z.files
+    assert load_tagger(p).offsets == (0,)
+
+
+def test_old_format_tagger_still_loads(tmp_path):
+    """A file written before the window (no 'offsets' in the metadata, no context_U) is L = 1."""
+    from fsmlearn.mrf import decode, load_tagger
+    m = toy_tagger(4)
+    a = _tagger_arrays(m)
+    d = json.loads(a["meta"].tobytes().decode())
+    del d["offsets"]
+    assert set(d) == {"format", "version", "num_tags", "order", "vocab_size", "num_features"}
+    a["meta"] = np.frombuffer(json.dumps(d).encode(), dtype=np.uint8)
+    _write(tmp_path / "old.npz", a)
+    r = load_tagger(tmp_path / "old.npz")
+    assert r.offsets == (0,) and r.L == 1 and r.context_U.shape == (0, len(r.tags), len(r.features))
+    np.testing.assert_array_equal(r.to_vector(), m.to_vector())
+    assert decode(r, [["x", "Zz", "Yy"]]) == decode(m, [["x", "Zz", "Yy"]])
+
+
+def _tagger_arrays(m):
+    from fsmlearn.mrf import save_tagger
+    with tempfile.TemporaryDirectory() as d:
+        save_tagger(m, Path(d) / "t.npz")
+        with np.load(Path(d) / "t.npz") as z:
+            return {k: z[k].copy() for k in z.files}
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda a: a.__setitem__("meta", _meta(a, offsets=[0, 1, 1])),
+     r"metadata 'offsets' entry 2 \(1\) repeats an earlier one"),
+    (lambda a: a.__setitem__("meta", _meta(a, offsets=[1, 0, -1])), r"metadata 'offsets' entry 0 is 1"),
+    (lambda a: a.__setitem__("meta", _meta(a, offsets=[0, 1, 99])), r"metadata 'offsets' entry 2 is 99"),
+    (lambda a: a.__setitem__("meta", _meta(a, offsets=[0, 1.0, -1])), r"metadata 'offsets' entry 1 is 1\.0"),
+    (lambda a: a.__setitem__("meta", _meta(a, offsets=[0, True, -1])), r"metadata 'offsets' entry 1 is True"),
+    (lambda a: a.__setitem__("meta", _meta(a, offsets=[])), r"metadata 'offsets' is \[\]"),
+    (lambda a: a.__setitem__("meta", _meta(a, offsets="0,1,-1")), r"metadata 'offsets' is '0,1,-1'"),
+    (lambda a: a.__setitem__("meta", _meta(a, offsets=[0, 1])),
+     r"array 'context_U': has shape \(2, 4, \d+\); expected \(1, 4, \d+\)"),
+    (lambda a: a.__setitem__("context_U", a["context_U"][:, :3]),
+     r"array 'context_U': has shape \(2, 3, \d+\); expected \(2, 4, \d+\)"),
+    (lambda a: a.__setitem__("context_U", a["context_U"][0]), r"array 'context_U' has dtype float64 and 2 dim"),
+    (lambda a: a["context_U"].__setitem__((1, 2, 3), np.nan), r"array 'context_U': entry \[1, 2, 3\] is nan"),
+    (lambda a: a["context_U"].__setitem__((0, 0, 0), -np.inf), r"array 'context_U': entry \[0, 0, 0\] is -inf"),
+    (lambda a: a.pop("context_U"), r"missing array 'context_U'"),
+    (lambda a: a.__setitem__("meta", _meta(a, offsets=[0])), r"array 'context_U': present in an L = 1 tagger"),
+])
+def test_bad_window_fields_name_the_file_the_field_and_the_value(tmp_path, edit, match):
+    from fsmlearn.mrf import load_tagger
+    a = _tagger_arrays(window_tagger())
+    edit(a)
+    p = tmp_path / "edited.npz"
+    _write(p, a)
+    with pytest.raises(ModelFormatError, match=match) as e:
+        load_tagger(p)
+    assert "edited.npz" in str(e.value)
+
+
+def _valid_window_tagger_bytes():
+    from fsmlearn.mrf import save_tagger
+    with tempfile.TemporaryDirectory() as d:
+        save_tagger(window_tagger(5), Path(d) / "w.npz")
+        return (Path(d) / "w.npz").read_bytes()
+
+
+VALID_WINDOW_TAGGER = _valid_window_tagger_bytes()
+
+
+def _check_window_tagger(m):
+    _check_tagger(m)
+    assert m.offsets[0] == 0 and len(set(m.offsets)) == m.L
+    assert m.context_U.shape == (m.L - 1, len(m.tags), len(m.features)) and np.isfinite(m.context_U).all()
+
+
+@fuzz_settings()
+@given(data=mutated(VALID_WINDOW_TAGGER, numbers=False))
+def test_fuzz_mrf_window_tagger_files(data):
+    """The window fields (metadata 'offsets', array context_U) under the same mutations."""
+    from fsmlearn.mrf import load_tagger
+    check_reader("MRF window tagger", load_tagger, data, "w.npz", binary=True, check=_check_window_tagger)
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-20, 20) | st.floats(allow_nan=False) | st.text(max_size=3),
+                     lambda xs: st.lists(xs, max_size=4), max_leaves=8)
+
+
+@fuzz_settings()
+@given(offsets=st.lists(st.integers(-12, 12), min_size=0, max_size=11) | _JSON
+       | st.lists(st.integers(-10, 10).filter(bool), min_size=2, max_size=2, unique=True).map(lambda xs: [0] + xs))
+def test_fuzz_window_offsets_metadata(offsets):
+    """Any JSON value as the metadata's 'offsets': a located error naming 'offsets' or
+    'context_U', or a tagger whose window is that list (distinct, 0 first, in range)."""
+    from fsmlearn.mrf import load_tagger
+    a = _tagger_arrays(window_tagger(6))
+    a["meta"] = _meta(a, offsets=offsets)
+    data = _npz_bytes(a)
+    m = check_reader("MRF tagger offsets", load_tagger, data, "o.npz", binary=True, check=_check_window_tagger)
+    if m is None:
+        with tempfile.TemporaryDirectory() as d, \
+                pytest.raises(ModelFormatError, match=r"o\.npz.*('offsets'|'context_U')"):
+            (Path(d) / "o.npz").write_bytes(data)
+            load_tagger(Path(d) / "o.npz")
+    else:
+        assert list(m.offsets) == offsets and m.L == 3 and max(abs(x) for x in offsets) <= 9
+
+
+def _npz_bytes(arrays):
+    import io
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()

@@ -88,8 +88,7 @@ def add_parser(sub) -> None:
                                     "the supervised HMMs")
     p.add_argument("--window", type=int, default=1,
                    help="L: the words joined to each tag, nearest first (offsets 0, +1, -1, +2, ...; the "
-                        "morphology tests on the word under the tag only); default 1, the word under the tag. "
-                        "L > 1 needs --model '' (the tagger file holds L = 1 only)")
+                        "morphology tests on the word under the tag only); default 1, the word under the tag")
     p.add_argument("--centre-weight", type=float, default=None,
                    help="with L > 1: p_0, the weight of the lifted tree of the word under the tag (its edges' "
                         "appearance probability rho); the other offsets share 1 - p_0 (default 1/L each)")

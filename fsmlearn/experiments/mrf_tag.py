@@ -7,7 +7,7 @@ joint likelihood of WSJ-train's tags and words by the lifted bound (Algorithm 2,
 decoded on WSJ-small by the engine's best path on each sentence's tagging lattice, and
 scored in total, on known and on unknown words (those not in WSJ-train, the HMM's
 definition).  The trained tagger is saved with :func:`fsmlearn.mrf.io.save_tagger` when
-``model`` is set (L = 1 only: the file format has no window yet).  The supervised
+``model`` is set (with its window offsets and context potentials).  The supervised
 TnT-style bigram and trigram HMMs of :mod:`fsmlearn.tag` are trained and scored on the
 same split in the same run.
 
@@ -56,9 +56,6 @@ class TagConfig:
             raise ArgumentError(f"tag settings out of range: K {self.K} (decoding needs 1), window {self.window} "
                                 f"(1..{MAX_WINDOW}), max_iter {self.max_iter}, l2 {self.l2}, eval_every "
                                 f"{self.eval_every}, minutes {self.minutes}")
-        if self.model is not None and self.window > 1:
-            raise ArgumentError(f"window {self.window}: the tagger file format (fsmlearn.mrf.io, version 1) holds "
-                                f"L = 1 taggers only; run without a model file (--model '')")
 
 
 def accuracy_of(pred, gold_sents, known: set) -> dict:

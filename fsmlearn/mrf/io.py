@@ -14,6 +14,11 @@ A tagger (:class:`~fsmlearn.mrf.tagger.TaggerMRF`, format ``fsmlearn-mrf-tagger`
 1) is saved the same way: ``meta`` ``{"num_tags": T, "order": K, "vocab_size": V,
 "num_features": F}``, the string tables ``tags``, ``vocab`` and ``features`` (feature names
 in column order), and the float64 arrays ``theta0`` [T], ``trans`` [K, T, T] and ``U`` [T, F].
+A window tagger (L = |offsets| > 1, section 6's L nearest words) also has ``"offsets"`` in
+``meta`` (the window M: L distinct integers, 0 first, each within +-MAX_WINDOW) and the
+float64 array ``context_U`` [L - 1, T, F] (U^m of offsets[1:]); an L = 1 tagger is saved
+with ``"offsets": [0]`` and no ``context_U``.  A file without ``"offsets"`` (written before
+the window existed) reads as L = 1.
 
 Public names: save_mrf, load_mrf, save_tagger, load_tagger.
 """
@@ -84,7 +89,10 @@ def save_tagger(model, path) -> None:
     feats = sorted(model.features, key=model.features.get)
     meta = {"format": TAGGER_FORMAT, "version": VERSION, "num_tags": len(model.tags), "order": model.K,
             "vocab_size": len(model.vocab), "num_features": len(feats)}
+    meta["offsets"] = [int(m) for m in model.offsets]
     arrays = {"theta0": model.theta0, "trans": model.trans, "U": model.U}
+    if model.L > 1:
+        arrays["context_U"] = model.context_U
     for name, xs in (("tags", model.tags), ("vocab", model.vocab), ("features", feats)):
         arrays[name + "_blob"], arrays[name + "_offsets"] = pack_strings(list(xs))
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
@@ -97,7 +105,9 @@ def load_tagger(path):
     Raises:
         ModelFormatError: as :func:`load_mrf` (file, array, index and value named); also
             string tables of the wrong size or with repeats, or a first tag or word that is
-            not the separator.
+            not the separator; window offsets that are not distinct integers in range with 0
+            first, or a ``context_U`` of the wrong shape, with a non-finite entry, or present
+            in an L = 1 tagger.
     """
     from .tagger import TaggerMRF
     f = NpzFile(path, ModelFormatError, kind="MRF tagger", fmt=TAGGER_FORMAT, version=VERSION)
@@ -114,8 +124,34 @@ def load_tagger(path):
     for name, xs in (("tags", tags), ("vocab", vocab)):
         if xs[0] != "<S>":
             raise f.bad(name + "_blob", f"string 0 is {xs[0]!r}; expected the separator '<S>'")
+    offsets = _offsets(f, meta.get("offsets", [0]))
     theta0, trans, U = _finite(f, "theta0", (T,)), _finite(f, "trans", (K, T, T)), _finite(f, "U", (T, Fn))
-    return TaggerMRF(tags, vocab, {x: i for i, x in enumerate(feats)}, theta0, trans, U)
+    L = len(offsets)
+    if L > 1:
+        context_U = _finite(f, "context_U", (L - 1, T, Fn))
+    elif "context_U" in f.arrays:
+        raise f.bad("context_U", f"present in an L = 1 tagger (metadata 'offsets' is {offsets})")
+    else:
+        context_U = None
+    return TaggerMRF(tags, vocab, {x: i for i, x in enumerate(feats)}, theta0, trans, U, tuple(offsets),
+                     context_U)
+
+
+def _offsets(f: NpzFile, v) -> list:
+    """The metadata's window offsets, checked: a list of 1..MAX_WINDOW distinct integers within
+    +-MAX_WINDOW, 0 first."""
+    from .tagger import MAX_WINDOW
+    want = f"expected a list of 1..{MAX_WINDOW} distinct integers in -{MAX_WINDOW}..{MAX_WINDOW}, 0 first"
+    if not (isinstance(v, list) and 1 <= len(v) <= MAX_WINDOW):
+        raise f.fail(f"metadata 'offsets' is {v!r}; {want}")
+    for i, m in enumerate(v):
+        if not (_int(m) and -MAX_WINDOW <= m <= MAX_WINDOW):
+            raise f.fail(f"metadata 'offsets' entry {i} is {m!r}; {want}")
+        if m in v[:i]:
+            raise f.fail(f"metadata 'offsets' entry {i} ({m}) repeats an earlier one; {want}")
+    if v[0] != 0:
+        raise f.fail(f"metadata 'offsets' entry 0 is {v[0]!r}; {want}")
+    return v
 
 
 def load_mrf(path) -> MRFModel:
