@@ -115,13 +115,14 @@ def test_a_failed_save_leaves_the_old_file(tmp_path, monkeypatch):
     assert p.read_bytes() == before and sorted(x.name for x in tmp_path.iterdir()) == ["m.npz"]
 
 
-def _valid_bytes():
+def _valid_bytes(save, model):
+    """The bytes of ``model`` saved by ``save`` (the fuzz tests' starting files)."""
     with tempfile.TemporaryDirectory() as d:
-        save_mrf(low_rank(3), Path(d) / "m.npz")
+        save(model, Path(d) / "m.npz")
         return (Path(d) / "m.npz").read_bytes()
 
 
-VALID = _valid_bytes()
+VALID = _valid_bytes(save_mrf, low_rank(3))
 
 
 def _check(m):
@@ -161,14 +162,12 @@ def test_tagger_round_trip_and_edits(tmp_path):
         load_mrf(p)
 
 
-def _valid_tagger_bytes():
+def _save_tagger(model, path):
     from fsmlearn.mrf import save_tagger
-    with tempfile.TemporaryDirectory() as d:
-        save_tagger(toy_tagger(1), Path(d) / "t.npz")
-        return (Path(d) / "t.npz").read_bytes()
+    save_tagger(model, path)
 
 
-VALID_TAGGER = _valid_tagger_bytes()
+VALID_TAGGER = _valid_bytes(_save_tagger, toy_tagger(1))
 
 
 def _check_tagger(m):
@@ -271,14 +270,7 @@ def test_bad_window_fields_name_the_file_the_field_and_the_value(tmp_path, edit,
     assert "edited.npz" in str(e.value)
 
 
-def _valid_window_tagger_bytes():
-    from fsmlearn.mrf import save_tagger
-    with tempfile.TemporaryDirectory() as d:
-        save_tagger(window_tagger(5), Path(d) / "w.npz")
-        return (Path(d) / "w.npz").read_bytes()
-
-
-VALID_WINDOW_TAGGER = _valid_window_tagger_bytes()
+VALID_WINDOW_TAGGER = _valid_bytes(_save_tagger, window_tagger(5))
 
 
 def _check_window_tagger(m):
@@ -295,8 +287,8 @@ def test_fuzz_mrf_window_tagger_files(data):
     check_reader("MRF window tagger", load_tagger, data, "w.npz", binary=True, check=_check_window_tagger)
 
 
-_JSON = st.recursive(st.none() | st.booleans() | st.integers(-20, 20) | st.floats(allow_nan=False) | st.text(max_size=3),
-                     lambda xs: st.lists(xs, max_size=4), max_leaves=8)
+_JSON_LEAF = st.none() | st.booleans() | st.integers(-20, 20) | st.floats(allow_nan=False) | st.text(max_size=3)
+_JSON = st.recursive(_JSON_LEAF, lambda xs: st.lists(xs, max_size=4), max_leaves=8)
 
 
 @fuzz_settings()

@@ -204,6 +204,17 @@ def _key(y, cls, i, r, tid, length, offset, kind, hole_slot):
     return k << (ID_BITS * (MAX_SLOTS - length[r]))
 
 
+@nb.njit(cache=True, inline="always")
+def _row_key(y, yc, i, r, tid, length, offset, kind):
+    """The key of row r firing at position i of the padded sentence y (yc: its classes)."""
+    L = length[r]
+    k = tid[r]
+    for q in range(L):
+        p = i + offset[r, q]
+        k = (k << ID_BITS) | (y[p] if kind[r, q] == KIND_W else yc[p])
+    return k << (ID_BITS * (MAX_SLOTS - L))
+
+
 @nb.njit(cache=True)
 def _sentence_keys(y, n_pad, cls, tid, length, offset, kind, minoff, out, n_out):
     """Append the keys of every firing in padded sentence y[:n_pad] to out; returns (out, n)."""
@@ -265,14 +276,8 @@ def _corpus_keys(tokens, ptr, bos, eos, cls, tid, length, offset, kind, minoff):
         m = kptr[s]
         for r in range(R):
             lo, hi = _row_range(r, n_pad, minoff, length)
-            L = length[r]
-            pad = ID_BITS * (MAX_SLOTS - L)
             for i in range(lo, hi):
-                k = tid[r]
-                for q in range(L):
-                    p = i + offset[r, q]
-                    k = (k << ID_BITS) | (y[p] if kind[r, q] == 0 else yc[p])
-                out[m] = k << pad
+                out[m] = _row_key(y, yc, i, r, tid, length, offset, kind)
                 m += 1
     return out, kptr
 

@@ -32,7 +32,8 @@ import numba as nb
 import numpy as np
 
 from ..fsm.hashing import hash64, prefetch
-from .features import ID_BITS, KIND_C, MAX_SLOTS, Corpus, FeatureSet, _pad, _row_range, as_corpus, check_corpus
+from .features import (ID_BITS, KIND_C, MAX_SLOTS, Corpus, FeatureSet, _pad, _row_key, _row_range, as_corpus,
+                       check_corpus)
 
 #: how many probes ahead the kernel prefetches (measured on this project's machine: 32 to 64
 #: halve the time of 200,000 probes of a 256 MB table against no prefetching)
@@ -193,14 +194,8 @@ def _rescore(tokens, ptr, bos, eos, cls, n_c, tid, length, offset, kind, minoff,
                 for i in range(lo, hi):
                     acc += dense[b + yc[i + o] * n_c + yc[i]]
             else:
-                L = length[r]
-                pad = ID_BITS * (MAX_SLOTS - L)
                 for i in range(lo, hi):
-                    k = tid[r]
-                    for q in range(L):
-                        p = i + offset[r, q]
-                        k = (k << ID_BITS) | (y[p] if kind[r, q] != KIND_C else yc[p])
-                    k <<= pad
+                    k = _row_key(y, yc, i, r, tid, length, offset, kind)
                     keys[m] = k
                     slot[m] = np.int64(hash64(k) & np.uint64(mask))
                     owner[m] = s
