@@ -20,7 +20,7 @@ import numba as nb
 import numpy as np
 
 from ..errors import MachineError
-from ..fsm.hashing import hash64
+from ..fsm.hashing import hash64, table_capacity
 from ..fsm.hashing import prefetch as _prefetch
 from ..fsm.machine import PHI, Machine
 from .compose import neglog_arrays
@@ -111,9 +111,7 @@ def label_hash(m: Machine):
         if m.num_states * L >= 2**53:
             raise MachineError("too many states x labels for the arc hash")
         labelled = int(np.count_nonzero(m.ilabel >= 0))
-        cap = 16
-        while cap < 2 * max(1, labelled):
-            cap *= 2
+        cap = table_capacity(labelled)
         T = np.full((cap, 3), -1.0)
         w, _ = neglog_arrays(m)
         _build_label_hash(m.src_start, perm, m.ilabel, m.dst, w, L, T, cap - 1)

@@ -6,7 +6,7 @@ Keys are non-negative int64 (-1 marks an empty slot); a table of capacity
 Also a software prefetch for kernels that probe many slots of a large table in a row
 (:func:`prefetch`: LLVM's ``llvm.prefetch``, a hint with no effect on results).
 
-Public names: hash64, hash_insert, hash_lookup, new_table, prefetch.
+Public names: hash64, hash_insert, hash_lookup, new_table, table_capacity, prefetch.
 """
 
 from __future__ import annotations
@@ -19,11 +19,18 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 
-def new_table(n: int):
-    """(keys, vals, mask) for about n entries (load factor at most 1/2)."""
+def table_capacity(n: int) -> int:
+    """The capacity (a power of two, at least 16) of a table for about n entries at load
+    factor at most 1/2."""
     cap = 16
     while cap < 2 * max(1, n):
         cap *= 2
+    return cap
+
+
+def new_table(n: int):
+    """(keys, vals, mask) for about n entries (load factor at most 1/2)."""
+    cap = table_capacity(n)
     return np.full(cap, -1, np.int64), np.full(cap, -1, np.int64), cap - 1
 
 

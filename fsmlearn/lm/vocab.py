@@ -20,6 +20,8 @@ import math
 import numba as nb
 import numpy as np
 
+from ..fsm.hashing import table_capacity
+
 BOS = "<s>"
 EOS = "</s>"
 UNK = "<unk>"
@@ -221,9 +223,7 @@ class ByteVocab:
     def __init__(self, words):
         self.wbuf, self.woff = word_bytes(words)
         n = self.woff.size - 1
-        cap = 16
-        while cap < 2 * max(1, n):
-            cap *= 2
+        cap = table_capacity(n)
         self.table = np.full(cap, -1, np.int64)
         self.mask = cap - 1
         build_table(self.wbuf, self.woff, self.table, self.mask)

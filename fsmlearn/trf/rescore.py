@@ -31,9 +31,10 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from ..fsm.hashing import hash64, prefetch
-from .features import (ID_BITS, KIND_C, MAX_SLOTS, Corpus, FeatureSet, _pad, _row_key, _row_range, as_corpus,
+from ..fsm.hashing import hash64, prefetch, table_capacity
+from .features import (HOLE, ID_BITS, KIND_C, MAX_SLOTS, Corpus, FeatureSet, _pad, _row_key, _row_range, as_corpus,
                        check_corpus)
+from .model import length_groups
 
 #: how many probes ahead the kernel prefetches (measured on this project's machine: 32 to 64
 #: halve the time of 200,000 probes of a 256 MB table against no prefetching)
@@ -85,7 +86,6 @@ class Rescorer:
     def log_probs(self, corpus: Corpus) -> np.ndarray:
         """float64 [n]: ln p(j, x^j) of each sentence, equation (2) with the model's zeta
         (``TRF.log_probs``)."""
-        from .model import length_groups
         if not isinstance(corpus, Corpus):
             corpus = as_corpus(corpus)
         g = length_groups(corpus.lengths, self.m, self.long)
@@ -115,13 +115,13 @@ def compile_rescorer(model) -> Rescorer:
             if T not in done:
                 gids = np.flatnonzero(tid_of_key == T)
                 k = fs.keys[gids]
-                a = (k >> (ID_BITS * (MAX_SLOTS - 1))) & ((1 << ID_BITS) - 1)
+                a = (k >> (ID_BITS * (MAX_SLOTS - 1))) & HOLE
                 if L == 1:
                     n = n_c if classes_only else fs.vocab_size + 2
                     idx = a
                 else:
                     n = n_c * n_c
-                    idx = a * n_c + ((k >> (ID_BITS * (MAX_SLOTS - 2))) & ((1 << ID_BITS) - 1))
+                    idx = a * n_c + ((k >> (ID_BITS * (MAX_SLOTS - 2))) & HOLE)
                 w = np.zeros(n)
                 w[idx] = lam[gids]
                 dense_parts.append(w)
@@ -130,9 +130,7 @@ def compile_rescorer(model) -> Rescorer:
                 hashed[gids] = False
             base[r] = done[T]
     keys = fs.keys[hashed]
-    cap = 16
-    while cap < 2 * max(1, len(keys)):
-        cap *= 2
+    cap = table_capacity(len(keys))
     table = np.full(2 * cap, -1, np.int64)
     table_lam = table.view(np.float64)
     _fill(keys, lam[hashed], table, table_lam, cap - 1)
