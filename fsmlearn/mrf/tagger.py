@@ -246,9 +246,6 @@ class TaggerMRF:
         F = self.word_matrix if F is None else F
         return F if k == 0 else (F @ sp.diags(self.context_mask())).tocsr()
 
-    def offset_U(self, k: int) -> np.ndarray:
-        return self.U if k == 0 else self.context_U[k - 1]
-
     @property
     def word_matrix(self) -> sp.csr_matrix:
         """F [V, F]: the features of the vocabulary."""
@@ -368,11 +365,6 @@ class TreePotentials:
     @property
     def T(self):
         return self.theta0.size
-
-    @property
-    def copies(self) -> int:
-        """C = L (K + 1)."""
-        return self.Ew.shape[0] * (self.logE.shape[0] + 1)
 
 
 def tree_weights(L: int, centre: float | None = None) -> np.ndarray:
@@ -556,12 +548,22 @@ def train_tagger(model: TaggerMRF, mom: TaggerMoments, *, max_iter: int = 100, l
     return model.with_vector(v), history
 
 
-def sentence_lattice_machine(model: TaggerMRF, words) -> Machine:
+def _window_emissions(model: TaggerMRF, words):
+    """({word: column}, [theta^{w,m} [T, D] per offset]) over the distinct words (and the
+    separator): the window's emissions computed once for every sentence that uses them."""
+    distinct = list(dict.fromkeys([SEP, *words]))
+    F, _ = word_features(distinct, model.features)
+    return {w: j for j, w in enumerate(distinct)}, [model.emission(F, k) for k in range(len(model.offsets))]
+
+
+def sentence_lattice_machine(model: TaggerMRF, words, emissions=None) -> Machine:
     """The tagging lattice of one sentence (K = 1) as a tropical machine: state 0 the start
     (the separator before it), one state per (position, tag), arcs (i-1, t') -> (i, t) labelled
     t (output) and i+1 (input), weight -(theta^1[t', t] + theta^0[t] + sum_m theta^{w,m}[t,
     w_{i+m}]), the words beyond the sentence being separators; final weights -theta^1[t, <S>].
-    Words outside the vocabulary get their features' emission."""
+    Words outside the vocabulary get their features' emission.  ``emissions``: what
+    :func:`_window_emissions` returns for words including these (decode computes it once for
+    all the sentences); None computes it for this sentence."""
     if model.K != 1:
         raise ArgumentError(f"decoding needs K = 1 (a first-order chain); the model has K = {model.K}")
     n = len(words)
@@ -569,12 +571,13 @@ def sentence_lattice_machine(model: TaggerMRF, words) -> Machine:
         raise ArgumentError("an empty sentence has no tagging lattice")
     P = model.pad
     padded = [SEP] * P + list(words) + [SEP] * P
-    F, _ = word_features(padded, model.features)
+    col, E = _window_emissions(model, words) if emissions is None else emissions
+    cols = np.array([col[w] for w in padded], np.int64)
     tr = model.trans[0]
     T1 = len(model.tags) - 1
     unary = np.repeat(model.theta0[1:, None], n, axis=1)          # [T-1, n]: real tags only
     for k, m in enumerate(model.offsets):
-        unary += model.emission(F, k)[1:, P + m:P + m + n]
+        unary += E[k][1:, cols[P + m:P + m + n]]
     src, dst, lab, w = [], [], [], []
     tags = np.arange(T1)
     # position 0: from the start (tag <S>)
@@ -598,11 +601,13 @@ def sentence_lattice_machine(model: TaggerMRF, words) -> Machine:
 
 def decode(model: TaggerMRF, sentences) -> list[list[str]]:
     """The best tagging of each sentence: the engine's best path on its lattice."""
+    sentences = [list(words) for words in sentences]
+    emissions = _window_emissions(model, [w for words in sentences for w in words])
     out = []
     for words in sentences:
         if not words:
             out.append([])
             continue
-        p = best_path(sentence_lattice_machine(model, words))
+        p = best_path(sentence_lattice_machine(model, words, emissions))
         out.append([model.tags[int(x)] for x in p.ilabels])
     return out
