@@ -241,11 +241,6 @@ class TaggerMRF:
                 mask[j] = 0.0
         return mask
 
-    def offset_matrix(self, k: int, F=None) -> sp.csr_matrix:
-        """F_m [rows, F]: the features offset ``offsets[k]`` conjoins with the tag."""
-        F = self.word_matrix if F is None else F
-        return F if k == 0 else (F @ sp.diags(self.context_mask())).tocsr()
-
     @property
     def word_matrix(self) -> sp.csr_matrix:
         """F [V, F]: the features of the vocabulary."""
@@ -258,7 +253,8 @@ class TaggerMRF:
         F = self.word_matrix if F is None else F
         if k == 0:
             return np.asarray((F @ self.U.T).T)
-        return np.asarray((self.offset_matrix(k, F) @ self.context_U[k - 1].T).T)
+        # the context offsets do not use the morphology tests: their columns of U^m masked
+        return np.asarray((F @ (self.context_U[k - 1] * self.context_mask()).T).T)
 
     @classmethod
     def init(cls, tags, vocab, K: int = 1, max_affix: int = 4, window: int = 1) -> "TaggerMRF":
@@ -484,7 +480,8 @@ def tagger_bound(model: TaggerMRF, mom: TaggerMoments, pot: TreePotentials, res:
         th_w = np.log(pot.Ew[k]) + pot.shift[k]                                   # theta^{w,m} / p_m
         dot += float((mom.emit[k].multiply(th_w if L == 1 else th_w * pot.weights[k])).sum())
         gw = mom.emit[k].toarray() - res.emit[k]
-        gU.append(np.asarray(model.offset_matrix(k).T @ gw.T).T)                 # [T, F], eq. 19's analogue
+        g = np.asarray(model.word_matrix.T @ gw.T).T                             # [T, F], eq. 19's analogue
+        gU.append(g if k == 0 else g * model.context_mask())
     value = dot - res.logz / (K + 1)
     if L == 1:
         g0 = mom.tag - res.mu[:, :T].mean(axis=0)
