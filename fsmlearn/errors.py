@@ -5,7 +5,8 @@ subclass of :class:`FsmError`.  Subclasses also derive from the matching
 built-in exception (``ValueError``, ``ArithmeticError``, ``OSError``) so that
 callers who do not know fsmlearn can still catch them.
 
-Public names: FsmError, MachineError, SymbolTableError, FileFormatError,
+Public names: FsmError, MachineError, NoAcceptingPathError, NotAMachineError,
+SymbolTableError, FileFormatError,
 NpzFormatError, OpenFstFormatError, SemiringError, DivergenceError,
 NotConvergedError, ArpaFormatError (ArpaCountError, ArpaSectionError,
 ArpaValueError, ArpaDuplicateError, ArpaContextError), CorpusFormatError, CorpusNotFoundError,
@@ -25,6 +26,18 @@ class MachineError(FsmError, ValueError):
 
     The message names the offending state or arc and value.
     """
+
+
+class NoAcceptingPathError(MachineError):
+    """The machine has no accepting path of nonzero weight (its total weight Z is 0), so a
+    quantity defined under its path distribution (an expectation, an entropy, posteriors, a
+    best or a random path) does not exist."""
+
+
+class NotAMachineError(FsmError, TypeError):
+    """An engine function was given something that is not a :class:`fsmlearn.Machine` (a
+    ``pynini.Fst``, say: convert it with ``Machine.from_pynini``); the message names the
+    function and the type."""
 
 
 class SymbolTableError(FsmError, ValueError):
