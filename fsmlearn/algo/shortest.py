@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numba as nb
 import numpy as np
@@ -27,7 +28,7 @@ import numpy as np
 from ..errors import MachineError, SemiringError
 from ..fsm.machine import PHI, Machine
 from ..semiring import Semiring, Tropical, get_semiring
-from ..semiring.ops import scaled_ops
+from ..semiring.ops import fma, neg_scaled, times_scaled
 from .phi import LinearSystem, linear_system, phi_depths
 from .schedule import Schedule, csr_is_forward_ordered, schedule_for
 from .convergence import STATUS_NOT_CONVERGED, STATUS_OK, raise_for_status
@@ -98,59 +99,50 @@ def _system_rows(g, m: Machine, sr: Semiring, arc_values):
     return W, F
 
 
-_PHI_KERNELS = {}
-
-
-def _phi_kernels(R: int):
-    k = _PHI_KERNELS.get(R)
-    if k is not None:
-        return k
-    ops = scaled_ops(R)
-    K = ops.K
-    times_scaled = ops.times_scaled
-    fma = ops.fma
-    neg = ops.neg_scaled
-    renorm = ops.renorm
-
-    @nb.njit(cache=True)
-    def system_rows(Wm, kind, ref, neg_ptr, neg_chain):
-        E = kind.shape[0]
-        W = np.empty((E, K))
-        for i in range(E):
-            r = ref[i]
-            if kind[i] == 0:
-                for j in range(K):
-                    W[i, j] = Wm[r, j]
-            else:
-                c0 = neg_ptr[r]
-                for j in range(K):
-                    W[i, j] = Wm[neg_chain[c0], j]
-                for c in range(c0 + 1, neg_ptr[r + 1]):
-                    times_scaled(W, i, W, i, Wm, neg_chain[c])
-                neg(W, i)
-        return W
-
-    @nb.njit(cache=True)
-    def final_adjust(F, Wm, nf_state, nf_final, nf_ptr, nf_chain):
-        """F[q] -= chain (x) F0[r] for each adjustment, reading the original finals F0."""
-        F0 = F.copy()
-        T = np.empty((1, K))
-        for i in range(nf_state.shape[0]):
-            c0 = nf_ptr[i]
+@nb.njit(cache=True)
+def _phi_system_rows(Wm, kind, ref, neg_ptr, neg_chain):
+    """Scaled rows of a phi system's arcs: an own arc's row, or minus the product of an
+    exclusion arc's chain (rows of Wm, float64 [arcs, R + 2])."""
+    K = Wm.shape[1]
+    E = kind.shape[0]
+    W = np.empty((E, K))
+    for i in range(E):
+        r = ref[i]
+        if kind[i] == 0:
             for j in range(K):
-                T[0, j] = Wm[nf_chain[c0], j]
-            for c in range(c0 + 1, nf_ptr[i + 1]):
-                times_scaled(T, 0, T, 0, Wm, nf_chain[c])
-            neg(T, 0)
-            fma(F, nf_state[i], T, 0, F0, nf_final[i])
+                W[i, j] = Wm[r, j]
+        else:
+            c0 = neg_ptr[r]
+            for j in range(K):
+                W[i, j] = Wm[neg_chain[c0], j]
+            for c in range(c0 + 1, neg_ptr[r + 1]):
+                times_scaled(W, i, W, i, Wm, neg_chain[c])
+            neg_scaled(W, i)
+    return W
 
-    class _K:
-        pass
-    kk = _K()
-    kk.system_rows = system_rows
-    kk.final_adjust = final_adjust
-    _PHI_KERNELS[R] = kk
-    return kk
+
+@nb.njit(cache=True)
+def _phi_final_adjust(F, Wm, nf_state, nf_final, nf_ptr, nf_chain):
+    """F[q] -= chain (x) F0[r] for each adjustment, reading the original finals F0."""
+    K = F.shape[1]
+    F0 = F.copy()
+    T = np.empty((1, K))
+    for i in range(nf_state.shape[0]):
+        c0 = nf_ptr[i]
+        for j in range(K):
+            T[0, j] = Wm[nf_chain[c0], j]
+        for c in range(c0 + 1, nf_ptr[i + 1]):
+            times_scaled(T, 0, T, 0, Wm, nf_chain[c])
+        neg_scaled(T, 0)
+        fma(F, nf_state[i], T, 0, F0, nf_final[i])
+
+
+_PHI_KERNELS = SimpleNamespace(system_rows=_phi_system_rows, final_adjust=_phi_final_adjust)
+
+
+def _phi_kernels(R: int = 0):
+    """The phi system's row kernels (module-level, the same for every R)."""
+    return _PHI_KERNELS
 
 
 def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, arc_rows=None):

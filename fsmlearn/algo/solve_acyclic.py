@@ -11,13 +11,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..semiring.ops import EXP_UNSET, NEGLOG_BLOCK, P2, neglog_block, scaled_ops
+from ..semiring.ops import EXP_UNSET, NEGLOG_BLOCK, P2, neglog_block
+from ..semiring.ops import renorm as _renorm0
 
 __all__ = ["acyclic_neglog"]
-
-_renorm0 = scaled_ops(0).renorm
-
-
 
 
 @nb.njit(cache=True)

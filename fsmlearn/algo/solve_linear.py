@@ -40,24 +40,27 @@ The stopping rule, status and reason codes are :mod:`fsmlearn.algo.convergence`'
 The acyclic one-pass kernel is :mod:`.solve_acyclic`, Bellman-Ford
 :mod:`.solve_tropical`, the phi systems' Jacobi solver :mod:`.solve_phi`.
 
-Public names: linear_solver, plain_sweep_kernel, gather_rows.
+Public names: linear_solver, solve_linear, plain_sweep_kernel, gather_rows.
+
+The kernels are module-level and read the row width from their arrays (a scaled row has
+R + 2 columns, a plain row R + 1), so each is compiled once per argument type and cached
+on disk; none is built at call time.
 """
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from types import SimpleNamespace
 
 import numba as nb
 import numpy as np
 
-from ..semiring.ops import EXP_UNSET, P2, P2X, scaled_ops
+from ..semiring.ops import EXP_UNSET, P2, P2X, fma, from_plain, star_plain, times_plain, times_scaled, to_plain
 from .convergence import (FACTOR, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED,
                           STATUS_NOT_CONVERGED, STATUS_OK, STATUS_REPOTENTIAL, WHY_NONFINITE, WHY_POTENTIAL,
                           WHY_STAR, new_rate_state, rate_step)
 from .schedule import trivial_run_end
 
-__all__ = ["linear_solver", "plain_sweep_kernel", "gather_rows"]
+__all__ = ["linear_solver", "solve_linear", "plain_sweep_kernel", "gather_rows"]
 
 _RANGE_HI = 2.0**600
 _RANGE_LO = 2.0**-600
@@ -85,526 +88,547 @@ def gather_rows(W, idx):
                 out[i, j] = W[r, j]
     return out
 
-@lru_cache(maxsize=None)
-def linear_solver(R: int):
-    """The relaxation solver for linear semirings with R expectation components."""
-    ops = scaled_ops(R)
-    K = ops.K
-    KE = K - 1
-    fma = ops.fma
-    to_plain = ops.to_plain
-    from_plain = ops.from_plain
-    times_plain = ops.times_plain
-    star_plain = ops.star_plain
-    times_scaled = ops.times_scaled
 
-    @nb.njit(cache=True)
-    def push_range(V, W, tail, head, e0, e1):
-        for e in range(e0, e1):
-            fma(V, head[e], V, tail[e], W, e)
+def linear_solver(R: int = 0):
+    """The relaxation solver for linear semirings (any R): :func:`solve_linear`.
 
-    @nb.njit(cache=True)
-    def row_nonzero(V, i):
-        for j in range(KE):
-            if V[i, j] != 0.0:
-                return True
-        return False
+    One module-level kernel for every R (the row width comes from the arrays), so it is
+    compiled once per argument type and cached on disk; its parts are in ``.kernels``.
+    """
+    return solve_linear
 
-    @nb.njit(cache=True)
-    def scaled_sweep(Vl, B, S, W, ih, it, a0, a1, accr):
-        """Vl[t] = (B[t] + sum Vl[s] W[e]) S[t] for every row with arcs (scaled)."""
-        prev = -1
-        am = 0.0
-        ak = EXP_UNSET
-        for e in range(a0, a1):
-            t = ih[e]
-            s = it[e]
-            pu = Vl[s, 0]
-            pw = W[e, 0]
-            k = Vl[s, KE] + W[e, KE]
-            if t != prev:
-                am = B[t, 0]
-                ak = B[t, KE]
-                for j in range(1, KE):
-                    accr[j] = B[t, j]
-            kn = max(k, ak)
-            f1 = P2[min(int(kn - ak), 1100)]
-            f2 = P2[min(int(kn - k), 1100)]
-            am = am * f1 + pu * pw * f2
+
+@nb.njit(cache=True)
+def push_range(V, W, tail, head, e0, e1):
+    for e in range(e0, e1):
+        fma(V, head[e], V, tail[e], W, e)
+
+
+@nb.njit(cache=True)
+def row_nonzero(V, i):
+    KE = V.shape[1] - 1
+    for j in range(KE):
+        if V[i, j] != 0.0:
+            return True
+    return False
+
+
+@nb.njit(cache=True)
+def scaled_sweep(Vl, B, S, W, ih, it, a0, a1, accr):
+    """Vl[t] = (B[t] + sum Vl[s] W[e]) S[t] for every row with arcs (scaled)."""
+    KE = Vl.shape[1] - 1
+    prev = -1
+    am = 0.0
+    ak = EXP_UNSET
+    for e in range(a0, a1):
+        t = ih[e]
+        s = it[e]
+        pu = Vl[s, 0]
+        pw = W[e, 0]
+        k = Vl[s, KE] + W[e, KE]
+        if t != prev:
+            am = B[t, 0]
+            ak = B[t, KE]
             for j in range(1, KE):
-                accr[j] = accr[j] * f1 + (pu * W[e, j] + Vl[s, j] * pw) * f2
-            ak = kn
-            m = abs(am)
-            for j in range(1, KE):
-                m = max(m, abs(accr[j]))
-            if m >= _HI or (m < _LO and m > 0.0):
-                _, ex = math.frexp(m)
-                am = math.ldexp(am, -ex)   # (a factor 2**-ex would overflow for a subnormal m)
-                for j in range(1, KE):
-                    accr[j] = math.ldexp(accr[j], -ex)
-                ak += ex
-            sp = S[t, 0]
-            Vl[t, 0] = am * sp
-            for j in range(1, KE):
-                Vl[t, j] = am * S[t, j] + accr[j] * sp
-            Vl[t, KE] = ak
-            prev = t
-
-    @nb.njit(inline="always")
-    def finish_row(t, acc, accr, yold, st):
-        """Fold row t's change into st = [dn, sd, ymax, ymin, bad]."""
-        m = abs(acc)
-        d = abs(acc - yold[t, 0])
-        sd = d
+                accr[j] = B[t, j]
+        kn = max(k, ak)
+        f1 = P2[min(int(kn - ak), 1100)]
+        f2 = P2[min(int(kn - k), 1100)]
+        am = am * f1 + pu * pw * f2
+        for j in range(1, KE):
+            accr[j] = accr[j] * f1 + (pu * W[e, j] + Vl[s, j] * pw) * f2
+        ak = kn
+        m = abs(am)
         for j in range(1, KE):
             m = max(m, abs(accr[j]))
-            dj = abs(accr[j] - yold[t, j])
-            d = max(d, dj)
-            sd += dj
-        st[1] += sd
-        if m > 0.0:
-            if m > st[2]:
-                st[2] = m
-            if m < st[3]:
-                st[3] = m
-            r = d / m
-            if r > st[0]:
-                st[0] = r
-        elif d > 0.0:
-            st[0] = max(st[0], 1.0)
-        if not (m < np.inf) or d != d:
-            st[4] = t
-
-    @nb.njit(cache=True)
-    def plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st):
-        """One Gauss-Seidel sweep over plain rows, measuring the change on the way.
-
-        y[t] = b[t] + sum y[s] Wp[e] for every row with arcs; the row's old
-        value is saved in ``yold`` when the row starts and its change is
-        folded into ``st`` = [largest relative change of a row, L1 norm of
-        the change, largest and smallest non-zero row magnitude, index of a
-        non-finite row or -1] when it ends, so no extra pass is needed.
-        """
-        st[0] = 0.0
-        st[1] = 0.0
-        st[2] = 0.0
-        st[3] = np.inf
-        st[4] = -1.0
-        prev = -1
-        acc = 0.0
-        for e in range(a0, a1):
-            t = ih[e]
-            s = it[e]
-            ys = y[s, 0]
-            w0 = Wp[e - a0, 0]
-            v = ys * w0
-            if t != prev:
-                if prev >= 0:
-                    finish_row(prev, acc, accr, yold, st)
-                yold[t, 0] = y[t, 0]
-                acc = b[t, 0] + v
-                for j in range(1, KE):
-                    yold[t, j] = y[t, j]
-                    accr[j] = b[t, j] + ys * Wp[e - a0, j] + y[s, j] * w0
-            else:
-                acc = acc + v
-                for j in range(1, KE):
-                    accr[j] += ys * Wp[e - a0, j] + y[s, j] * w0
-            y[t, 0] = acc
+        if m >= _HI or (m < _LO and m > 0.0):
+            _, ex = math.frexp(m)
+            am = math.ldexp(am, -ex)   # (a factor 2**-ex would overflow for a subnormal m)
             for j in range(1, KE):
-                y[t, j] = accr[j]
-            prev = t
-        if prev >= 0:
-            finish_row(prev, acc, accr, yold, st)
+                accr[j] = math.ldexp(accr[j], -ex)
+            ak += ex
+        sp = S[t, 0]
+        Vl[t, 0] = am * sp
+        for j in range(1, KE):
+            Vl[t, j] = am * S[t, j] + accr[j] * sp
+        Vl[t, KE] = ak
+        prev = t
 
-    @nb.njit(inline="always")
-    def fold_row1(acc, yo, row, dn, sd, ymax, ymin, bad):
-        """finish_row for one-column rows, on statistics kept in registers."""
-        m = abs(acc)
-        d = abs(acc - yo)
-        sd += d
-        if m > 0.0:
-            ymax = max(ymax, m)
-            ymin = min(ymin, m)
-            if d > dn * m:
-                dn = d / m
-        elif d > 0.0:
-            dn = max(dn, 1.0)
-        if not (m < np.inf) or d != d:
-            bad = row
-        return dn, sd, ymax, ymin, bad
 
-    @nb.njit(cache=True)
-    def plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, st):
-        """plain_sweep for one-column rows (real and log): 1-D values, unsigned indices.
+@nb.njit(inline="always")
+def finish_row(t, acc, accr, yold, st):
+    """Fold row t's change into st = [dn, sd, ymax, ymin, bad]."""
+    KE = yold.shape[1]
+    m = abs(acc)
+    d = abs(acc - yold[t, 0])
+    sd = d
+    for j in range(1, KE):
+        m = max(m, abs(accr[j]))
+        dj = abs(accr[j] - yold[t, j])
+        d = max(d, dj)
+        sd += dj
+    st[1] += sd
+    if m > 0.0:
+        if m > st[2]:
+            st[2] = m
+        if m < st[3]:
+            st[3] = m
+        r = d / m
+        if r > st[0]:
+            st[0] = r
+    elif d > 0.0:
+        st[0] = max(st[0], 1.0)
+    if not (m < np.inf) or d != d:
+        st[4] = t
 
-        ``y``, ``yold``, ``b``: float64 [n]; ``Wp``: float64 [a1 - a0];
-        ``ih``, ``it``: uint32 views of the head and tail arrays.  The same
-        sweep and the same ``st`` as :func:`plain_sweep`, without the
-        per-access negative-index checks of signed indices (about half of
-        the instructions of the loop) and with the statistics in registers.
-        """
-        dn = 0.0
-        sd = 0.0
-        ymax = 0.0
-        ymin = np.inf
-        bad = -1
+
+@nb.njit(cache=True)
+def plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st):
+    """One Gauss-Seidel sweep over plain rows, measuring the change on the way.
+
+    y[t] = b[t] + sum y[s] Wp[e] for every row with arcs; the row's old
+    value is saved in ``yold`` when the row starts and its change is
+    folded into ``st`` = [largest relative change of a row, L1 norm of
+    the change, largest and smallest non-zero row magnitude, index of a
+    non-finite row or -1] when it ends, so no extra pass is needed.
+    """
+    KE = y.shape[1]
+    st[0] = 0.0
+    st[1] = 0.0
+    st[2] = 0.0
+    st[3] = np.inf
+    st[4] = -1.0
+    prev = -1
+    acc = 0.0
+    for e in range(a0, a1):
+        t = ih[e]
+        s = it[e]
+        ys = y[s, 0]
+        w0 = Wp[e - a0, 0]
+        v = ys * w0
+        if t != prev:
+            if prev >= 0:
+                finish_row(prev, acc, accr, yold, st)
+            yold[t, 0] = y[t, 0]
+            acc = b[t, 0] + v
+            for j in range(1, KE):
+                yold[t, j] = y[t, j]
+                accr[j] = b[t, j] + ys * Wp[e - a0, j] + y[s, j] * w0
+        else:
+            acc = acc + v
+            for j in range(1, KE):
+                accr[j] += ys * Wp[e - a0, j] + y[s, j] * w0
+        y[t, 0] = acc
+        for j in range(1, KE):
+            y[t, j] = accr[j]
+        prev = t
+    if prev >= 0:
+        finish_row(prev, acc, accr, yold, st)
+
+
+@nb.njit(inline="always")
+def fold_row1(acc, yo, row, dn, sd, ymax, ymin, bad):
+    """finish_row for one-column rows, on statistics kept in registers."""
+    m = abs(acc)
+    d = abs(acc - yo)
+    sd += d
+    if m > 0.0:
+        ymax = max(ymax, m)
+        ymin = min(ymin, m)
+        if d > dn * m:
+            dn = d / m
+    elif d > 0.0:
+        dn = max(dn, 1.0)
+    if not (m < np.inf) or d != d:
+        bad = row
+    return dn, sd, ymax, ymin, bad
+
+
+@nb.njit(cache=True)
+def plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, st):
+    """plain_sweep for one-column rows (real and log): 1-D values, unsigned indices.
+
+    ``y``, ``yold``, ``b``: float64 [n]; ``Wp``: float64 [a1 - a0];
+    ``ih``, ``it``: uint32 views of the head and tail arrays.  The same
+    sweep and the same ``st`` as :func:`plain_sweep`, without the
+    per-access negative-index checks of signed indices (about half of
+    the instructions of the loop) and with the statistics in registers.
+    """
+    dn = 0.0
+    sd = 0.0
+    ymax = 0.0
+    ymin = np.inf
+    bad = -1
+    one = np.uint64(1)
+    e = np.uint64(a0)
+    end = np.uint64(a1)
+    if e < end:
+        prev = ih[e]
+        yold[prev] = y[prev]
+        acc = b[prev]
+        w = np.uint64(0)
+        while e < end:
+            t = ih[e]
+            if t != prev:
+                # finish the previous row first: a chain's next row reads it
+                y[prev] = acc
+                dn, sd, ymax, ymin, bad = fold_row1(acc, yold[prev], prev, dn, sd, ymax, ymin, bad)
+                yold[t] = y[t]
+                acc = b[t]
+                prev = t
+            acc += y[it[e]] * Wp[w]
+            e += one
+            w += one
+        y[prev] = acc
+        dn, sd, ymax, ymin, bad = fold_row1(acc, yold[prev], prev, dn, sd, ymax, ymin, bad)
+    st[0] = dn
+    st[1] = sd
+    st[2] = ymax
+    st[3] = ymin
+    st[4] = float(bad)
+
+
+@nb.njit(cache=True)
+def set_potentials(Vl, pot, fallback):
+    """Potentials = exponents of the rows; zero rows get the largest (flagged)."""
+    KE = Vl.shape[1] - 1
+    n = Vl.shape[0]
+    have = False
+    best = 0.0
+    any_fb = False
+    for i in range(n):
+        if row_nonzero(Vl, i):
+            pot[i] = Vl[i, KE]
+            fallback[i] = False
+            if not have or pot[i] > best:
+                best = pot[i]
+            have = True
+        else:
+            fallback[i] = True
+            any_fb = True
+    for i in range(n):
+        if fallback[i]:
+            pot[i] = best
+    return any_fb
+
+
+@nb.njit(cache=True)
+def build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp):
+    """Plain rows and arcs under the potentials; True when an arc's factor was capped.
+
+    An arc whose value relative to its head's potential exceeds 2**_CAP
+    (potentials far from consistent, e.g. a warm start off by e^1000) is
+    capped there instead of overflowing to inf; the caller then takes one
+    sweep in scaled arithmetic and new potentials instead of plain sweeps.
+    """
+    KE = y.shape[1]
+    n = Vl.shape[0]
+    capped = False
+    for i in range(n):
+        to_plain(y, i, Vl, i, pot[i])
+        to_plain(b, i, B, i, pot[i])
+        times_plain(b, i, b, i, S, i)
+        if not hasrow[i]:
+            for j in range(KE):
+                y[i, j] = b[i, j]
+    if KE == 1:
+        # the same conversion with unsigned indices (no negative-index checks)
+        ihu = ih.view(np.uint32)
+        itu = it.view(np.uint32)
         one = np.uint64(1)
         e = np.uint64(a0)
+        w = np.uint64(0)
         end = np.uint64(a1)
-        if e < end:
-            prev = ih[e]
-            yold[prev] = y[prev]
-            acc = b[prev]
-            w = np.uint64(0)
-            while e < end:
+        while e < end:
+            h = ihu[e]
+            x = Wint[e, 1] - (pot[h] - pot[itu[e]])
+            if -1000.0 < x < 1000.0:
+                f = P2X[int(x) + 1000]
+            else:
+                if x > _CAP:
+                    x = _CAP
+                    capped = True
+                f = math.ldexp(1.0, int(max(x, -2200.0)))
+            Wp[w, 0] = Wint[e, 0] * f * S[h, 0]
+            e += one
+            w += one
+        return capped
+    for e in range(a0, a1):
+        h = ih[e]
+        t = it[e]
+        d = pot[h] - pot[t]
+        if Wint[e, KE] - d > _CAP:
+            d = Wint[e, KE] - _CAP
+            capped = True
+        to_plain(Wp, e - a0, Wint, e, d)
+        times_plain(Wp, e - a0, S, h, Wp, e - a0)
+    return capped
+
+
+@nb.njit(cache=True)
+def rel_change_scaled(Vl, Vo):
+    """Largest relative change between two scaled row arrays (0 -> x counts 1)."""
+    KE = Vl.shape[1] - 1
+    dn = 0.0
+    for i in range(Vl.shape[0]):
+        ka = Vl[i, KE]
+        kb = Vo[i, KE]
+        za = not row_nonzero(Vl, i)
+        zb = not row_nonzero(Vo, i)
+        if za and zb:
+            continue
+        if za or zb:
+            return 1.0
+        kn = max(ka, kb)
+        fa = P2[min(int(kn - ka), 1100)]
+        fb = P2[min(int(kn - kb), 1100)]
+        m = 0.0
+        d = 0.0
+        for j in range(KE):
+            x = Vl[i, j] * fa
+            z = Vo[i, j] * fb
+            m = max(m, abs(x), abs(z))
+            d = max(d, abs(x - z))
+        if m > 0.0:
+            dn = max(dn, d / m)
+    return dn
+
+
+@nb.njit(cache=True)
+def plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats):
+    """Plain Gauss-Seidel with extrapolation; returns status (3: needs new potentials).
+
+    Rows without internal arcs are constants and do not count; after a
+    sweep ``yold`` holds the previous values of the rows with arcs.
+    """
+    KE = y.shape[1]
+    rs = new_rate_state(fstats[3])
+    st = np.empty(5)
+    if KE == 1:
+        y1 = y.reshape(y.shape[0])
+        yold1 = yold.reshape(yold.shape[0])
+        b1 = b.reshape(b.shape[0])
+        Wp1 = Wp.reshape(Wp.shape[0])
+        ihu = ih.view(np.uint32)
+        itu = it.view(np.uint32)
+    while stats[0] < max_sweeps:
+        if KE == 1:
+            plain_sweep1(y1, yold1, b1, Wp1, ihu, itu, a0, a1, st)
+        else:
+            plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st)
+        dn = st[0]
+        sd = st[1]
+        ymax = st[2]
+        ymin = st[3]
+        bad = int(st[4])
+        stats[0] += 1
+        if bad >= 0:
+            stats[4] = WHY_NONFINITE
+            stats[5] = bad
+            return STATUS_DIVERGED
+        fstats[0] = dn
+        if ymax > _RANGE_HI or ymin < _RANGE_LO:
+            return STATUS_REPOTENTIAL
+        decision = rate_step(rs, dn, sd, tol, True, False, False, stats, fstats)
+        if decision == RATE_CONVERGED:
+            return STATUS_OK
+        if decision == RATE_DIVERGED:
+            return STATUS_DIVERGED
+        if decision == RATE_EXTRAPOLATE:
+            c = rs[FACTOR]
+            prev = -1
+            for e in range(a0, a1):
                 t = ih[e]
                 if t != prev:
-                    # finish the previous row first: a chain's next row reads it
-                    y[prev] = acc
-                    dn, sd, ymax, ymin, bad = fold_row1(acc, yold[prev], prev, dn, sd, ymax, ymin, bad)
-                    yold[t] = y[t]
-                    acc = b[t]
-                    prev = t
-                acc += y[it[e]] * Wp[w]
-                e += one
-                w += one
-            y[prev] = acc
-            dn, sd, ymax, ymin, bad = fold_row1(acc, yold[prev], prev, dn, sd, ymax, ymin, bad)
-        st[0] = dn
-        st[1] = sd
-        st[2] = ymax
-        st[3] = ymin
-        st[4] = float(bad)
-
-    @nb.njit(cache=True)
-    def set_potentials(Vl, pot, fallback):
-        """Potentials = exponents of the rows; zero rows get the largest (flagged)."""
-        n = Vl.shape[0]
-        have = False
-        best = 0.0
-        any_fb = False
-        for i in range(n):
-            if row_nonzero(Vl, i):
-                pot[i] = Vl[i, KE]
-                fallback[i] = False
-                if not have or pot[i] > best:
-                    best = pot[i]
-                have = True
-            else:
-                fallback[i] = True
-                any_fb = True
-        for i in range(n):
-            if fallback[i]:
-                pot[i] = best
-        return any_fb
-
-    @nb.njit(cache=True)
-    def build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp):
-        """Plain rows and arcs under the potentials; True when an arc's factor was capped.
-
-        An arc whose value relative to its head's potential exceeds 2**_CAP
-        (potentials far from consistent, e.g. a warm start off by e^1000) is
-        capped there instead of overflowing to inf; the caller then takes one
-        sweep in scaled arithmetic and new potentials instead of plain sweeps.
-        """
-        n = Vl.shape[0]
-        capped = False
-        for i in range(n):
-            to_plain(y, i, Vl, i, pot[i])
-            to_plain(b, i, B, i, pot[i])
-            times_plain(b, i, b, i, S, i)
-            if not hasrow[i]:
-                for j in range(KE):
-                    y[i, j] = b[i, j]
-        if KE == 1:
-            # the same conversion with unsigned indices (no negative-index checks)
-            ihu = ih.view(np.uint32)
-            itu = it.view(np.uint32)
-            one = np.uint64(1)
-            e = np.uint64(a0)
-            w = np.uint64(0)
-            end = np.uint64(a1)
-            while e < end:
-                h = ihu[e]
-                x = Wint[e, 1] - (pot[h] - pot[itu[e]])
-                if -1000.0 < x < 1000.0:
-                    f = P2X[int(x) + 1000]
-                else:
-                    if x > _CAP:
-                        x = _CAP
-                        capped = True
-                    f = math.ldexp(1.0, int(max(x, -2200.0)))
-                Wp[w, 0] = Wint[e, 0] * f * S[h, 0]
-                e += one
-                w += one
-            return capped
-        for e in range(a0, a1):
-            h = ih[e]
-            t = it[e]
-            d = pot[h] - pot[t]
-            if Wint[e, KE] - d > _CAP:
-                d = Wint[e, KE] - _CAP
-                capped = True
-            to_plain(Wp, e - a0, Wint, e, d)
-            times_plain(Wp, e - a0, S, h, Wp, e - a0)
-        return capped
-
-    @nb.njit(cache=True)
-    def rel_change_scaled(Vl, Vo):
-        """Largest relative change between two scaled row arrays (0 -> x counts 1)."""
-        dn = 0.0
-        for i in range(Vl.shape[0]):
-            ka = Vl[i, KE]
-            kb = Vo[i, KE]
-            za = not row_nonzero(Vl, i)
-            zb = not row_nonzero(Vo, i)
-            if za and zb:
-                continue
-            if za or zb:
-                return 1.0
-            kn = max(ka, kb)
-            fa = P2[min(int(kn - ka), 1100)]
-            fb = P2[min(int(kn - kb), 1100)]
-            m = 0.0
-            d = 0.0
-            for j in range(KE):
-                x = Vl[i, j] * fa
-                z = Vo[i, j] * fb
-                m = max(m, abs(x), abs(z))
-                d = max(d, abs(x - z))
-            if m > 0.0:
-                dn = max(dn, d / m)
-        return dn
-
-    @nb.njit(cache=True)
-    def plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats):
-        """Plain Gauss-Seidel with extrapolation; returns status (3: needs new potentials).
-
-        Rows without internal arcs are constants and do not count; after a
-        sweep ``yold`` holds the previous values of the rows with arcs.
-        """
-        rs = new_rate_state(fstats[3])
-        st = np.empty(5)
-        if KE == 1:
-            y1 = y.reshape(y.shape[0])
-            yold1 = yold.reshape(yold.shape[0])
-            b1 = b.reshape(b.shape[0])
-            Wp1 = Wp.reshape(Wp.shape[0])
-            ihu = ih.view(np.uint32)
-            itu = it.view(np.uint32)
-        while stats[0] < max_sweeps:
-            if KE == 1:
-                plain_sweep1(y1, yold1, b1, Wp1, ihu, itu, a0, a1, st)
-            else:
-                plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st)
-            dn = st[0]
-            sd = st[1]
-            ymax = st[2]
-            ymin = st[3]
-            bad = int(st[4])
-            stats[0] += 1
-            if bad >= 0:
-                stats[4] = WHY_NONFINITE
-                stats[5] = bad
-                return STATUS_DIVERGED
-            fstats[0] = dn
-            if ymax > _RANGE_HI or ymin < _RANGE_LO:
-                return STATUS_REPOTENTIAL
-            decision = rate_step(rs, dn, sd, tol, True, False, False, stats, fstats)
-            if decision == RATE_CONVERGED:
-                return STATUS_OK
-            if decision == RATE_DIVERGED:
-                return STATUS_DIVERGED
-            if decision == RATE_EXTRAPOLATE:
-                c = rs[FACTOR]
-                prev = -1
-                for e in range(a0, a1):
-                    t = ih[e]
-                    if t != prev:
-                        for j in range(KE):
-                            y[t, j] += (y[t, j] - yold[t, j]) * c
-                        prev = t
-                stats[1] += 1
-        return STATUS_NOT_CONVERGED
-
-    @nb.njit(cache=True)
-    def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_warm, signed,
-                  tol, max_sweeps, stats, fstats):
-        """Solve one cyclic component in place (steps 1-3 of the module docstring).
-
-        V: float64 [N, K] scaled rows of every state (the component's rows hold their
-        inputs on entry and the solution on exit); states: int32 [n] the component's
-        states in row order; a0:a1 its internal arcs (Wint [*, K] scaled weights, ih / it
-        int32 local head and tail, grouped by head), s0:s1 its self-loops (Wself, sloc
-        local state); warm: float64 [N, K] a warm start (used with use_warm); signed: the
-        system has negative arcs (verify in scaled arithmetic).  Returns a STATUS_* code
-        and fills stats / fstats (:mod:`fsmlearn.algo.convergence`'s layout).
-        """
-        n = states.shape[0]
-        fstats[3] = 0.0
-        B = np.empty((n, K))
-        anyb = False
-        for i in range(n):
-            for j in range(K):
-                B[i, j] = V[states[i], j]
-            if row_nonzero(B, i):
-                anyb = True
-        if not anyb:
-            return STATUS_OK  # no mass enters: the solution is zero (V already is)
-        # Kleene stars of the self-loops (plain rows)
-        S = np.zeros((n, KE))
-        S[:, 0] = 1.0
-        bad = np.zeros(n, np.bool_)
-        nbad = 0
-        if s1 > s0:
-            T = np.zeros((n, KE))
-            tmp = np.empty((1, KE))
-            seen = np.zeros(n, np.bool_)
-            for e in range(s0, s1):
-                h = sloc[e]
-                to_plain(tmp, 0, Wself, e, 0.0)
-                for j in range(KE):
-                    T[h, j] += tmp[0, j]
-                seen[h] = True
-            for h in range(n):
-                if seen[h] and not star_plain(S, h, T, h):
-                    bad[h] = True
-                    nbad += 1
                     for j in range(KE):
-                        S[h, j] = 0.0
-        Sc = np.empty((n, K))
+                        y[t, j] += (y[t, j] - yold[t, j]) * c
+                    prev = t
+            stats[1] += 1
+    return STATUS_NOT_CONVERGED
+
+
+@nb.njit(cache=True)
+def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_warm, signed,
+              tol, max_sweeps, stats, fstats):
+    """Solve one cyclic component in place (steps 1-3 of the module docstring).
+
+    V: float64 [N, K] scaled rows of every state (the component's rows hold their
+    inputs on entry and the solution on exit); states: int32 [n] the component's
+    states in row order; a0:a1 its internal arcs (Wint [*, K] scaled weights, ih / it
+    int32 local head and tail, grouped by head), s0:s1 its self-loops (Wself, sloc
+    local state); warm: float64 [N, K] a warm start (used with use_warm); signed: the
+    system has negative arcs (verify in scaled arithmetic).  Returns a STATUS_* code
+    and fills stats / fstats (:mod:`fsmlearn.algo.convergence`'s layout).
+    """
+    K = V.shape[1]
+    KE = K - 1
+    n = states.shape[0]
+    fstats[3] = 0.0
+    B = np.empty((n, K))
+    anyb = False
+    for i in range(n):
+        for j in range(K):
+            B[i, j] = V[states[i], j]
+        if row_nonzero(B, i):
+            anyb = True
+    if not anyb:
+        return STATUS_OK  # no mass enters: the solution is zero (V already is)
+    # Kleene stars of the self-loops (plain rows)
+    S = np.zeros((n, KE))
+    S[:, 0] = 1.0
+    bad = np.zeros(n, np.bool_)
+    nbad = 0
+    if s1 > s0:
+        T = np.zeros((n, KE))
+        tmp = np.empty((1, KE))
+        seen = np.zeros(n, np.bool_)
+        for e in range(s0, s1):
+            h = sloc[e]
+            to_plain(tmp, 0, Wself, e, 0.0)
+            for j in range(KE):
+                T[h, j] += tmp[0, j]
+            seen[h] = True
         for h in range(n):
-            from_plain(Sc, h, S, h, 0.0)
-        hasrow = np.zeros(n, np.bool_)
-        for e in range(a0, a1):
-            hasrow[ih[e]] = True
-        Vl = np.empty((n, K))
+            if seen[h] and not star_plain(S, h, T, h):
+                bad[h] = True
+                nbad += 1
+                for j in range(KE):
+                    S[h, j] = 0.0
+    Sc = np.empty((n, K))
+    for h in range(n):
+        from_plain(Sc, h, S, h, 0.0)
+    hasrow = np.zeros(n, np.bool_)
+    for e in range(a0, a1):
+        hasrow[ih[e]] = True
+    Vl = np.empty((n, K))
+    for i in range(n):
+        if use_warm and hasrow[i]:
+            for j in range(K):
+                Vl[i, j] = warm[states[i], j]
+        else:
+            times_scaled(Vl, i, B, i, Sc, i)
+    accr = np.zeros(max(KE, 1))
+    # Rows that are still zero get the largest potential of the component
+    # (flagged as a guess); the range checks and the final verification
+    # catch a guess that was wrong.
+    fallback = np.zeros(n, np.bool_)
+    pot = np.empty(n)
+    y = np.empty((n, KE))
+    yold = np.empty((n, KE))
+    b = np.empty((n, KE))
+    Wp = np.empty((a1 - a0, KE))
+    Vo = np.empty((n, K))
+    status = STATUS_NOT_CONVERGED
+    rounds = 0
+    repots = 0
+    while True:
+        any_fb = set_potentials(Vl, pot, fallback)
         for i in range(n):
-            if use_warm and hasrow[i]:
-                for j in range(K):
-                    Vl[i, j] = warm[states[i], j]
-            else:
-                times_scaled(Vl, i, B, i, Sc, i)
-        accr = np.zeros(max(KE, 1))
-        # Rows that are still zero get the largest potential of the component
-        # (flagged as a guess); the range checks and the final verification
-        # catch a guess that was wrong.
-        fallback = np.zeros(n, np.bool_)
-        pot = np.empty(n)
-        y = np.empty((n, KE))
-        yold = np.empty((n, KE))
-        b = np.empty((n, KE))
-        Wp = np.empty((a1 - a0, KE))
-        Vo = np.empty((n, K))
-        status = STATUS_NOT_CONVERGED
-        rounds = 0
-        repots = 0
-        while True:
-            any_fb = set_potentials(Vl, pot, fallback)
-            for i in range(n):
-                if abs(pot[i]) > 1.0e7:
-                    stats[4] = WHY_POTENTIAL
-                    stats[5] = states[i]
-                    return STATUS_DIVERGED
-            if build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp):
-                # Potentials far from consistent (a warm start far off): capped arcs
-                # describe another system, and a chain of them could overflow plain
-                # values.  One exact sweep in scaled arithmetic puts every row next to
-                # its inputs; then new potentials.
-                scaled_sweep(Vl, B, S, Wint, ih, it, a0, a1, accr)
-                stats[0] += 1
-                st = STATUS_REPOTENTIAL
-            else:
-                st = plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats)
-                for i in range(n):
-                    from_plain(Vl, i, y, i, pot[i])
-            if st == STATUS_DIVERGED:
-                if stats[4] == WHY_NONFINITE:
-                    stats[5] = states[stats[5]]
+            if abs(pot[i]) > 1.0e7:
+                stats[4] = WHY_POTENTIAL
+                stats[5] = states[i]
                 return STATUS_DIVERGED
-            if st == STATUS_REPOTENTIAL:
-                repots += 1
-                stats[2] += 1
-                if repots > _MAX_REPOT:
-                    stats[4] = WHY_POTENTIAL
-                    return STATUS_DIVERGED
-                continue
-            if st == STATUS_NOT_CONVERGED:
-                return STATUS_NOT_CONVERGED
-            # Plain arithmetic is exact up to rounding when every potential came
-            # from the row's own magnitude (values only grow from there in a
-            # non-negative system, so no term that mattered can have
-            # underflowed).  Otherwise verify with one sweep in scaled arithmetic.
-            need = signed
-            if not need and any_fb:
-                for i in range(n):
-                    if fallback[i] and hasrow[i]:
-                        m = 0.0
-                        for j in range(KE):
-                            m = max(m, abs(y[i, j]))
-                        if m == 0.0 or m < 2.0**-500 or m > 2.0**500:
-                            need = True
-                            break
-            if not need:
-                status = STATUS_OK
-                break
-            for i in range(n):
-                for j in range(K):
-                    Vo[i, j] = Vl[i, j]
+        if build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp):
+            # Potentials far from consistent (a warm start far off): capped arcs
+            # describe another system, and a chain of them could overflow plain
+            # values.  One exact sweep in scaled arithmetic puts every row next to
+            # its inputs; then new potentials.
             scaled_sweep(Vl, B, S, Wint, ih, it, a0, a1, accr)
             stats[0] += 1
-            dn = rel_change_scaled(Vl, Vo)
-            r = max(fstats[3], 0.5)
-            if dn == 0.0 or (r < 1.0 and dn * r / (1.0 - r) <= tol) or dn <= tol * 1e-3:
-                status = STATUS_OK
-                break
-            rounds += 1
-            if rounds >= _MAX_ROUNDS or stats[0] >= max_sweeps:
-                fstats[0] = dn
-                return STATUS_NOT_CONVERGED
-        if nbad:
-            for h in range(n):
-                if not bad[h]:
-                    continue
-                reached = row_nonzero(B, h)
-                for e in range(a0, a1):
-                    if ih[e] == h and Wint[e, 0] != 0.0 and row_nonzero(Vl, it[e]):
-                        reached = True
-                if reached:
-                    stats[4] = WHY_STAR
-                    stats[5] = states[h]
-                    return STATUS_DIVERGED
+            st = STATUS_REPOTENTIAL
+        else:
+            st = plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats)
+            for i in range(n):
+                from_plain(Vl, i, y, i, pot[i])
+        if st == STATUS_DIVERGED:
+            if stats[4] == WHY_NONFINITE:
+                stats[5] = states[stats[5]]
+            return STATUS_DIVERGED
+        if st == STATUS_REPOTENTIAL:
+            repots += 1
+            stats[2] += 1
+            if repots > _MAX_REPOT:
+                stats[4] = WHY_POTENTIAL
+                return STATUS_DIVERGED
+            continue
+        if st == STATUS_NOT_CONVERGED:
+            return STATUS_NOT_CONVERGED
+        # Plain arithmetic is exact up to rounding when every potential came
+        # from the row's own magnitude (values only grow from there in a
+        # non-negative system, so no term that mattered can have
+        # underflowed).  Otherwise verify with one sweep in scaled arithmetic.
+        need = signed
+        if not need and any_fb:
+            for i in range(n):
+                if fallback[i] and hasrow[i]:
+                    m = 0.0
+                    for j in range(KE):
+                        m = max(m, abs(y[i, j]))
+                    if m == 0.0 or m < 2.0**-500 or m > 2.0**500:
+                        need = True
+                        break
+        if not need:
+            status = STATUS_OK
+            break
         for i in range(n):
             for j in range(K):
-                V[states[i], j] = Vl[i, j]
-        return status
+                Vo[i, j] = Vl[i, j]
+        scaled_sweep(Vl, B, S, Wint, ih, it, a0, a1, accr)
+        stats[0] += 1
+        dn = rel_change_scaled(Vl, Vo)
+        r = max(fstats[3], 0.5)
+        if dn == 0.0 or (r < 1.0 and dn * r / (1.0 - r) <= tol) or dn <= tol * 1e-3:
+            status = STATUS_OK
+            break
+        rounds += 1
+        if rounds >= _MAX_ROUNDS or stats[0] >= max_sweeps:
+            fstats[0] = dn
+            return STATUS_NOT_CONVERGED
+    if nbad:
+        for h in range(n):
+            if not bad[h]:
+                continue
+            reached = row_nonzero(B, h)
+            for e in range(a0, a1):
+                if ih[e] == h and Wint[e, 0] != 0.0 and row_nonzero(Vl, it[e]):
+                    reached = True
+            if reached:
+                stats[4] = WHY_STAR
+                stats[5] = states[h]
+                return STATUS_DIVERGED
+    for i in range(n):
+        for j in range(K):
+            V[states[i], j] = Vl[i, j]
+    return status
 
-    @nb.njit(cache=True)
-    def solve(V, Wext, ext_tail, ext_head, ext_ptr, Wint, int_tail, int_head, int_ptr,
-              Wself, self_loc, self_ptr, comp_ptr, comp_states, trivial, warm, use_warm, signed, tol,
-              max_sweeps, stats, fstats):
-        C = trivial.shape[0]
-        c = 0
-        while c < C:
-            if trivial[c]:
-                c2 = trivial_run_end(trivial, c)
-                push_range(V, Wext, ext_tail, ext_head, ext_ptr[c], ext_ptr[c2])
-                c = c2
-            else:
-                st = solve_scc(V, comp_states[comp_ptr[c]:comp_ptr[c + 1]], int_ptr[c], int_ptr[c + 1],
-                               self_ptr[c], self_ptr[c + 1], Wint, int_head, int_tail, Wself, self_loc,
-                               warm, use_warm, signed, tol, max_sweeps, stats, fstats)
-                if st != STATUS_OK:
-                    stats[3] = c
-                    return st
-                push_range(V, Wext, ext_tail, ext_head, ext_ptr[c], ext_ptr[c + 1])
-                c += 1
-        return STATUS_OK
 
-    solve.kernels = SimpleNamespace(plain_sweep=plain_sweep, plain_sweep1=plain_sweep1, set_potentials=set_potentials, build_plain=build_plain, scaled_sweep=scaled_sweep,
-                                    plain_phase=plain_phase, solve_scc=solve_scc, push_range=push_range)
-    return solve
+@nb.njit(cache=True)
+def solve_linear(V, Wext, ext_tail, ext_head, ext_ptr, Wint, int_tail, int_head, int_ptr,
+                 Wself, self_loc, self_ptr, comp_ptr, comp_states, trivial, warm, use_warm, signed, tol,
+                 max_sweeps, stats, fstats):
+    C = trivial.shape[0]
+    c = 0
+    while c < C:
+        if trivial[c]:
+            c2 = trivial_run_end(trivial, c)
+            push_range(V, Wext, ext_tail, ext_head, ext_ptr[c], ext_ptr[c2])
+            c = c2
+        else:
+            st = solve_scc(V, comp_states[comp_ptr[c]:comp_ptr[c + 1]], int_ptr[c], int_ptr[c + 1],
+                           self_ptr[c], self_ptr[c + 1], Wint, int_head, int_tail, Wself, self_loc,
+                           warm, use_warm, signed, tol, max_sweeps, stats, fstats)
+            if st != STATUS_OK:
+                stats[3] = c
+                return st
+            push_range(V, Wext, ext_tail, ext_head, ext_ptr[c], ext_ptr[c + 1])
+            c += 1
+    return STATUS_OK
+
+
+solve_linear.kernels = SimpleNamespace(plain_sweep=plain_sweep, plain_sweep1=plain_sweep1,
+                                       set_potentials=set_potentials, build_plain=build_plain,
+                                       scaled_sweep=scaled_sweep, plain_phase=plain_phase, solve_scc=solve_scc,
+                                       push_range=push_range)
 
 
 def plain_sweep_kernel(R: int = 0):
@@ -619,5 +643,5 @@ def plain_sweep_kernel(R: int = 0):
     For R > 0 the row-valued ``plain_sweep`` (one more argument, an accumulator
     float64 [R + 1], before ``st``).
     """
-    k = linear_solver(R).kernels
+    k = solve_linear.kernels
     return k.plain_sweep1 if R == 0 else k.plain_sweep

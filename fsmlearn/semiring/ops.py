@@ -1,4 +1,4 @@
-"""numba kernels of the semirings, generated once per value layout.
+"""numba kernels of the semirings, one module-level set for every value layout.
 
 Values live in rows of 2-D float64 arrays so that one generic routine handles
 every semiring:
@@ -12,14 +12,23 @@ every semiring:
   per-state potentials into *plain* rows ``[p, r_1..r_R]`` (no exponent).
 * the tropical semiring uses rows ``[c]`` of costs (min, +).
 
-Public names: scaled_ops, tropical_ops, neglog_block, neglog_to_scaled, P2, EXP_UNSET.
+Every kernel reads the row width from its arrays' shapes (a scaled row has
+R + 2 columns, a plain row R + 1), as the CUDA kernels do, so there is one
+compiled kernel per argument type whatever R is and it is cached on disk
+(``cache=True`` in the callers): kernels built as closures at call time close
+over dispatchers, whose pickled form carries a per-process id, and never hit
+the cache (numba issue 6264).
+
+Public names: scaled_ops, tropical_ops, LinearOps, TropicalOps, renorm, fma, to_plain,
+from_plain, times_plain, star_plain, times_scaled, neg_scaled, tropical_fma,
+neglog_block, neglog_to_scaled, real_to_scaled, scaled_to_neglog, scaled_to_real, P2, P2X,
+EXP_UNSET.
 """
 
 from __future__ import annotations
 
 import math
 from collections import namedtuple
-from functools import lru_cache
 
 import numba as nb
 import numpy as np
@@ -40,128 +49,149 @@ LinearOps = namedtuple("LinearOps", "R K fma fma_reset renorm to_plain from_plai
 TropicalOps = namedtuple("TropicalOps", "fma")
 
 
-@lru_cache(maxsize=None)
-def scaled_ops(R: int) -> LinearOps:
-    """Kernels for linear semirings with R expectation components."""
-    K = R + 2
-    KE = K - 1  # exponent column
-
-    @nb.njit(inline="always")
-    def renorm(V, t):
-        m = abs(V[t, 0])
-        for j in range(1, KE):
-            m = max(m, abs(V[t, j]))
-        if m >= _HI or (m < _LO and m > 0.0):
-            _, e = math.frexp(m)
-            # ldexp of each value, not a factor 2**-e: that overflows to inf for a subnormal row
-            for j in range(KE):
-                V[t, j] = math.ldexp(V[t, j], -e)
-            V[t, KE] += e
-        elif m == 0.0:
-            V[t, KE] = EXP_UNSET
-
-    @nb.njit(inline="always")
-    def fma(V, t, U, s, W, a):
-        """V[t] += U[s] (x) W[a], all scaled rows."""
-        pu = U[s, 0]
-        pw = W[a, 0]
-        k = U[s, KE] + W[a, KE]
-        kt = V[t, KE]
-        kn = max(k, kt)
-        f1 = P2[min(int(kn - kt), 1100)]
-        f2 = P2[min(int(kn - k), 1100)]
-        V[t, 0] = V[t, 0] * f1 + pu * pw * f2
-        for j in range(1, KE):
-            V[t, j] = V[t, j] * f1 + (pu * W[a, j] + U[s, j] * pw) * f2
-        V[t, KE] = kn
-        renorm(V, t)
-
-    @nb.njit(inline="always")
-    def fma_reset(Y, t, B, X, s, W, a, first):
-        """Plain rows: Y[t] = (B[t] if first else Y[t]) + X[s] (x) W[a]."""
-        px = X[s, 0]
-        pw = W[a, 0]
-        base = B[t, 0] if first else Y[t, 0]
-        Y[t, 0] = base + px * pw
-        for j in range(1, KE):
-            base = B[t, j] if first else Y[t, j]
-            Y[t, j] = base + px * W[a, j] + X[s, j] * pw
-
-    @nb.njit(inline="always")
-    def to_plain(Y, t, V, s, pot):
-        """Plain row Y[t] = V[s] / 2**pot."""
-        e = V[s, KE] - pot
-        if -1000.0 < e < 1000.0:
-            f = P2X[int(e) + 1000]
-            for j in range(KE):
-                Y[t, j] = V[s, j] * f
-        else:
-            ei = int(min(max(e, -2200.0), 2200.0))
-            for j in range(KE):
-                Y[t, j] = math.ldexp(V[s, j], ei)
-
-    @nb.njit(inline="always")
-    def from_plain(V, t, Y, s, pot):
-        """Scaled row V[t] = Y[s] * 2**pot."""
+@nb.njit(inline="always")
+def renorm(V, t):
+    """Scaled row V[t]: bring its largest magnitude into [2**-64, 2**64) by its exponent."""
+    KE = V.shape[1] - 1
+    m = abs(V[t, 0])
+    for j in range(1, KE):
+        m = max(m, abs(V[t, j]))
+    if m >= _HI or (m < _LO and m > 0.0):
+        _, e = math.frexp(m)
+        # ldexp of each value, not a factor 2**-e: that overflows to inf for a subnormal row
         for j in range(KE):
-            V[t, j] = Y[s, j]
-        V[t, KE] = pot
-        renorm(V, t)
+            V[t, j] = math.ldexp(V[t, j], -e)
+        V[t, KE] += e
+    elif m == 0.0:
+        V[t, KE] = EXP_UNSET
 
-    @nb.njit(inline="always")
-    def times_plain(Y, t, A, i, B, j):
-        """Plain rows: Y[t] = A[i] (x) B[j] (Y may alias A or B)."""
-        pa = A[i, 0]
-        pb = B[j, 0]
-        for c in range(1, KE):
-            Y[t, c] = pa * B[j, c] + A[i, c] * pb
-        Y[t, 0] = pa * pb
 
-    @nb.njit(inline="always")
-    def star_plain(Y, t, A, i):
-        """Plain rows: Y[t] = A[i]* = 1/(1-p), r/(1-p)^2; returns False if p >= 1."""
-        p = A[i, 0]
-        if not p < 1.0:
-            return False
-        q = 1.0 / (1.0 - p)
-        for c in range(1, KE):
-            Y[t, c] = A[i, c] * q * q
-        Y[t, 0] = q
+@nb.njit(inline="always")
+def fma(V, t, U, s, W, a):
+    """V[t] += U[s] (x) W[a], all scaled rows."""
+    KE = V.shape[1] - 1
+    pu = U[s, 0]
+    pw = W[a, 0]
+    k = U[s, KE] + W[a, KE]
+    kt = V[t, KE]
+    kn = max(k, kt)
+    f1 = P2[min(int(kn - kt), 1100)]
+    f2 = P2[min(int(kn - k), 1100)]
+    V[t, 0] = V[t, 0] * f1 + pu * pw * f2
+    for j in range(1, KE):
+        V[t, j] = V[t, j] * f1 + (pu * W[a, j] + U[s, j] * pw) * f2
+    V[t, KE] = kn
+    renorm(V, t)
+
+
+@nb.njit(inline="always")
+def fma_reset(Y, t, B, X, s, W, a, first):
+    """Plain rows: Y[t] = (B[t] if first else Y[t]) + X[s] (x) W[a]."""
+    KE = Y.shape[1]
+    px = X[s, 0]
+    pw = W[a, 0]
+    base = B[t, 0] if first else Y[t, 0]
+    Y[t, 0] = base + px * pw
+    for j in range(1, KE):
+        base = B[t, j] if first else Y[t, j]
+        Y[t, j] = base + px * W[a, j] + X[s, j] * pw
+
+
+@nb.njit(inline="always")
+def to_plain(Y, t, V, s, pot):
+    """Plain row Y[t] = V[s] / 2**pot (V scaled)."""
+    KE = Y.shape[1]
+    e = V[s, KE] - pot
+    if -1000.0 < e < 1000.0:
+        f = P2X[int(e) + 1000]
+        for j in range(KE):
+            Y[t, j] = V[s, j] * f
+    else:
+        ei = int(min(max(e, -2200.0), 2200.0))
+        for j in range(KE):
+            Y[t, j] = math.ldexp(V[s, j], ei)
+
+
+@nb.njit(inline="always")
+def from_plain(V, t, Y, s, pot):
+    """Scaled row V[t] = Y[s] * 2**pot (Y plain)."""
+    KE = V.shape[1] - 1
+    for j in range(KE):
+        V[t, j] = Y[s, j]
+    V[t, KE] = pot
+    renorm(V, t)
+
+
+@nb.njit(inline="always")
+def times_plain(Y, t, A, i, B, j):
+    """Plain rows: Y[t] = A[i] (x) B[j] (Y may alias A or B)."""
+    KE = Y.shape[1]
+    pa = A[i, 0]
+    pb = B[j, 0]
+    for c in range(1, KE):
+        Y[t, c] = pa * B[j, c] + A[i, c] * pb
+    Y[t, 0] = pa * pb
+
+
+@nb.njit(inline="always")
+def star_plain(Y, t, A, i):
+    """Plain rows: Y[t] = A[i]* = 1/(1-p), r/(1-p)^2; returns False if p >= 1."""
+    KE = Y.shape[1]
+    p = A[i, 0]
+    if not p < 1.0:
+        return False
+    q = 1.0 / (1.0 - p)
+    for c in range(1, KE):
+        Y[t, c] = A[i, c] * q * q
+    Y[t, 0] = q
+    return True
+
+
+@nb.njit(inline="always")
+def times_scaled(Y, t, A, i, B, j):
+    """Scaled rows: Y[t] = A[i] (x) B[j] (Y may alias A or B)."""
+    KE = Y.shape[1] - 1
+    pa = A[i, 0]
+    pb = B[j, 0]
+    k = A[i, KE] + B[j, KE]
+    for c in range(1, KE):
+        Y[t, c] = pa * B[j, c] + A[i, c] * pb
+    Y[t, 0] = pa * pb
+    Y[t, KE] = k
+    renorm(Y, t)
+
+
+@nb.njit(inline="always")
+def neg_scaled(Y, t):
+    """Scaled row Y[t] = -Y[t]."""
+    KE = Y.shape[1] - 1
+    for c in range(KE):
+        Y[t, c] = -Y[t, c]
+
+
+@nb.njit(inline="always")
+def tropical_fma(V, t, U, s, W, a):
+    """V[t] = min(V[t], U[s] + W[a]); True when it improved."""
+    c = U[s, 0] + W[a, 0]
+    if c < V[t, 0]:
+        V[t, 0] = c
         return True
+    return False
 
-    @nb.njit(inline="always")
-    def times_scaled(Y, t, A, i, B, j):
-        """Scaled rows: Y[t] = A[i] (x) B[j] (Y may alias A or B)."""
-        pa = A[i, 0]
-        pb = B[j, 0]
-        k = A[i, KE] + B[j, KE]
-        for c in range(1, KE):
-            Y[t, c] = pa * B[j, c] + A[i, c] * pb
-        Y[t, 0] = pa * pb
-        Y[t, KE] = k
-        renorm(Y, t)
 
-    @nb.njit(inline="always")
-    def neg_scaled(Y, t):
-        for c in range(KE):
-            Y[t, c] = -Y[t, c]
+def scaled_ops(R: int) -> LinearOps:
+    """The kernels for linear semirings with R expectation components.
 
-    return LinearOps(R, K, fma, fma_reset, renorm, to_plain, from_plain, times_plain, star_plain,
+    The same module-level kernels for every R (they read the row width from
+    their arrays); R and the scaled row width K = R + 2 ride along.
+    """
+    return LinearOps(R, R + 2, fma, fma_reset, renorm, to_plain, from_plain, times_plain, star_plain,
                      times_scaled, neg_scaled)
 
 
-@lru_cache(maxsize=None)
 def tropical_ops() -> TropicalOps:
-    @nb.njit(inline="always")
-    def fma(V, t, U, s, W, a):
-        """V[t] = min(V[t], U[s] + W[a]); True when it improved."""
-        c = U[s, 0] + W[a, 0]
-        if c < V[t, 0]:
-            V[t, 0] = c
-            return True
-        return False
-
-    return TropicalOps(fma)
+    """The tropical semiring's kernel (rows [cost])."""
+    return TropicalOps(tropical_fma)
 
 
 _EXPC = tuple(1.0 / math.factorial(i) for i in range(14))
