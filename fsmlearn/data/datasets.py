@@ -197,15 +197,41 @@ def load_dataset(name: str, split: str | None = None, data_dir=None) -> list[lis
 TAGGED_DATASETS = ("wsj-small", "wsj-train")
 
 
-def load_tagged(name: str, data_dir=None) -> list[list[tuple[str, str]]]:
-    """A tagged dataset's sentences, lists of (word, Penn tag).
+def load_tagged(name, data_dir=None, *, format: str | None = None, column: str = "upos",
+                tags=None, tagset_name: str | None = None) -> list[list[tuple[str, str]]]:
+    """A tagged dataset's sentences, or a user's tagged file's.
+
+    ``name`` is taken for a dataset if it is one of :data:`DATASETS` (to read a
+    file named like a dataset, write it as ``./NAME``), else for a file, read by
+    :func:`~fsmlearn.data.tagged.read_tagged_file` (``word/TAG`` or CoNLL-U).
+
+    Args:
+        name: one of :data:`TAGGED_DATASETS`, or a file (str or Path).
+        data_dir: the data folder (datasets only).
+        format, column, tags, tagset_name: for a file, as for
+            :func:`~fsmlearn.data.tagged.read_tagged_file` (ignored for a dataset,
+            whose tags are Penn tags).
+
+    Returns:
+        A list of sentences, lists of (word, tag) str pairs.
 
     Raises:
-        DatasetError: ``name`` is not one of :data:`TAGGED_DATASETS`.
+        DatasetError: ``name`` is a dataset without tags, or neither an existing
+            file nor a known dataset (the message lists the tagged datasets).
+        CorpusFormatError: a bad file (see :mod:`fsmlearn.data.tagged`).
     """
-    if name not in TAGGED_DATASETS:
-        raise DatasetError(f"dataset {name!r} is not tagged; expected one of {', '.join(TAGGED_DATASETS)}")
-    return load_dataset(name, None, data_dir)
+    from pathlib import Path
+    from .tagged import read_tagged_file
+    key = str(name)
+    if key in TAGGED_DATASETS:
+        return load_dataset(key, None, data_dir)
+    if key in DATASETS:
+        raise DatasetError(f"dataset {key!r} is not tagged; the tagged datasets are "
+                           f"{', '.join(TAGGED_DATASETS)} (or give a tagged file)")
+    if not Path(key).exists():
+        raise DatasetError(f"{key}: neither a file nor a known dataset (the tagged datasets are "
+                           f"{', '.join(TAGGED_DATASETS)})")
+    return read_tagged_file(key, format, column, tags, tagset_name)
 
 
 def token_count(name: str, split: str | None = None, data_dir=None) -> int:

@@ -225,7 +225,8 @@ def strict_lines(where: str, data: bytes) -> list[str]:
 
     Raises:
         CorpusFormatError: the bytes are not UTF-8 (the only encoding tried);
-            names the line and the column, and quotes the line's bytes.
+            names the line and the column, and quotes the line's bytes (80 of
+            them around the bad one if the line is longer).
     """
     try:
         text = data.decode("utf-8")
@@ -234,6 +235,9 @@ def strict_lines(where: str, data: bytes) -> list[str]:
         start = data.rfind(b"\n", 0, e.start) + 1
         end = data.find(b"\n", e.start)
         bad = data[start:end if end >= 0 else len(data)]
+        if len(bad) > 80:           # binary data: quote 80 bytes around the first bad one
+            at = max(0, min(e.start - start - 40, len(bad) - 80))
+            bad = (b"..." if at else b"") + bad[at:at + 80] + (b"..." if at + 80 < len(bad) else b"")
         raise CorpusFormatError(f"not UTF-8 text (decoded as UTF-8, strictly; invalid byte "
                                 f"{data[e.start]:#04x} at byte {e.start - start + 1} of the "
                                 f"line): {bad!r}", where, line) from None

@@ -76,7 +76,9 @@ from a file's bytes, e.g. for a file outside the shared archives):
   nodes (``8.1``) are skipped; a sentence must hold at least one word.
   FORM is non-empty without whitespace; XPOS is a Penn tag or one of
   :data:`UD_XPOS_EXTRA`, UPOS one of :data:`UPOS_TAGS` (``_``, no tag, is
-  an error).  Plain or ``.gz`` files.
+  an error); the ``tags`` argument accepts any tag instead (a treebank's own
+  XPOS) or a given tag set.  Plain or ``.gz`` files.  A user's own files
+  (``word/TAG`` or CoNLL-U) are read by :mod:`fsmlearn.data.tagged`.
 - :func:`iter_text` (:func:`parse_text_lines`): raw text (abc,
   movie_reviews, webtext), each line tokenised and split into sentences by
   :mod:`fsmlearn.data.tokenise` (sentences never cross a line).  Raw files
@@ -210,11 +212,22 @@ def unescape_ptb(word: str) -> str:
     return word
 
 
+def _clip(line: str, at: int = 0, width: int = 80) -> str:
+    """At most ``width`` characters of ``line`` around position ``at``, '...' marking the cuts
+    (binary data can make a "line" of thousands of characters; an error message quotes it in one
+    line of reasonable length)."""
+    if len(line) <= width:
+        return line
+    start = max(0, min(at - width // 2, len(line) - width))
+    return ("..." if start else "") + line[start:start + width] + ("..." if start + width < len(line) else "")
+
+
 def _no_control(where: str, lineno: int, line: str) -> None:
     m = _CONTROL.search(line)
     if m is not None:
-        raise CorpusFormatError(f"control character U+{ord(m.group()):04X} in line {line!r}",
-                                where, lineno)
+        what = " (binary data?)" if m.group() == "\x00" else ""
+        raise CorpusFormatError(f"control character U+{ord(m.group()):04X}{what} in line "
+                                f"{_clip(line, m.start())!r}", where, lineno)
 
 
 def _split_token(tok: str, sep: str, where: str, lineno: int, line: str):
@@ -589,7 +602,8 @@ _CONLLU_ID = re.compile(r"[1-9][0-9]*")
 _CONLLU_SKIP = re.compile(r"[1-9][0-9]*-[1-9][0-9]*|[0-9]+\.[1-9][0-9]*")
 
 
-def iter_conllu(path=None, data_dir=None, column: str = "xpos") -> Iterator[list[tuple[str, str]]]:
+def iter_conllu(path=None, data_dir=None, column: str = "xpos", tags=None
+                ) -> Iterator[list[tuple[str, str]]]:
     """Sentences of a CoNLL-U file (plain or ``.gz``), default the UD English EWT dev split.
 
     Accepted forms: see the module docstring.
@@ -598,6 +612,7 @@ def iter_conllu(path=None, data_dir=None, column: str = "xpos") -> Iterator[list
         path: a ``.conllu`` or ``.conllu.gz`` file; default the corpus ``ud_english_ewt``.
         data_dir: the data folder (used when ``path`` is None).
         column: ``"xpos"`` (column 5, Penn tags for EWT) or ``"upos"`` (column 4).
+        tags: the tags accepted, as for :func:`parse_conllu_lines`.
 
     Yields:
         One list of (FORM, tag) str pairs per sentence; comment lines,
@@ -621,11 +636,11 @@ def iter_conllu(path=None, data_dir=None, column: str = "xpos") -> Iterator[list
         except (OSError, EOFError, zlib.error) as e:
             raise CorpusFormatError(f"cannot decompress gzip data: {e}", p) from None
     where = str(p)
-    yield from parse_conllu_lines(where, strict_lines(where, data), column)
+    yield from parse_conllu_lines(where, strict_lines(where, data), column, tags)
 
 
-def parse_conllu_lines(where: str, lines: Iterable[str], column: str = "xpos"
-                       ) -> Iterator[list[tuple[str, str]]]:
+def parse_conllu_lines(where: str, lines: Iterable[str], column: str = "xpos", tags=None,
+                       tagset_name: str | None = None) -> Iterator[list[tuple[str, str]]]:
     """Sentences of one CoNLL-U file, given its lines.
 
     Accepted forms: see the module docstring.
@@ -634,6 +649,12 @@ def parse_conllu_lines(where: str, lines: Iterable[str], column: str = "xpos"
         where: the file's name for error messages.
         lines: its lines, decoded, without line ends.
         column: ``"xpos"`` or ``"upos"``.
+        tags: the tags accepted: None (default) for the column's own set
+            (:data:`UPOS_TAGS`; Penn tags and :data:`UD_XPOS_EXTRA` for XPOS),
+            ``"any"`` for any tag but ``_`` (no tag), e.g. a treebank's
+            language-specific XPOS, or a collection of tag strings.
+        tagset_name: how an error message names a collection ``tags`` (default:
+            lists them).
 
     Yields:
         One non-empty list of (FORM, tag) str pairs per sentence.
@@ -648,7 +669,18 @@ def parse_conllu_lines(where: str, lines: Iterable[str], column: str = "xpos"
     col = {"upos": 3, "xpos": 4}.get(column)
     if col is None:
         raise ArgumentError(f"column must be 'xpos' or 'upos', got {column!r}")
-    tags = _conllu_tags(column)
+    if tags is None:
+        accepted = _conllu_tags(column)
+        what = ("a UD part-of-speech tag" if column == "upos"
+                else "a Penn tag or one of " + " ".join(UD_XPOS_EXTRA))
+    elif isinstance(tags, str):
+        if tags != "any":
+            raise ArgumentError(f"tags must be None, 'any' or a collection of tags, got {tags!r}")
+        accepted, what = None, "a tag (column empty or '_')"
+    else:
+        accepted = frozenset(tags)
+        shown = " ".join(sorted(accepted))
+        what = "one of " + (tagset_name or f"the {len(accepted)} tags asked for ({_clip(shown, 0, 120)})")
     cur: list = []
     first = 0          # first line of the current sentence block, 0 before it starts
     blocks = _Blocks(where)
@@ -687,9 +719,8 @@ def parse_conllu_lines(where: str, lines: Iterable[str], column: str = "xpos"
             raise CorpusFormatError(f"empty FORM or FORM with whitespace {form!r} in line {line!r}",
                                     where, lineno)
         tag = fields[col]
-        if tag not in tags:
-            what = ("a UD part-of-speech tag" if column == "upos"
-                    else "a Penn tag or one of " + " ".join(UD_XPOS_EXTRA))
+        bad = (not tag or tag == "_") if accepted is None else tag not in accepted
+        if bad:
             raise CorpusFormatError(f"{column.upper()} {tag!r} of FORM {form!r} is not {what}",
                                     where, lineno)
         cur.append((form, tag))

@@ -65,7 +65,7 @@ Open-class tags (the tags a word the tag dictionary does not cover may take):
 
 Public names: PENN_TAGS, TAG17_TAGS, TAG17_OF, PENN_OPEN_CLASS,
 TAG17_OPEN_CLASS, TAGSETS, tagset_tags, open_class_tags, to_tag17,
-map_tags, TagDictionary, tag_dictionary.
+map_tags, input_tags, tag_mapper, TagDictionary, tag_dictionary.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ from .datasets import iter_wsj_tagged
 
 __all__ = ["PENN_TAGS", "TAG17_TAGS", "TAG17_OF", "PENN_OPEN_CLASS", "TAG17_OPEN_CLASS",
            "TAGSETS", "tagset_tags", "open_class_tags", "to_tag17", "map_tags",
-           "TagDictionary", "tag_dictionary"]
+           "input_tags", "tag_mapper", "TagDictionary", "tag_dictionary"]
 
 #: The 45 Penn Treebank part-of-speech tags (brackets spelled ``-LRB-``/``-RRB-``).
 PENN_TAGS: tuple[str, ...] = (
@@ -191,6 +191,48 @@ def to_tag17(tag: str) -> str:
         if first != tag and first in TAG17_OF:
             return TAG17_OF[first]
         raise TagError(f"Penn tag {tag!r} has no tag in the 17-tag set") from None
+
+
+def input_tags(tagset: str) -> frozenset[str]:
+    """The tags a tagged file may hold to train a model of ``tagset``.
+
+    Args:
+        tagset: ``"penn45"`` (the 45 Penn tags) or ``"tag17"`` (the 17 reduced
+            tags themselves and every tag :func:`to_tag17` maps: the Penn tags,
+            ``(``, ``)`` and the UD English XPOS extensions).
+
+    Returns:
+        A frozenset of tag strings.
+
+    Raises:
+        DatasetError: unknown tag set (a ``ValueError``).
+    """
+    if _check_tagset(tagset) == "penn45":
+        return frozenset(PENN_TAGS)
+    return frozenset(TAG17_TAGS) | frozenset(TAG17_OF)
+
+
+def _into_tag17(tag: str) -> str:
+    return tag if tag in _TAG17_SET else to_tag17(tag)
+
+
+_TAG17_SET = frozenset(TAG17_TAGS)
+
+
+def tag_mapper(tagset: str):
+    """The function that maps a file's tag (one of :func:`input_tags`) into ``tagset``.
+
+    Args:
+        tagset: ``"penn45"`` or ``"tag17"``.
+
+    Returns:
+        None for ``penn45`` (tags are kept); for ``tag17`` a function that keeps a
+        reduced tag and maps any other with :func:`to_tag17`.
+
+    Raises:
+        DatasetError: unknown tag set (a ``ValueError``).
+    """
+    return None if _check_tagset(tagset) == "penn45" else _into_tag17
 
 
 def map_tags(sentence: Iterable[tuple[str, str]], tagset: str = "tag17") -> list[tuple[str, str]]:

@@ -1,6 +1,6 @@
 """Text files given by the user: opened by extension, read one line at a time.
 
-Public names: open_text, iter_lines.
+Public names: open_text, iter_lines, iter_strict_lines.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import gzip
 import lzma
 import sys
 
-__all__ = ["open_text", "iter_lines"]
+from ..errors import CorpusFormatError
+
+__all__ = ["open_text", "iter_lines", "iter_strict_lines"]
 
 
 def open_text(path, mode: str = "rb"):
@@ -55,3 +57,39 @@ def iter_lines(paths, lower: bool = False):
             for raw in f:
                 line = raw.decode("utf-8", "replace")
                 yield line.lower() if lower else line
+
+
+def iter_strict_lines(f, where: str = "<stdin>"):
+    """The lines of a file or stream, refused at the first sign of binary data.
+
+    Args:
+        f: a binary stream (e.g. ``sys.stdin.buffer``), or a text one (its lines are
+            then only checked for control characters).
+        where: the name for error messages.
+
+    Yields:
+        (line number from 1, str line without its end) pairs.
+
+    Raises:
+        CorpusFormatError: a line with a NUL byte (binary data), not UTF-8, or with
+            a control character other than whitespace; the message reads
+            ``<where>:<line>: ...`` and quotes at most 80 characters of the line.
+    """
+    from .locate import strict_lines
+    from .readers import _no_control
+    for lineno, raw in enumerate(f, 1):
+        if isinstance(raw, bytes):
+            nul = raw.find(b"\0")
+            if nul >= 0:
+                raise CorpusFormatError(f"NUL byte at byte {nul + 1} of the line: binary data, not text",
+                                        where, lineno)
+            try:
+                (line, *_) = strict_lines(where, raw)
+            except CorpusFormatError as e:
+                raise CorpusFormatError(e.reason, where, lineno) from None
+        else:
+            line = raw[:-1] if raw.endswith("\n") else raw
+            if line.endswith("\r"):
+                line = line[:-1]
+        _no_control(where, lineno, line)
+        yield lineno, line
