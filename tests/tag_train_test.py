@@ -36,3 +36,17 @@ def test_unknown_word_model_features(supervised):
     best = [hmm.tags[i] for i in np.argmax(s + np.log(np.exp(hmm.log_trans[ti["DT"], :hmm.T])), axis=1)]
     assert best[0] == "NNP" and best[1] == "VBG" and best[2] == "CD"
     assert np.isfinite(s).any(axis=1).all()
+
+
+def test_a_small_repeated_corpus_still_tags_every_sentence():
+    """No word seen once and every tag bigram seen often: Good-Turing's unseen mass and the
+    unigram weight of deleted interpolation would be 0 (an unknown word or an unseen tag
+    bigram would leave a sentence without a tagging); the rarest words and one count stand in."""
+    from fsmlearn.tag import tag_sentences
+    sents = [[("the", "DT"), ("dog", "NN"), ("barks", "VBZ")], [("I", "PRP"), ("sleep", "VBP")]] * 3
+    for order in (2, 3):
+        hmm = train_supervised(sents, ("DT", "NN", "PRP", "VBP", "VBZ"), order=order)
+        assert np.isfinite(hmm.log_emit[:, hmm.V]).all()
+        assert np.isfinite(hmm.log_trans[:, :hmm.T]).all()
+        tags = tag_sentences(hmm, [["the", "sleep"], ["zzz", "dog", "qqq"], ["the", "dog", "barks"]])
+        assert [len(t) for t in tags] == [2, 3, 3] and tags[2] == ["DT", "NN", "VBZ"]

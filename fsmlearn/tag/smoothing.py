@@ -62,7 +62,9 @@ def _lambdas(counts_list, hist_list, n_total):
     """TnT's deleted interpolation weights.
 
     For each n-gram of the highest order with count f > 0, the order k whose
-    leave-one-out estimate (f_k - 1) / (h_k - 1) is largest gets f.
+    leave-one-out estimate (f_k - 1) / (h_k - 1) is largest gets f; an order
+    that gets nothing gets one count (or the smallest weight another got, if
+    below one).
     counts_list[k] / hist_list[k] are the counts and history counts of order k
     (k = 0 unigram) broadcast to the highest order's shape.
     """
@@ -79,7 +81,11 @@ def _lambdas(counts_list, hist_list, n_total):
     best = len(cases) - 1 - best
     lam = np.bincount(best, f[pos], minlength=len(cases))
     if lam.sum() <= 0:
-        lam = np.ones(len(cases))
+        return np.full(len(cases), 1.0 / len(cases))
+    # An order that no n-gram chose (on a small or repeated corpus the higher order wins every
+    # n-gram) keeps the weight of one count, so that no transition between seen tags has
+    # probability 0 and every sentence has a tagging.
+    lam = np.where(lam > 0, lam, min(1.0, lam[lam > 0].min()))
     return lam / lam.sum()
 
 

@@ -11,7 +11,9 @@ Brants (2000), "TnT - a statistical part-of-speech tagger", ANLP:
 * unknown words (section 2.3): the HMM's column V holds
   ``p(<unk> | t) = n1(t) / (c(t) + n1(t))`` with ``n1(t)`` the number of
   tokens of tag t whose word occurs once in the training data (Good-Turing's
-  estimate of the mass of unseen words, per tag), and a suffix model
+  estimate of the mass of unseen words, per tag; in a corpus where no word
+  occurs once, the words of the lowest count stand in, so that unknown words
+  can still be tagged), and a suffix model
   (:class:`~fsmlearn.tag.unknown.SuffixModel`: suffixes of up to 10 letters
   of the words seen at most 10 times, successive abstraction, separate
   tries for lower-case, capitalised, digit and hyphenated words) refines it
@@ -151,8 +153,12 @@ def train_supervised(sentences: Iterable[Sequence[tuple[str, str]]], tags: Seque
     T, V = len(c.tags), len(c.vocab)
     say(f"counted {len(c.tokens):,} tokens, {V:,} words, {T} tags in {time.time() - t0:.1f} s")
     emit = c.emit_counts.copy()
-    once = np.array([c.word_counts[w] == 1 for w in c.vocab] + [False])
-    emit[:, V] = emit[:, once].sum(axis=1)              # n1(t): the unseen-word mass of each tag
+    # n1(t): the unseen-word mass of each tag.  In a corpus without a word seen once (small, or
+    # repeated) Good-Turing's estimate is 0 and no tag could emit an unknown word; the words of
+    # the lowest count seen then stand for the unseen ones.
+    rarest = min(c.word_counts.values()) if (V and 1 not in c.word_counts.values()) else 1
+    once = np.array([c.word_counts[w] == rarest for w in c.vocab] + [False])
+    emit[:, V] = emit[:, once].sum(axis=1)
     unknown = None
     if suffix_model:
         unknown = SuffixModel.train(c.tokens, c.word_counts, T, c.emit_counts.sum(axis=1),
