@@ -1,13 +1,17 @@
 """``fsmlearn tag``: HMM part-of-speech taggers on the command line.
 
 Subcommands:
-    train  supervised HMM (TnT-style) from a tagged dataset -> MODEL
+    train  supervised HMM (TnT-style) from a tagged dataset or file -> MODEL
     em     unsupervised HMM by EM under the 17-tag dictionary -> MODEL, a JSON
            report of every iteration and a PNG plot beside it
     giga200  the tagger-giga200 pipeline: n-gram EM on a sampled 200M-token corpus's counts
-    eval   accuracy (total, known words, unknown words) of MODEL on a tagged dataset
-    tag    tag sentences from stdin (one per line, tokens separated by spaces):
-           one line of tags per sentence
+    eval   accuracy (total, known words, unknown words) of MODEL on a tagged dataset or
+           file; gold tags the model does not know count as errors, and are reported
+    tag    tag sentences from stdin (one per line, tokens separated by spaces, or
+           --tokenize): one line of tags (or word/TAG, or a CoNLL-U block) per sentence
+
+Tagged files (train, eval): ``word/TAG`` tokens one sentence a line, or CoNLL-U,
+chosen by --format or the name's extension (:mod:`fsmlearn.data.tagged`).
 """
 
 from __future__ import annotations
@@ -17,16 +21,36 @@ import time
 
 from .common import Progress, add_quiet, percent as _pct
 
+# fsmlearn.data.tagged's TAGGED_FORMATS and OUTPUT_FORMATS (a test checks they agree), spelled out
+# here so that building the parser does not import the corpus readers
+TAGGED_FORMATS = ("word/tag", "conllu")
+OUTPUT_FORMATS = ("tags", "word/tag", "conllu")
+
+
+def _check_file_options(args) -> None:
+    from ..data import TAGGED_DATASETS
+    from ..errors import ArgumentError
+    if args.data in TAGGED_DATASETS and (args.format or args.conllu_tags):
+        raise ArgumentError(f"--format and --conllu-tags are for tagged files; {args.data!r} is a "
+                            f"named dataset (give a file that exists as ./{args.data} to read it)")
+
+
 def _train(args) -> int:
-    from ..data import load_tagged
-    from ..data.tagsets import tagset_tags, to_tag17
+    from ..data import TAGGED_DATASETS, load_tagged, tags_of
+    from ..data.tagsets import input_tags, tag_mapper, tagset_tags
     from ..tag import train_supervised
+    _check_file_options(args)
     say = Progress(args.quiet)
     t0 = time.time()
-    sents = load_tagged(args.data)
-    say(f"read {args.data}: {len(sents):,} sentences, {sum(map(len, sents)):,} tokens")
-    hmm = train_supervised(sents, tagset_tags(args.tagset), order=args.order,
-                           map_tag=to_tag17 if args.tagset == "tag17" else None, progress=say)
+    tagset = args.tagset or ("penn45" if args.data in TAGGED_DATASETS else None)
+    sents = load_tagged(args.data, format=args.format, column=args.conllu_tags or "upos",
+                        tags=input_tags(tagset) if tagset else None,
+                        tagset_name=f"the tags of --tagset {tagset}" if tagset else None)
+    tags = tagset_tags(tagset) if tagset else tags_of(sents)
+    say(f"read {args.data}: {len(sents):,} sentences, {sum(map(len, sents)):,} tokens, "
+        + (f"tag set {tagset}" if tagset else f"{len(tags)} tags of its own"))
+    hmm = train_supervised(sents, tags, order=args.order,
+                           map_tag=tag_mapper(tagset) if tagset else None, progress=say)
     hmm.save(args.output)
     say(f"wrote {args.output}: order {hmm.order}, {hmm.T} tags, {hmm.V:,} words ({time.time() - t0:.1f} s)")
     return 0
@@ -35,33 +59,52 @@ def _train(args) -> int:
 def _eval(args) -> int:
     from ..data import load_tagged
     from ..tag import HMM, accuracy
+    _check_file_options(args)
     say = Progress(args.quiet)
     hmm = HMM.load(args.model)
-    sents = load_tagged(args.data)
+    sents = load_tagged(args.data, format=args.format, column=args.conllu_tags or "upos")
     t0 = time.time()
     a = accuracy(hmm, sents)
     dt = time.time() - t0
     say(f"tagged {a['tokens']:,} tokens in {dt:.2f} s ({a['tokens'] / max(dt, 1e-9):,.0f} tokens/s)")
-    print(f"{args.data}: total {_pct(a['total'])} ({a['tokens']} tokens)  known {_pct(a['known'])} "
-          f"({a['known_tokens']})  unknown {_pct(a['unknown'])} ({a['unknown_tokens']})")
+    n_bad = a["unknown_gold_tokens"]
+    line = (f"{args.data}: total {_pct(a['total'])} ({a['tokens']} tokens)  known {_pct(a['known'])} "
+            f"({a['known_tokens']})  unknown {_pct(a['unknown'])} ({a['unknown_tokens']})  "
+            f"gold tags unknown to the model: {n_bad} tokens")
+    if n_bad:
+        items = list(a["unknown_gold_tags"].items())
+        line += (" (" + ", ".join(f"{t} {c}" for t, c in items[:10]) + (", ..." if len(items) > 10 else "")
+                 + "; counted as errors)")
+        if 2 * n_bad > a["tokens"]:
+            line += "; most gold tags are not the model's: another tag set? (CoNLL-U: see --conllu-tags)"
+    print(line)
     return 0
 
 
 def _tag(args) -> int:
+    from ..data import format_tagged, iter_strict_lines, tokenize
+    from ..data.readers import UPOS_TAGS
     from ..tag import HMM, tag_sentences
     hmm = HMM.load(args.model)
+    column = "upos" if set(hmm.tags) <= set(UPOS_TAGS) else "xpos"
+    split = tokenize if args.tokenize else str.split
     out = sys.stdout
     batch = []
+    tokens = 0
 
     def flush():
-        for tags in tag_sentences(hmm, batch):
-            out.write(" ".join(tags) + "\n")
+        tagged = tag_sentences(hmm, [words for _, _, words in batch])
+        for (lineno, line, words), tags in zip(batch, tagged):
+            out.write(format_tagged(words, tags, args.format, column=column, sent_id=lineno, text=line))
         batch.clear()
 
-    for line in sys.stdin:
-        batch.append(line.split())
-        if sum(map(len, batch)) >= 100_000:
+    for lineno, line in iter_strict_lines(getattr(sys.stdin, "buffer", sys.stdin), "<stdin>"):
+        words = split(line)
+        batch.append((lineno, line, words))
+        tokens += len(words)
+        if tokens >= 100_000:
             flush()
+            tokens = 0
     if batch:
         flush()
     out.flush()
@@ -97,16 +140,37 @@ def _giga200(args) -> int:
     return 0
 
 
+_FILES_HELP = ("A tagged file is word/TAG tokens, one sentence per line (the tag after the last '/'), or "
+               "CoNLL-U (UPOS, or XPOS with --conllu-tags xpos), chosen by --format or else by the name "
+               "(.conllu, .conllu.gz: CoNLL-U; anything else: word/TAG); .gz/.bz2/.xz are read compressed.  "
+               "A dataset's name wins over a file of that name (write ./NAME for the file).")
+
+
+def _add_file_options(p) -> None:
+    p.add_argument("--format", choices=list(TAGGED_FORMATS),
+                   help="the tagged file's format (default: by its name: .conllu is CoNLL-U, else word/tag)")
+    p.add_argument("--conllu-tags", choices=["upos", "xpos"],
+                   help="the CoNLL-U column to read: upos (column 4, default) or xpos (column 5)")
+
+
 def add_parser(sub) -> None:
     tg = sub.add_parser("tag", help="HMM part-of-speech taggers (train, em, eval, tag)")
     tsub = tg.add_subparsers(dest="tag_command", metavar="command")
 
-    p = tsub.add_parser("train", help="train a supervised (TnT-style) HMM tagger on a tagged dataset")
-    p.add_argument("--data", default="wsj-train", help="tagged dataset (default wsj-train)")
+    p = tsub.add_parser("train", help="train a supervised (TnT-style) HMM tagger on a tagged dataset or file",
+                        description="Train a supervised (TnT-style) HMM tagger on a named dataset or on your "
+                                    "own tagged file.  " + _FILES_HELP + "  A file's model learns the file's "
+                                    "own tags unless --tagset is given; then a tag outside that set is an "
+                                    "error naming the file, line and tag.")
+    p.add_argument("--data", default="wsj-train",
+                   help="a tagged dataset (wsj-train, wsj-small) or a tagged file (default wsj-train)")
+    _add_file_options(p)
     p.add_argument("-o", "--output", required=True, help="model file to write")
     p.add_argument("--order", type=int, choices=[2, 3], default=2, help="2 = bigram (default), 3 = trigram")
-    p.add_argument("--tagset", choices=["penn45", "tag17"], default="penn45",
-                   help="penn45 (default) or the 17-tag set")
+    p.add_argument("--tagset", choices=["penn45", "tag17"],
+                   help="the model's tags: penn45 (the 45 Penn tags) or tag17 (the 17-tag set: Penn and "
+                        "UD XPOS tags are mapped).  Default: penn45 for a named dataset, the file's own "
+                        "tags for a file")
     add_quiet(p)
     p.set_defaults(func=_train)
 
@@ -157,13 +221,32 @@ def add_parser(sub) -> None:
     add_quiet(p)
     p.set_defaults(func=_giga200)
 
-    p = tsub.add_parser("eval", help="accuracy of a model on a tagged dataset")
-    p.add_argument("model")
-    p.add_argument("--data", default="wsj-small", help="tagged dataset (default wsj-small)")
+    p = tsub.add_parser("eval", help="accuracy of a model on a tagged dataset or file",
+                        description="Accuracy of MODEL on a named dataset or on your own tagged file: total, "
+                                    "known words, unknown words (words the model never saw).  "
+                                    + _FILES_HELP + "  A token whose gold tag the model does not know (a "
+                                    "17-tag model first maps Penn and UD XPOS tags) counts as an error of "
+                                    "the model; the output says how many tokens had such tags, and which.")
+    p.add_argument("model", help="a tagger written by tag train, tag em or tag giga200")
+    p.add_argument("--data", default="wsj-small",
+                   help="a tagged dataset (wsj-small, wsj-train) or a tagged file (default wsj-small)")
+    _add_file_options(p)
     add_quiet(p)
     p.set_defaults(func=_eval)
 
-    p = tsub.add_parser("tag", help="tag sentences from stdin (one per line) to stdout (one tag per token)")
-    p.add_argument("model")
+    p = tsub.add_parser("tag", help="tag sentences from stdin (one per line) to stdout",
+                        description="Tag stdin, one sentence per line (UTF-8 text; binary input is refused), "
+                                    "writing one tagged sentence per line to stdout.  Without --tokenize the "
+                                    "input must be tokenised already: tokens separated by spaces, as in the "
+                                    "training data (\"can't\" is then one token).")
+    p.add_argument("model", help="a tagger written by tag train, tag em or tag giga200")
+    p.add_argument("--tokenize", action="store_true",
+                   help="tokenise each line first, Penn Treebank style (can't -> ca n't, punctuation split "
+                        "off; no sentence splitting: one line stays one sentence)")
+    p.add_argument("--format", choices=list(OUTPUT_FORMATS), default="tags",
+                   help="output: tags (the tags, one line per sentence; default), word/tag (word/TAG "
+                        "tokens, one line per sentence) or conllu (CoNLL-U: the tag in the UPOS column "
+                        "if the model's tags are UD tags, else in XPOS; # sent_id is the input line; an "
+                        "empty line gives no sentence)")
     p.set_defaults(func=_tag)
     tg.set_defaults(func=lambda a: (tg.print_help(), 2)[1])
