@@ -9,4 +9,48 @@ Backoff n-gram language models compiled into failure-arc (phi) acceptors
 KenLM's tools (:mod:`.tools`), and the file formats ARPA (:mod:`.arpa`) and
 Google Web1T counts (:mod:`.web1t`).  It imports from
 ``errors``, ``fsm/``, ``data/`` (text files) and ``algo/`` only.
+
+Main classes and functions, imported on first use (``import fsmlearn.lm`` stays
+cheap): :class:`CompiledLM` (the compiled model: ``CompiledLM.load(path)``, scoring,
+sampling; its acceptor is ``.machine``), :class:`BackoffLM` (the model's n-gram
+tables), :func:`compile_lm`, :func:`load_lm` (an ARPA or compiled file),
+:func:`read_arpa`, :func:`write_arpa`, :func:`count_ngrams`, :class:`NGramCounts`,
+:func:`perplexity`, :func:`sample_sentences`, :func:`read_web1t`, :func:`write_web1t`.
+(Estimation is :func:`fsmlearn.lm.estimate.estimate`.)
 """
+
+from __future__ import annotations
+
+import importlib
+
+# public name -> the module (of this package) that defines it, imported on first use
+_LAZY = {
+    "CompiledLM": "compiled",
+    "BackoffLM": "model",
+    "compile_lm": "model",
+    "load_lm": "score",
+    "read_arpa": "arpa",
+    "write_arpa": "arpa",
+    "count_ngrams": "counts",
+    "NGramCounts": "counts",
+    "perplexity": "score",
+    "sample_sentences": "sample",
+    "read_web1t": "web1t",
+    "write_web1t": "web1t",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    """Import a public name's module on first use (module-level ``__getattr__``, PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -16,17 +16,57 @@ Public names: SEP, MRFModel, Moments, corpus_sequence, collect_moments, StarResu
 LiftedBound, lifted_bound, tighten, TightenState, cycle_machine, exact_log_partition,
 exact_moments, conditional_log_likelihood, TrainResult, train_lifted, train_exact,
 save_mrf, load_mrf, TaggerMRF, train_tagger, decode, save_tagger, load_tagger.
+
+Every public name is imported on first use, so that ``import fsmlearn.mrf`` does not
+load scipy.optimize; the main classes are :class:`MRFModel` (with :func:`load_mrf`)
+and :class:`TaggerMRF` (with :func:`load_tagger`).
 """
 
-from .model import SEP, Moments, MRFModel, collect_moments, corpus_sequence
-from .lifted import LiftedBound, StarResult, TightenState, lifted_bound, star_bp, tighten
-from .exact import conditional_log_likelihood, cycle_machine, exact_log_partition, exact_moments
-from .train import TrainResult, train_exact, train_lifted
-from .io import load_mrf, load_tagger, save_mrf, save_tagger
-from .tagger import TaggerMRF, decode, train_tagger
+from __future__ import annotations
 
-__all__ = ["SEP", "MRFModel", "Moments", "corpus_sequence", "collect_moments",
-           "StarResult", "star_bp", "LiftedBound", "lifted_bound", "tighten", "TightenState",
-           "cycle_machine", "exact_log_partition", "exact_moments", "conditional_log_likelihood",
-           "TrainResult", "train_lifted", "train_exact", "save_mrf", "load_mrf", "TaggerMRF", "train_tagger",
-           "decode", "save_tagger", "load_tagger"]
+import importlib
+
+# public name -> the module (of this package) that defines it, imported on first use
+_LAZY = {
+    "SEP": "model",
+    "Moments": "model",
+    "MRFModel": "model",
+    "collect_moments": "model",
+    "corpus_sequence": "model",
+    "LiftedBound": "lifted",
+    "StarResult": "lifted",
+    "TightenState": "lifted",
+    "lifted_bound": "lifted",
+    "star_bp": "lifted",
+    "tighten": "lifted",
+    "conditional_log_likelihood": "exact",
+    "cycle_machine": "exact",
+    "exact_log_partition": "exact",
+    "exact_moments": "exact",
+    "TrainResult": "train",
+    "train_exact": "train",
+    "train_lifted": "train",
+    "load_mrf": "io",
+    "load_tagger": "io",
+    "save_mrf": "io",
+    "save_tagger": "io",
+    "TaggerMRF": "tagger",
+    "decode": "tagger",
+    "train_tagger": "tagger",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    """Import a public name's module on first use (module-level ``__getattr__``, PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -10,11 +10,48 @@ on the approximate log-likelihood (:mod:`~fsmlearn.rcm.learn`); the decipherment
 HMM of section 6 and its EM (:mod:`~fsmlearn.rcm.decipher`); model files,
 written atomically and checked when read (:mod:`~fsmlearn.rcm.io`).  Imports ``errors``,
 ``fsm/`` and ``algo/`` only.
+
+Every public name is imported on first use (``import fsmlearn.rcm`` stays cheap); the
+main classes are :class:`NGramRCM` (the sequence model, run by :func:`rcms`),
+:class:`AlignRCM` (the alignment model), :class:`DecipherModel`, and their files
+(:func:`load_rcm`, :func:`save_rcm`, :func:`load_align_rcm`, :func:`save_align_rcm`).
 """
 
-from .contexts import ContextLayer
-from .learn import AdaGrad, sequence_gradient, train_supervised
-from .model import BOS, STAR, NGramRCM, RCMSResult, rcms
+from __future__ import annotations
 
-__all__ = ["ContextLayer", "NGramRCM", "RCMSResult", "rcms", "STAR", "BOS", "AdaGrad", "sequence_gradient",
-           "train_supervised"]
+import importlib
+
+# public name -> the module (of this package) that defines it, imported on first use
+_LAZY = {
+    "ContextLayer": "contexts",
+    "AdaGrad": "learn",
+    "sequence_gradient": "learn",
+    "train_supervised": "learn",
+    "BOS": "model",
+    "STAR": "model",
+    "NGramRCM": "model",
+    "RCMSResult": "model",
+    "rcms": "model",
+    "AlignRCM": "align",
+    "DecipherModel": "decipher",
+    "load_rcm": "io",
+    "save_rcm": "io",
+    "load_align_rcm": "io",
+    "save_align_rcm": "io",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    """Import a public name's module on first use (module-level ``__getattr__``, PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -8,4 +8,53 @@ trained by augmented stochastic approximation with trans-dimensional mixture sam
 
 Modules: features (templates and the feature set), acceptor (the feature acceptor and the
 exact per-length normalisers by the engine), classes (exchange word clustering).
+
+Main classes and functions, imported on first use (``import fsmlearn.trf`` stays
+cheap): :class:`TRF` (the model), :func:`load_trf` / :func:`save_trf` (its files;
+``load_trf`` returns ``(model, vocab)``), :class:`FeatureSet`, :func:`build_features`,
+:func:`make_templates`, :class:`Templates`, :class:`Corpus`, :func:`as_corpus`,
+:class:`FeatureAcceptor`, :func:`compile_acceptor`, :class:`AugSAConfig`,
+:func:`train_augsa`, :class:`Sampler`, :class:`Rescorer`, :func:`compile_rescorer`,
+:func:`exchange_clusters`.
 """
+
+from __future__ import annotations
+
+import importlib
+
+# public name -> the module (of this package) that defines it, imported on first use
+_LAZY = {
+    "TRF": "model",
+    "load_trf": "io",
+    "save_trf": "io",
+    "FeatureSet": "features",
+    "build_features": "features",
+    "make_templates": "features",
+    "Templates": "features",
+    "Corpus": "features",
+    "as_corpus": "features",
+    "FeatureAcceptor": "acceptor",
+    "compile_acceptor": "acceptor",
+    "AugSAConfig": "augsa",
+    "train_augsa": "augsa",
+    "Sampler": "sampler",
+    "Rescorer": "rescore",
+    "compile_rescorer": "rescore",
+    "exchange_clusters": "classes",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    """Import a public name's module on first use (module-level ``__getattr__``, PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
