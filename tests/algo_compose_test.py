@@ -1,4 +1,5 @@
-"""compose / intersect with ``return_pairs``: the state pairs behind the product's states."""
+"""compose / intersect with ``return_pairs``: the state pairs behind the product's states; their
+symbol tables must agree."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import numpy as np
 import pytest
 
 from conftest import backoff_machine, random_machine
+from fsmlearn import Machine, SymbolTable
 from fsmlearn.algo import compose, intersect, phi_expand
+from fsmlearn.errors import SymbolTableError
 
 
 def _same_machine(m1, m2):
@@ -50,3 +53,54 @@ def test_intersect_passes_the_pairs_through():
     m, pairs = intersect(a, b, return_pairs=True)
     _same_machine(m, intersect(a, b))
     assert pairs.shape == (m.num_states, 2)
+
+
+# ---------------------------------------------------------------- symbol tables
+
+
+def _with_tables(m, isyms=None, osyms=None):
+    return m.replace(isyms=isyms, osyms=osyms)
+
+
+WORDS = SymbolTable(["<eps>", "a", "b", "c", "d"], name="words")
+
+
+def test_compose_with_one_side_lacking_a_table_is_an_error():
+    rng = np.random.default_rng(5)
+    a = random_machine(rng, 4, 9, labels=4)
+    b = random_machine(rng, 3, 7, labels=4)
+    for x, y, lacking in [(a, _with_tables(b, WORDS), "left machine's outputs"),
+                          (_with_tables(a, WORDS), b, "right machine's inputs")]:
+        with pytest.raises(SymbolTableError, match=f"{lacking} have no symbol table") as e:
+            compose(x, y)
+        assert "'words', 5 symbols" in str(e.value)
+        with pytest.raises(SymbolTableError, match="no symbol table"):
+            intersect(x, y)
+    # neither side, or the same table on both: label ids are matched as they are
+    plain = compose(a, b)
+    _same_machine(compose(_with_tables(a, WORDS), _with_tables(b, WORDS)), plain)
+    _same_machine(compose(_with_tables(a, WORDS), _with_tables(b, SymbolTable(list(WORDS.symbols)))), plain)
+
+
+def test_compose_with_tables_that_differ_names_the_first_symbol_that_differs():
+    rng = np.random.default_rng(6)
+    a = _with_tables(random_machine(rng, 4, 9, labels=4), WORDS)
+    other = SymbolTable(["<eps>", "a", "b", "x", "d"], name="other")
+    b = _with_tables(random_machine(rng, 3, 7, labels=4), other)
+    with pytest.raises(SymbolTableError, match=r"differ at label id 3: 'c' in the left machine's outputs "
+                                               r"\('words', 5 symbols\), 'x' in the right machine's inputs "
+                                               r"\('other', 5 symbols\)"):
+        compose(a, b)
+    with pytest.raises(SymbolTableError, match="differ at label id 3: 'c' .* 'x'"):
+        intersect(a, b)
+    # a key that only one table has
+    longer = SymbolTable(["<eps>", "a", "b", "c", "d", "e"], name="longer")
+    with pytest.raises(SymbolTableError, match="differ at label id 5: no symbol in the left .*, 'e' in the right"):
+        compose(a, _with_tables(b, longer))
+    # a transducer's output table is what meets b's input table
+    t = random_machine(rng, 4, 9, labels=4)
+    t = Machine.from_arcs(t.num_states, t.start, t.final, t.arc_src, t.dst, t.ilabel, t.ilabel % 4 + 1,
+                          t.weight, isyms=other, osyms=WORDS)
+    assert compose(t, _with_tables(b, WORDS)).isyms == other
+    with pytest.raises(SymbolTableError, match="differ at label id 3: 'c' .* 'x'"):
+        compose(t, b)

@@ -1,4 +1,4 @@
-"""Best paths against pynini; sampling against exact path probabilities."""
+"""Best paths against pynini; sampling against exact path probabilities; label strings of paths."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import numpy as np
 import pynini
 import pytest
 
-from conftest import random_machine
-from fsmlearn.algo import arc_posteriors, best_path, compose, sample_paths, total_weight
-from fsmlearn.errors import FsmError
-from fsmlearn.fsm import Machine
+from conftest import backoff_machine, random_machine
+from fsmlearn.algo import arc_posteriors, best_path, compose, label_strings, sample_paths, total_weight
+from fsmlearn.errors import ArgumentError, NoAcceptingPathError
+from fsmlearn.fsm import PHI, Machine, SymbolTable
 from fsmlearn.testing import chi2_sf, enumerate_paths
 
 
@@ -29,8 +29,10 @@ def test_best_path_matches_pynini(rng, cyclic):
 
 def test_best_path_of_empty_language():
     m = Machine.from_arcs(2, 0, {}, [0], [1], [1], weight=[0.0])
-    with pytest.raises(FsmError, match="accepts no string"):
+    with pytest.raises(NoAcceptingPathError, match="accepts no string"):
         best_path(m)
+    with pytest.raises(NoAcceptingPathError, match="accepts no string"):
+        sample_paths(m, 3)
 
 
 def test_sampling_matches_path_probabilities(rng):
@@ -103,3 +105,45 @@ def test_compose_matches_pynini(rng):
     assert total_weight(ours) == pytest.approx(z, abs=1e-7)
     assert pynini.equivalent(pynini.determinize(ours.to_pynini()).optimize(),
                              pynini.determinize(ref).optimize())
+
+
+# ---------------------------------------------------------------- label strings
+
+
+def test_label_strings_of_samples_and_paths():
+    rng = np.random.default_rng(8)
+    m = backoff_machine(rng, V=4, order=3)            # phi arcs: sampled paths include them
+    table = SymbolTable(["<eps>", "w", "x", "y", "z"], name="words")
+    mt = m.replace(isyms=table)
+    S = sample_paths(mt, 300, seed=4)
+    assert PHI in mt.ilabel[S.arcs]                    # (the failure arcs are in the arcs)
+    seqs = S.label_sequences(mt)
+    got = label_strings(mt, S)
+    assert got == [" ".join(table.symbol(int(x)) for x in s) for s in seqs]
+    assert all("<eps>" not in s for s in got)
+    # without a table: label ids; an acceptor's output side is its input side
+    assert label_strings(m, S, sep="-") == ["-".join(str(int(x)) for x in s) for s in seqs]
+    assert label_strings(mt, S, side="output") == got
+    # a list of arc-id arrays, or of Paths, gives the same strings
+    assert label_strings(mt, [S.path(i) for i in range(len(S))]) == got
+    assert label_strings(mt, []) == []
+    assert label_strings(mt, sample_paths(mt, 0)) == []
+
+
+def test_label_strings_of_a_transducers_best_path():
+    rng = np.random.default_rng(9)
+    base = random_machine(rng, 12, 40, cyclic=False, labels=3)
+    isyms = SymbolTable(["<eps>", "a", "b", "c"], name="in")
+    osyms = SymbolTable(["<eps>", "A", "B", "C"], name="out")
+    ol = np.where(np.arange(base.num_arcs) % 4 == 0, 0, base.ilabel % 3 + 1)      # some epsilon outputs
+    m = Machine.from_arcs(base.num_states, base.start, base.final, base.arc_src, base.dst, base.ilabel, ol,
+                          base.weight, isyms=isyms, osyms=osyms)
+    p = best_path(m)
+    assert label_strings(m, p) == [" ".join(isyms.symbol(int(x)) for x in p.ilabels)] == [p.input_string(m)]
+    assert label_strings(m, p, side="output", sep="") == \
+        ["".join(osyms.symbol(int(x)) for x in p.olabels if x != 0)] == [p.output_string(m, sep="")]
+    assert label_strings(m, [p, p.arcs]) == label_strings(m, p) * 2
+    with pytest.raises(ArgumentError, match="side must be 'input' or 'output'"):
+        label_strings(m, p, side="both")
+    with pytest.raises(ArgumentError, match=f"arc id {m.num_arcs} is out of range"):
+        label_strings(m, [np.array([0, m.num_arcs])])

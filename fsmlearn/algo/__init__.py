@@ -6,23 +6,27 @@ relaxation of linear semirings), solve_phi (phi systems), solve_tropical
 (Bellman-Ford), solve_acyclic (one pass), convergence (the one stopping
 rule and the errors it ends in), relax_blocks (systems with matrix-valued
 rows over a phi forest), phi (failure-arc machines as linear systems),
-posteriors (forward-backward, arc posteriors, expectations, gradients), paths
-(best path, sampling), compose (composition, intersection), score
+posteriors (forward-backward, arc posteriors, expectations, gradients),
+paths (best path, sampling, label strings of paths), compose (composition, intersection), score
 (scoring label sequences without a product), chain (forward-backward and
 Viterbi over dense first-order chains given as matrices).
+
+Every public function checks that its machine is a :class:`~fsmlearn.fsm.Machine`
+(:func:`~fsmlearn.algo._check.require_machine`: a ``pynini.Fst`` gets a ``TypeError``
+saying to convert it with ``Machine.from_pynini``).
 
 Public names: shortest_distance, forward, backward, total_weight, SolveInfo,
 forward_backward, ForwardBackward, arc_posteriors, final_posteriors,
 logz_gradient, expectation, phi_expand, phi_structure, linear_system,
 relax_block_system, phi_pass_rows, Path, Samples, best_path, sample_paths,
-compose, intersect, score_sequences, ScoreResult, trim, ChainResult,
+label_strings, compose, intersect, score_sequences, ScoreResult, trim, ChainResult,
 chain_forward_backward, chain_best.
 """
 
 from .chain import ChainResult, chain_best, chain_forward_backward
 from .compose import compose, intersect, trim
 from .score import ScoreResult, score_sequences
-from .paths import Path, Samples, best_path, sample_paths
+from .paths import Path, Samples, best_path, label_strings, sample_paths
 from .phi import linear_system, phi_expand, phi_structure
 from .posteriors import (ForwardBackward, arc_posteriors, expectation, final_posteriors,
                          forward_backward, logz_gradient)
@@ -33,6 +37,6 @@ __all__ = ["shortest_distance", "forward", "backward", "total_weight", "SolveInf
            "forward_backward", "ForwardBackward", "arc_posteriors", "final_posteriors",
            "logz_gradient", "expectation", "phi_expand", "phi_structure", "linear_system",
            "relax_block_system", "phi_pass_rows",
-           "Path", "Samples", "best_path", "sample_paths",
+           "Path", "Samples", "best_path", "sample_paths", "label_strings",
            "compose", "intersect", "score_sequences", "ScoreResult", "trim",
            "ChainResult", "chain_forward_backward", "chain_best"]

@@ -13,7 +13,13 @@ Epsilon outputs of ``a`` move ``a`` alone; epsilon inputs of ``b`` move ``b``
 alone.  Both at once would need an epsilon filter (Mohri, Pereira and Riley
 2000) and are refused.
 
-Public names: compose, intersect, trim, neglog_arrays.
+Labels are matched by id, so the ids must mean the same symbols on both
+sides: ``a``'s output table and ``b``'s input table must both be absent or
+equal; one without the other, or two that differ, is a
+:class:`~fsmlearn.errors.SymbolTableError` naming the first symbol that
+differs.
+
+Public names: compose, intersect, trim, check_tables, neglog_arrays.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from numba.typed import Dict
 
 from ..errors import MachineError, SymbolTableError
 from ..fsm.machine import EPSILON, PHI, Machine
+from ..fsm.symbols import SymbolTable
+from ._check import require_machine
 from .phi import label_index, phi_structure, phi_walk
 
 
@@ -179,6 +187,43 @@ def _b_structures(b: Machine, phi_final: bool):
     return perm, phi
 
 
+def _table_name(t: SymbolTable) -> str:
+    return f"{t.name!r}, {len(t)} symbols" if t.name else f"{len(t)} symbols"
+
+
+def check_tables(ta: SymbolTable | None, tb: SymbolTable | None, func: str, what_a: str, what_b: str) -> None:
+    """Raise SymbolTableError unless the two tables are both absent or equal.
+
+    Args:
+        ta, tb: the tables whose ids must agree (a's output, b's input for compose).
+        func: the public function, for the message.
+        what_a, what_b: what each table is, for the message.
+
+    Raises:
+        SymbolTableError: one table is absent and the other is not, or they
+            differ; the message names the first key (in key order) that
+            differs and its two symbols.
+    """
+    if ta is tb:
+        return
+    if ta is None or tb is None:
+        have, lack = (what_b, what_a) if ta is None else (what_a, what_b)
+        t = tb if ta is None else ta
+        raise SymbolTableError(f"{func}: the {lack} have no symbol table but the {have} do "
+                               f"({_table_name(t)}), so their label ids cannot be matched safely; give "
+                               "both machines the same table (or neither)")
+    if ta == tb:
+        return
+    da, db = {k: x for k, x in ta}, {k: x for k, x in tb}
+    for k in sorted(set(da) | set(db)):
+        x, y = da.get(k), db.get(k)
+        if x != y:
+            sx = "no symbol" if x is None else repr(x)
+            sy = "no symbol" if y is None else repr(y)
+            raise SymbolTableError(f"{func}: the symbol tables differ at label id {k}: {sx} in the {what_a} "
+                                   f"({_table_name(ta)}), {sy} in the {what_b} ({_table_name(tb)})")
+
+
 def compose(a: Machine, b: Machine, phi_final: bool = True, connect: bool = True,
             return_pairs: bool = False):
     """The composition a o b, with failure semantics for b's phi arcs.
@@ -198,16 +243,26 @@ def compose(a: Machine, b: Machine, phi_final: bool = True, connect: bool = True
         ``pairs`` is int64 [num_states, 2]: row q holds (state of a, state of b).
 
     Raises:
-        SymbolTableError: a's output symbols differ from b's input symbols.
+        SymbolTableError: a's output symbol table and b's input symbol table
+            are not both absent or equal (one is missing, or they differ: the
+            message names the first label id whose symbols differ).
         MachineError: a has phi arcs, or a has epsilon outputs while b has
             epsilon inputs.
+        NotAMachineError: a or b is not a Machine (convert a pynini.Fst with
+            ``Machine.from_pynini``).
     """
+    return _compose(a, b, phi_final, connect, return_pairs, "compose")
+
+
+def _compose(a: Machine, b: Machine, phi_final: bool, connect: bool, return_pairs: bool, func: str):
+    require_machine(a, func, "a")
+    require_machine(b, func, "b")
     if a.has_phi or np.any(a.olabel == PHI):
-        raise MachineError("the left machine of compose has phi arcs; only the right one may")
-    ta, tb = a.output_symbols, b.isyms
-    if ta is not None and tb is not None and ta != tb:
-        raise SymbolTableError(f"compose: output symbols of the left machine ({ta.name!r}, {len(ta)} "
-                               f"symbols) differ from input symbols of the right one ({tb.name!r}, {len(tb)})")
+        raise MachineError(f"the left machine of {func} has phi arcs; only the right one may")
+    if func == "intersect":
+        check_tables(a.output_symbols, b.isyms, func, "left machine's labels", "right machine's labels")
+    else:
+        check_tables(a.output_symbols, b.isyms, func, "left machine's outputs", "right machine's inputs")
     b_eps = bool(np.any(b.ilabel == EPSILON))
     if b_eps and np.any(a.olabel == EPSILON):
         raise MachineError("compose: the left machine has epsilon outputs and the right one epsilon inputs; "
@@ -242,8 +297,16 @@ def compose(a: Machine, b: Machine, phi_final: bool = True, connect: bool = True
 
 def intersect(a: Machine, b: Machine, phi_final: bool = True, connect: bool = True,
               return_pairs: bool = False):
-    """Intersection of two acceptors (b may have phi arcs): compose(a, b)."""
-    return compose(a, b, phi_final=phi_final, connect=connect, return_pairs=return_pairs)
+    """Intersection of two acceptors (b may have phi arcs): ``compose(a, b)``.
+
+    Args and result as :func:`compose`.
+
+    Raises:
+        SymbolTableError: the two machines' symbol tables are not both absent
+            or equal (the message names the first label id that differs).
+        MachineError, NotAMachineError: as :func:`compose`.
+    """
+    return _compose(a, b, phi_final, connect, return_pairs, "intersect")
 
 
 @nb.njit(cache=True)
@@ -286,7 +349,12 @@ def _trim_keep(m: Machine) -> np.ndarray:
 
 
 def trim(m: Machine) -> Machine:
-    """Remove states not on a path from the start to a final state (renumbered in order)."""
+    """Remove states not on a path from the start to a final state (renumbered in order).
+
+    Raises:
+        NotAMachineError: ``m`` is not a Machine.
+    """
+    require_machine(m, "trim", "m")
     if m.num_states == 0 or m.start < 0:
         return m
     return _trim_by(m, _trim_keep(m))

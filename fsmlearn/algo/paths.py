@@ -19,7 +19,11 @@ backoff LM: each state's arcs, final weight and phi mass sum to one) can be
 sampled with ``normalised=True``: its backward values are taken as one and
 the walk is the machine's own generative process, with no solve.
 
-Public names: Path, best_path, sample_paths, Samples.
+:func:`label_strings` turns paths (a :class:`Samples`, a :class:`Path`, or arc
+ids) into strings of their input or output labels, through the machine's
+symbol tables (label ids where it has none), epsilon and phi skipped.
+
+Public names: Path, best_path, sample_paths, Samples, label_strings.
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from ..errors import ArgumentError, FsmError, MachineError, SemiringError
+from ..errors import ArgumentError, FsmError, MachineError, NoAcceptingPathError, SemiringError
 from ..fsm.machine import EPSILON, PHI, Machine
+from ._check import require_machine
 from .score import label_hash, probe_arc_hash
 from .phi import phi_structure
 from .shortest import solve_values
@@ -57,24 +62,28 @@ class Path:
     olabels: np.ndarray
 
     def input_string(self, m: Machine, sep: str = " ") -> str:
-        """The input symbols of the path, epsilon and phi skipped."""
-        keep = [int(x) for x in self.ilabels if x != EPSILON and x != PHI]
-        return sep.join(m.isyms.decode(keep)) if m.isyms is not None else sep.join(map(str, keep))
+        """The input symbols of the path, epsilon and phi skipped (label ids without a table)."""
+        return label_strings(m, self, "input", sep)[0]
 
     def output_string(self, m: Machine, sep: str = " ") -> str:
-        keep = [int(x) for x in self.olabels if x != EPSILON and x != PHI]
-        t = m.output_symbols
-        return sep.join(t.decode(keep)) if t is not None else sep.join(map(str, keep))
+        """The output symbols of the path, epsilon and phi skipped (label ids without a table)."""
+        return label_strings(m, self, "output", sep)[0]
 
 
 def best_path(m: Machine) -> Path:
     """The path of least cost (tropical semiring; weights as negative logs).
 
+    Returns:
+        A :class:`Path`; :func:`label_strings` (or ``Path.input_string``) gives its labels.
+
     Raises:
-        MachineError: the machine accepts nothing (or its back-pointers form a cycle).
+        NoAcceptingPathError: (a MachineError) the machine accepts no string.
+        MachineError: its back-pointers form a cycle.
         SemiringError: the machine has phi arcs (use phi_expand first).
         DivergenceError: a negative cycle.
+        NotAMachineError: ``m`` is not a Machine (convert a pynini.Fst with Machine.from_pynini).
     """
+    require_machine(m, "best_path", "m")
     if m.has_phi:
         raise SemiringError("best_path over a phi machine needs its phi-free expansion: "
                             "best_path(phi_expand(m))")
@@ -83,7 +92,8 @@ def best_path(m: Machine) -> Path:
     w, f = m.neglog_weights()
     total = V[:, 0] + f
     if m.num_states == 0 or not np.isfinite(total).any():
-        raise MachineError("the machine accepts no string: there is no best path")
+        raise NoAcceptingPathError("best_path: the machine accepts no string (no path of nonzero weight "
+                                   "reaches a final state): there is no best path")
     q = int(np.argmin(total))
     arcs = []
     s = q
@@ -126,6 +136,58 @@ class Samples:
             x = lab[self.path(i)]
             out.append(x[(x != EPSILON) & (x != PHI)])
         return out
+
+
+def label_strings(m: Machine, paths, side: str = "input", sep: str = " ") -> list[str]:
+    """The label strings of paths through ``m``, one per path.
+
+    Args:
+        m: the machine the paths are paths of.
+        paths: a :class:`Samples` (from :func:`sample_paths`), a :class:`Path`
+            (from :func:`best_path`), or a sequence of Paths or of int arc-id arrays.
+        side: "input" or "output": which labels.
+        sep: the separator between symbols.
+
+    Returns:
+        list of str: each path's labels, epsilon and phi arcs skipped, as symbols
+        of the machine's input table (side "input") or output table (side
+        "output"; an acceptor without one uses its input table), or as decimal
+        label ids where that table is absent.
+
+    Raises:
+        ArgumentError: ``side`` is not "input" or "output", or an arc id is out of range.
+        SymbolTableError: a label is not in the symbol table.
+        NotAMachineError: ``m`` is not a Machine.
+    """
+    require_machine(m, "label_strings", "m")
+    if side not in ("input", "output"):
+        raise ArgumentError(f"label_strings: side must be 'input' or 'output', got {side!r}")
+    if isinstance(paths, Samples):
+        ptr = np.asarray(paths.ptr, np.int64)
+        arcs = np.asarray(paths.arcs, np.int64)
+    else:
+        seq = [paths] if isinstance(paths, Path) else list(paths)
+        parts = [np.asarray(p.arcs if isinstance(p, Path) else p, np.int64).ravel() for p in seq]
+        ptr = np.zeros(len(parts) + 1, np.int64)
+        np.cumsum([x.size for x in parts], out=ptr[1:])
+        arcs = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    bad = np.flatnonzero((arcs < 0) | (arcs >= m.num_arcs))
+    if bad.size:
+        raise ArgumentError(f"label_strings: arc id {int(arcs[bad[0]])} is out of range for a machine "
+                            f"with {m.num_arcs} arcs")
+    lab = (m.ilabel if side == "input" else m.olabel)[arcs]
+    table = m.isyms if side == "input" else m.output_symbols
+    keep = (lab != EPSILON) & (lab != PHI)
+    uniq, inv = np.unique(lab, return_inverse=True)
+    real = uniq > 0
+    words = np.full(uniq.size, "", dtype=object)
+    words[real] = table.decode(uniq[real]) if table is not None else [str(int(x)) for x in uniq[real]]
+    tok = words[inv.ravel()]
+    out = []
+    for i in range(ptr.size - 1):
+        lo, hi = int(ptr[i]), int(ptr[i + 1])
+        out.append(sep.join(tok[lo:hi][keep[lo:hi]]))
+    return out
 
 
 @nb.njit(cache=True)
@@ -265,7 +327,8 @@ class _Sampler:
             beta = np.empty(m.num_states)
             scaled_to_neglog(Bt, beta)
         if m.start < 0 or not np.isfinite(beta[m.start]):
-            raise MachineError("the machine accepts no string: nothing to sample")
+            raise NoAcceptingPathError("sample_paths: the machine accepts no string (its total weight is "
+                                       "Z = 0): nothing to sample")
         w, f = m.neglog_weights()
         with np.errstate(over="ignore", invalid="ignore"):
             arc_p = np.exp(beta[m.arc_src] - w - beta[m.dst])
@@ -312,10 +375,16 @@ def sample_paths(m: Machine, num: int, seed: int = 0, max_length: int | None = N
             from ``seed``; batches under 20,000 paths use one thread).  The
             result depends on (seed, num, threads).
 
+    Returns:
+        A :class:`Samples` of arc ids; :func:`label_strings` turns it into strings.
+
     Raises:
-        MachineError: the machine accepts nothing, or a path reaches a dead end.
+        NoAcceptingPathError: (a MachineError) the machine accepts nothing.
+        MachineError: a path reaches a dead end.
         ArgumentError: num < 0, or max_length was exceeded.
+        NotAMachineError: ``m`` is not a Machine (convert a pynini.Fst with Machine.from_pynini).
     """
+    require_machine(m, "sample_paths", "m")
     if num < 0:
         raise ArgumentError(f"num must be >= 0, got {num}")
     sp = m.cached(("sampler", bool(phi_final), bool(normalised)),

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import MachineError
 from ..fsm.machine import EPSILON, PHI, Machine
+from ._check import require_machine
 
 _ERR_TWO_PHI, _ERR_CYCLE = 1, 2
 
@@ -350,7 +351,9 @@ def phi_expand(m: Machine, phi_final: bool = True) -> Machine:
 
     Raises:
         MachineError: two phi arcs at a state or a phi cycle.
+        NotAMachineError: ``m`` is not a Machine.
     """
+    require_machine(m, "phi_expand", "m")
     st = phi_structure(m, phi_final)
     phi = st.phi_arc
     w, f = m.neglog_weights()

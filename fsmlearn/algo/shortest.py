@@ -33,6 +33,7 @@ from .phi import LinearSystem, linear_system, phi_depths
 from .schedule import Schedule, csr_is_forward_ordered, schedule_for
 from .convergence import STATUS_NOT_CONVERGED, STATUS_OK, raise_for_status
 from .cuda import check_device
+from ._check import require_machine
 from .solve_acyclic import acyclic_neglog
 from .solve_linear import gather_rows, linear_solver
 from .solve_phi import phi_solver
@@ -482,7 +483,9 @@ def shortest_distance(machine: Machine, semiring="log", reverse: bool = False, *
         SemiringError: a bad semiring name or argument (or the tropical semiring on "cuda").
         ArgumentError: a device other than "cpu" or "cuda".
         FsmError: device="cuda" without a CUDA device or numba's simulator.
+        NotAMachineError: not a Machine (convert a pynini.Fst with Machine.from_pynini).
     """
+    require_machine(machine, "shortest_distance")
     sr, V, info, _ = solve_values(machine, semiring, reverse, arc_values=arc_values, tol=tol,
                                   max_sweeps=max_sweeps, init=init, phi=phi, phi_final=phi_final,
                                   device=device)
@@ -492,11 +495,13 @@ def shortest_distance(machine: Machine, semiring="log", reverse: bool = False, *
 
 def forward(machine: Machine, semiring="log", **kwargs):
     """Forward values; see :func:`shortest_distance`."""
+    require_machine(machine, "forward")
     return shortest_distance(machine, semiring, False, **kwargs)
 
 
 def backward(machine: Machine, semiring="log", **kwargs):
     """Backward values (final weights included); see :func:`shortest_distance`."""
+    require_machine(machine, "backward")
     return shortest_distance(machine, semiring, True, **kwargs)
 
 
@@ -507,7 +512,7 @@ def total_weight(machine: Machine, semiring="log", **kwargs):
     for the expectation semiring, an array [1+R]: -ln Z then the expected
     additive values).
     """
-    _check_machine(machine)
+    require_machine(machine, "total_weight")
     if machine.start < 0:
         sr = get_semiring(semiring, kwargs.get("arc_values"))
         z = sr.output(sr.zero_rows(1))

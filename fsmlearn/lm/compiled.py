@@ -445,7 +445,7 @@ class CompiledLM(WordIndex):
             seq = lab[ptr[i]:ptr[i + 1]]
             n = seq.size
             acc = Machine.from_arcs(n + 1, 0, {n: 0.0}, np.arange(n), np.arange(1, n + 1), seq,
-                                    weight=np.zeros(n))
+                                    weight=np.zeros(n), isyms=self.machine.isyms, check_symbols=False)
             c = compose(acc, self.machine)
             out[i] = -(total_weight(c) if c.start >= 0 else np.inf) / LN10
         return out, oov
