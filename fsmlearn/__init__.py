@@ -3,20 +3,52 @@
 Models compile themselves into weighted FSMs (:class:`Machine`) and one set of
 semiring-generic algorithms runs over all of them.
 
-This module is the public facade: it re-exports the machine and the engine.
+This module is the public facade: it re-exports the machine and the engine
+(the functions of :mod:`fsmlearn.algo`, which has the rest).  Every engine
+function takes a :class:`Machine` (a ``pynini.Fst`` gets a ``TypeError``:
+convert it with ``Machine.from_pynini``).  Names say their sign: ``cost`` is
+-ln, ``log_partition`` is ln Z.
+
+The machine:
+    Machine, SymbolTable, EPSILON, PHI, DEFAULT_OPENFST_PHI.
+Sums over paths (negative logs in the log and tropical semirings):
+    shortest_distance, forward, backward, total_weight.
+Posteriors and expectations:
+    forward_backward (a ForwardBackward: ``log_partition`` ln Z, ``cost`` -ln Z,
+    ``posteriors``), arc_posteriors, final_posteriors, log_partition_gradient,
+    expectation (values on arcs and on final weights), entropy (of the paths,
+    final weights included).
+Paths:
+    best_path (a Path), sample_paths (a Samples), label_strings (the symbols of
+    either, through the symbol tables).
+Operations on machines:
+    compose, intersect (failure arcs on the right machine), trim, phi_expand.
+Errors (all in :mod:`fsmlearn.errors`):
+    FsmError, NoAcceptingPathError, NotAMachineError, SymbolTableError.
+
+The models live in their packages, each with its main classes at the package:
+:mod:`fsmlearn.lm` (``CompiledLM``, ``BackoffLM``), :mod:`fsmlearn.tag`
+(``HMM``, ``HMM.load``), :mod:`fsmlearn.rcm` (``NGramRCM``, ``AlignRCM``),
+:mod:`fsmlearn.trf` (``TRF``), :mod:`fsmlearn.mrf` (``MRFModel``, ``TaggerMRF``).
+
 The packages are layered, each importing only from the layers before it
 (``../shared/DESIGN.md``; ``tests/layers_test.py`` checks it): 1 ``errors``
 and ``fsm/`` (the machine), with ``data/`` (corpora, tag sets, splits) beside
-them; 2 ``semiring/``; 3 ``algo/`` (the engine); 4 the models, ``lm/`` then
-``tag/``; 5 ``experiments/``; 6 ``cli/``.
+them; 2 ``semiring/``; 3 ``algo/`` (the engine); 4 the models, ``lm/``,
+``tag/``, ``rcm/``, ``trf/``, ``mrf/``; 5 ``experiments/``; 6 ``cli/``.
 """
 
-from .algo import (arc_posteriors, backward, expectation, forward, forward_backward, logz_gradient,
-                   phi_expand, shortest_distance, total_weight)
-from .errors import FsmError
+from .algo import (ForwardBackward, Path, Samples, arc_posteriors, backward, best_path, compose, entropy,
+                   expectation, final_posteriors, forward, forward_backward, intersect, label_strings,
+                   log_partition_gradient, phi_expand, sample_paths, shortest_distance, total_weight, trim)
+from .errors import FsmError, NoAcceptingPathError, NotAMachineError, SymbolTableError
 from .fsm import DEFAULT_OPENFST_PHI, EPSILON, PHI, Machine, SymbolTable
 
 __version__ = "0.1.0"
-__all__ = ["Machine", "SymbolTable", "EPSILON", "PHI", "DEFAULT_OPENFST_PHI", "FsmError",
-           "shortest_distance", "forward", "backward", "total_weight", "forward_backward",
-           "arc_posteriors", "logz_gradient", "expectation", "phi_expand"]
+__all__ = ["Machine", "SymbolTable", "EPSILON", "PHI", "DEFAULT_OPENFST_PHI",
+           "FsmError", "NoAcceptingPathError", "NotAMachineError", "SymbolTableError",
+           "shortest_distance", "forward", "backward", "total_weight",
+           "forward_backward", "ForwardBackward", "arc_posteriors", "final_posteriors",
+           "log_partition_gradient", "expectation", "entropy",
+           "best_path", "Path", "sample_paths", "Samples", "label_strings",
+           "compose", "intersect", "trim", "phi_expand"]

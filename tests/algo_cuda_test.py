@@ -17,7 +17,7 @@ from hypothesis import given, settings
 
 from conftest import backoff_machine, random_machine, tiny_machines
 from fsmlearn import PHI, FsmError, Machine
-from fsmlearn.algo import (arc_posteriors, backward, expectation, forward, forward_backward, phi_expand,
+from fsmlearn.algo import (arc_posteriors, backward, entropy, expectation, forward, forward_backward, phi_expand,
                            shortest_distance, total_weight)
 from fsmlearn.errors import ArgumentError, DivergenceError, NotConvergedError, SemiringError
 from fsmlearn.testing import enumerate_paths
@@ -146,6 +146,13 @@ def test_totals_and_posteriors_equal_enumeration(device):
     v = rng.normal(size=m.num_arcs)
     want = sum(p * v[list(arcs)].sum() for arcs, p in paths) / z
     assert expectation(m, v, device=device)[0] == pytest.approx(want, rel=REL)
+    # values on final weights too, and the entropy of the paths (final weights included)
+    fv = rng.normal(size=m.num_states)
+    end = lambda arcs: int(m.dst[arcs[-1]]) if arcs else m.start
+    want = sum(p * (v[list(arcs)].sum() + fv[end(arcs)]) for arcs, p in paths) / z
+    assert expectation(m, v, final_values=fv, device=device)[0] == pytest.approx(want, rel=REL)
+    H = -sum(p / z * math.log(p / z) for _, p in paths)
+    assert entropy(m, device=device) == pytest.approx(H, rel=REL)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -184,10 +191,13 @@ def test_phi_machine_posteriors_and_expectation_follow_failure_semantics(device)
         w[a] += 2 * h
         down = -total_weight(m.replace(weight=w), device=device, tol=1e-13)
         assert fb.posteriors[a] == pytest.approx((up - down) / (2 * h), rel=1e-5, abs=2e-7)
-    assert fb.logz == pytest.approx(total_weight(m), abs=1e-9)
+    assert fb.cost == pytest.approx(total_weight(m), abs=1e-9)
+    assert fb.log_partition == pytest.approx(-total_weight(m), abs=1e-9)
     # expected word counts (values on the word arcs) are the posteriors' sums
     v = np.where(m.ilabel != PHI, rng.normal(size=m.num_arcs), 0.0)
     assert expectation(m, v, device=device)[0] == pytest.approx(float(fb.posteriors @ v), rel=1e-7, abs=1e-10)
+    # the entropy of its paths is that of its phi-free expansion's
+    assert entropy(m, device=device) == pytest.approx(entropy(phi_expand(m)), rel=1e-7)
 
 
 @pytest.mark.parametrize("semiring", ["log", "real", "expectation"])

@@ -45,10 +45,11 @@ class ChainResult:
     """Forward-backward over dense chains (log semiring).
 
     Attributes:
-        logz: float64 [N], ln Z of each chain (-inf when it has no path of nonzero weight).
+        log_partition: float64 [N], ln Z of each chain (-inf when it has no path of nonzero
+            weight).
         marginals: list of float64 [L_n, V], p(y_i = y) for each chain (zeros when Z = 0).
     """
-    logz: np.ndarray
+    log_partition: np.ndarray
     marginals: list
 
 
@@ -98,7 +99,7 @@ def chain_forward_backward(initial, transition, unaries, final=None) -> ChainRes
     T, tmax, _ = _scaled_exp(transition.reshape(1, -1))        # one scale for the whole matrix
     T = T.reshape(V, V)
     tmax = float(tmax[0])
-    logz = np.full(len(unaries), -np.inf)
+    log_partition = np.full(len(unaries), -np.inf)
     marginals = [np.zeros_like(u) for u in unaries]
     by_len: dict = {}
     for k, u in enumerate(unaries):
@@ -137,10 +138,10 @@ def chain_forward_backward(initial, transition, unaries, final=None) -> ChainRes
             beta[:, i - 1] = b
         post = alpha * beta
         for j, k in enumerate(ks):
-            logz[k] = lz[j]
+            log_partition[k] = lz[j]
             if np.isfinite(lz[j]):
                 marginals[k] = post[j]
-    return ChainResult(logz, marginals)
+    return ChainResult(log_partition, marginals)
 
 
 @nb.njit(cache=True)

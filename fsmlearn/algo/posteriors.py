@@ -1,20 +1,33 @@
-"""Arc posteriors (expected arc counts), gradients and expectations.
+"""Arc posteriors (expected arc counts), gradients, expectations and entropy.
 
 For a machine with total weight Z, the posterior of arc a from s to d is
 ``alpha(s) w_a beta(d) / Z``: the expected number of times a path drawn in
 proportion to its weight takes ``a``.  It is also the gradient
-``d log Z / d log w_a`` (so ``d log Z / d w_a = -posterior`` for weights
-stored as negative logs).  Expectations of additive arc values come from the
-expectation semiring (Eisner 2002): the second component of the total weight
-over the first.
+``d ln Z / d ln w_a`` (so ``d ln Z / d w_a = -posterior`` for weights
+stored as negative logs).  Expectations of additive values on arcs and on
+final weights come from the expectation semiring (Eisner 2002, "Parameter
+estimation for probabilistic finite-state transducers"; Li and Eisner 2009,
+"First- and second-order expectation semirings", section 3): the second
+component of the total weight over the first.  The entropy of the path
+distribution is one such expectation (Li and Eisner 2009, section 4.1):
+``H = ln Z - E[ln w(path)]``, the path weight with its final weight.
+
+Names say their sign: ``log_partition`` is ln Z, ``cost`` is -ln Z (the
+machine's negative-log convention, what :func:`total_weight` returns for a
+log machine).
 
 On a phi machine the flows of the signed linear system (see
 :mod:`fsmlearn.algo.phi`) are mapped back to the machine's arcs: an exclusion
 arc's (negative) flow is added to every arc of its chain, so each arc's
 posterior is the flow that really passes through it under failure semantics.
 
-Public names: arc_posteriors, final_posteriors, logz_gradient, expectation,
-ForwardBackward, forward_backward.
+A machine with no accepting path of nonzero weight (Z = 0) has no path
+distribution: :func:`expectation`, :func:`entropy` and (unless
+``allow_empty=True``) :func:`forward_backward` raise
+:class:`~fsmlearn.errors.NoAcceptingPathError`.
+
+Public names: arc_posteriors, final_posteriors, log_partition_gradient, expectation,
+entropy, ForwardBackward, forward_backward.
 """
 
 from __future__ import annotations
@@ -24,8 +37,10 @@ import math
 import numba as nb
 import numpy as np
 
-from ..fsm.machine import Machine
+from ..errors import ArgumentError, NoAcceptingPathError, SemiringError
+from ..fsm.machine import PHI, Machine
 from ..semiring import get_semiring
+from ._check import require_machine
 from .shortest import SolveInfo, solve_values
 
 _LN2 = math.log(2.0)
@@ -87,7 +102,11 @@ class ForwardBackward:
     Attributes:
         alpha: float64 [N] forward values (-ln).
         beta: float64 [N] backward values (-ln, final weights included).
-        logz: float64, -ln Z (the total weight).
+        log_partition: float, ln Z, the natural log of the total weight Z
+            (-inf when Z = 0, which only ``forward_backward(..., allow_empty=True)``
+            returns).
+        cost: float, -ln Z (the total weight in the machine's negative-log
+            convention: ``total_weight(m)`` of a log machine).
         posteriors: float64 [E] expected count of each arc.
         final_posteriors: float64 [N] probability of stopping at each state.
         info: (forward SolveInfo, backward SolveInfo).
@@ -95,17 +114,29 @@ class ForwardBackward:
     ``alpha`` and ``beta`` may be given as callables; they are then
     converted on first access (one log per state), so callers that only need
     posteriors (EM) do not pay for them.
+
+    There is no ``logz``: a name whose sign (ln Z or -ln Z) a reader must guess.
     """
 
-    __slots__ = ("_alpha", "_beta", "logz", "posteriors", "final_posteriors", "info")
+    __slots__ = ("_alpha", "_beta", "cost", "posteriors", "final_posteriors", "info")
 
-    def __init__(self, alpha, beta, logz, posteriors, final_posteriors, info):
+    def __init__(self, alpha, beta, cost, posteriors, final_posteriors, info):
         self._alpha = alpha
         self._beta = beta
-        self.logz = logz
+        self.cost = float(cost) + 0.0      # (no -0.0)
         self.posteriors = posteriors
         self.final_posteriors = final_posteriors
         self.info = info
+
+    @property
+    def log_partition(self) -> float:
+        """ln Z (float): minus :attr:`cost`."""
+        return -self.cost
+
+    @property
+    def logz(self):
+        raise AttributeError("ForwardBackward has no attribute 'logz' (its sign was ambiguous): "
+                             "use .log_partition for ln Z or .cost for -ln Z")
 
     @property
     def alpha(self) -> np.ndarray:
@@ -120,13 +151,22 @@ class ForwardBackward:
         return self._beta
 
     def __repr__(self) -> str:
-        return (f"ForwardBackward(logz={self.logz!r}, {self.posteriors.shape[0]} arc posteriors, "
-                f"{self.final_posteriors.shape[0]} states)")
+        return (f"ForwardBackward(log_partition={self.log_partition!r}, {self.posteriors.shape[0]} arc "
+                f"posteriors, {self.final_posteriors.shape[0]} states)")
+
+
+def _no_path(func: str, m: Machine) -> NoAcceptingPathError:
+    why = "it has no start state" if m.start < 0 else \
+        f"no path from its start state {m.start} reaches a final state with nonzero weight"
+    return NoAcceptingPathError(f"{func}: the machine ({m.num_states} states, {m.num_arcs} arcs) has no "
+                                f"accepting path: {why}, so its total weight is Z = 0 and there is no "
+                                "distribution over its paths")
 
 
 def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_000,
                      init_alpha=None, init_beta=None, phi: str = "failure",
-                     phi_final: bool = True, device: str = "cpu") -> ForwardBackward:
+                     phi_final: bool = True, device: str = "cpu",
+                     allow_empty: bool = False) -> ForwardBackward:
     """Forward values, backward values and arc posteriors (log semiring).
 
     Args:
@@ -137,11 +177,20 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
         device: "cpu" (default) or "cuda": both solves and the arc flows
             (the posteriors, mapped to the machine's arcs on a phi machine)
             run on the device (:mod:`fsmlearn.algo.cuda`).
+        allow_empty: with a machine that has no accepting path (Z = 0), return
+            a result with ``log_partition`` -inf, ``cost`` inf and all
+            posteriors zero instead of raising.
 
     Returns:
-        A :class:`ForwardBackward`.  If the total weight is zero, posteriors
-        are all zero and ``logz`` is inf.
+        A :class:`ForwardBackward`.
+
+    Raises:
+        NoAcceptingPathError: Z = 0 (unless ``allow_empty``).
+        NotAMachineError: ``m`` is not a Machine (a pynini.Fst: convert it with
+            ``Machine.from_pynini``).
+        DivergenceError, NotConvergedError: as :func:`shortest_distance`.
     """
+    require_machine(m, "forward_backward", "m")
     rows = None
     if not m.has_phi or phi == "epsilon":
         # convert the arc weights once; both directions and the flows reuse them
@@ -153,8 +202,10 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
     E = m.num_arcs
     post = np.zeros(E)
     fpost = np.zeros(m.num_states)
-    logz = float(sr.output(Bt[m.start:m.start + 1])[0]) if m.start >= 0 else math.inf
-    if math.isfinite(logz):
+    cost = float(sr.output(Bt[m.start:m.start + 1])[0]) if m.start >= 0 else math.inf
+    if cost == math.inf and not allow_empty:
+        raise _no_path("forward_backward", m)
+    if math.isfinite(cost):
         zp = Bt[m.start, 0]
         zk = Bt[m.start, -1]
         g = ex["graph"]
@@ -169,7 +220,7 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
                           "Wm": sr.arc_rows(m.weight, m.semiring)}
                 post = flows_cuda(A, W, Bt, g.arc_src, g.dst, zp, zk, m.num_arcs, system)
             fpost = final_flows_cuda(A, F, zp, zk)
-            return ForwardBackward(lambda: sr.output(A), lambda: sr.output(Bt), logz, post, fpost, (ia, ib))
+            return ForwardBackward(lambda: sr.output(A), lambda: sr.output(Bt), cost, post, fpost, (ia, ib))
         flows = np.empty(W.shape[0])
         _flows(A, W, Bt, g.arc_src, g.dst, zp, zk, flows)
         if g is m:
@@ -190,27 +241,39 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
         ones[:, -1] = 1.0
         _flows(A, F, ones, idx, idx, zp, zk, fflows)
         fpost = fflows
-    return ForwardBackward(lambda: sr.output(A), lambda: sr.output(Bt), logz, post, fpost, (ia, ib))
+    return ForwardBackward(lambda: sr.output(A), lambda: sr.output(Bt), cost, post, fpost, (ia, ib))
 
 
 def arc_posteriors(m: Machine, **kwargs) -> np.ndarray:
     """float64 [E]: expected count of each arc (see :func:`forward_backward`)."""
+    require_machine(m, "arc_posteriors", "m")
     return forward_backward(m, **kwargs).posteriors
 
 
 def final_posteriors(m: Machine, **kwargs) -> np.ndarray:
     """float64 [N]: probability that an accepting path ends at each state."""
+    require_machine(m, "final_posteriors", "m")
     return forward_backward(m, **kwargs).final_posteriors
 
 
-def logz_gradient(m: Machine, **kwargs) -> tuple[np.ndarray, np.ndarray]:
-    """Gradient of ln Z with respect to the machine's arc and final weights.
+def log_partition_gradient(m: Machine, **kwargs) -> tuple[np.ndarray, np.ndarray]:
+    """Gradient of ln Z (the log-partition, not -ln Z) with respect to the machine's arc
+    and final weights as stored.
+
+    Args:
+        m: the machine.
+        **kwargs: passed to :func:`forward_backward`.
 
     Returns:
-        (d ln Z / d weight [E], d ln Z / d final [N]) in the machine's own
-        convention: ``-posterior`` for negative-log weights, ``posterior / w``
-        for real weights.
+        (d ln Z / d weight, float64 [E]; d ln Z / d final, float64 [N]) in the
+        machine's own convention: ``-posterior`` for negative-log weights (raising
+        a cost lowers ln Z), ``posterior / w`` for real weights (0 where w = 0).
+        The gradient of the cost -ln Z is minus this.
+
+    Raises:
+        NoAcceptingPathError: Z = 0 (ln Z is -inf and has no gradient).
     """
+    require_machine(m, "log_partition_gradient", "m")
     fb = forward_backward(m, **kwargs)
     if m.semiring == "real":
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -220,22 +283,152 @@ def logz_gradient(m: Machine, **kwargs) -> tuple[np.ndarray, np.ndarray]:
     return -fb.posteriors, -fb.final_posteriors
 
 
-def expectation(m: Machine, arc_values, **kwargs) -> np.ndarray:
-    """E[sum of arc_values along the path] under the machine's path distribution.
+def _with_final_arcs(m: Machine, arc_values: np.ndarray, final_values: np.ndarray, phi_final: bool):
+    """m with its final weights moved onto arcs, so that values can ride on them.
 
-    Computed in the expectation semiring: the total weight <Z, r> gives r / Z.
+    Each state q with a nonzero final weight f(q) gets an arc labelled with a
+    fresh label ``x`` to one new state S (the only final state, weight one),
+    carrying f(q) and the value ``final_values[q]``.  On a phi machine the
+    fresh label fails over exactly as final weights do with ``phi_final``
+    true; with ``phi_final`` false every other state that has a phi arc gets
+    an ``x`` arc of weight zero, which blocks the failover (final weights do
+    not fail over).  The paths of the result are those of ``m`` with one more
+    arc each, of the same weights.
+
+    Returns:
+        (machine, values float64 [E + k, R]).
+    """
+    n, E = m.num_states, m.num_arcs
+    real = m.semiring == "real"
+    zero, one = (0.0, 1.0) if real else (math.inf, 0.0)
+    has_final = m.final != zero
+    extra = has_final.copy()
+    if m.has_phi and not phi_final:
+        has_phi = np.zeros(n, bool)
+        has_phi[m.arc_src[m.ilabel == PHI]] = True
+        extra |= has_phi
+    k = np.concatenate([[0], np.cumsum(extra)])
+    top = int(m.ilabel.max()) if E else 0
+    if top >= np.iinfo(np.int32).max:
+        raise ArgumentError(f"final_values: the machine uses label {top}, leaving no fresh label for its "
+                            "final weights")
+    x = max(top, 0) + 1
+    q = np.flatnonzero(extra)
+    Ek = E + q.size
+    src_start = m.src_start + k
+    old = np.arange(E) + k[m.arc_src]
+    new = m.src_start[q + 1] + k[q]
+    dst = np.empty(Ek, np.int32)
+    il = np.empty(Ek, np.int32)
+    w = np.empty(Ek)
+    dst[old], il[old], w[old] = m.dst, m.ilabel, m.weight
+    dst[new], il[new], w[new] = n, x, m.final[q]
+    v = np.zeros((Ek, arc_values.shape[1]))
+    v[old] = arc_values
+    v[new] = np.where(has_final[q, None], final_values[q], 0.0)
+    final = np.full(n + 1, zero)
+    final[n] = one
+    src_start = np.concatenate([src_start, [Ek]])
+    out = Machine(start=m.start, final=final, src_start=src_start, dst=dst, ilabel=il, weight=w,
+                  semiring=m.semiring)
+    return out, v
+
+
+def _as_values(values, rows: int, what: str, R: int | None = None) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim == 1:
+        v = v[:, None]
+    if v.ndim != 2 or v.shape[0] != rows or (R is not None and v.shape[1] != R):
+        want = f"({rows},) or ({rows}, R)" if R is None else f"({rows},)" if R == 1 else f"({rows}, {R})"
+        raise SemiringError(f"{what} has shape {np.shape(values)}; expected {want}")
+    bad = np.flatnonzero(~np.isfinite(v).all(axis=1))
+    if bad.size:
+        raise SemiringError(f"{what} of {'arc' if what == 'arc_values' else 'state'} {int(bad[0])} "
+                            f"is not finite: {v[bad[0]]}")
+    return v
+
+
+def _expectation_total(m: Machine, func: str, arc_values, final_values=None, **kwargs):
+    """(cost -ln Z, E [R]) of the additive values in one expectation-semiring solve."""
+    v = _as_values(arc_values, m.num_arcs, "arc_values")
+    if m.start < 0:
+        raise _no_path(func, m)
+    g = m
+    if final_values is not None:
+        fv = _as_values(final_values, m.num_states, "final_values", v.shape[1])
+        g, v = _with_final_arcs(m, v, fv, kwargs.get("phi_final", True))
+    sr = get_semiring("expectation", v)
+    _, Bt, _, _ = solve_values(g, sr, True, arc_values=v, **kwargs)
+    out = sr.output(Bt[g.start:g.start + 1])[0]
+    if not out[0] < math.inf:
+        raise _no_path(func, m)
+    return float(out[0]), out[1:]
+
+
+def expectation(m: Machine, arc_values, final_values=None, **kwargs) -> np.ndarray:
+    """E[sum of the values along the path] under the machine's path distribution.
+
+    A path of arcs a_1..a_L ending at state q has value ``sum_i arc_values[a_i]
+    + final_values[q]``, and probability ``w(path) / Z`` with its final weight
+    included.  Computed in the expectation semiring (Eisner 2002; Li and Eisner
+    2009): the total weight <Z, r> gives r / Z.  Final values ride on arcs to a
+    new final state that carry the final weights (on a phi machine they fail over
+    as the final weights do, see ``phi_final``).
 
     Args:
         m: the machine.
-        arc_values: [E] or [E, R] additive values.
-        **kwargs: passed to shortest_distance (tol, phi, ...).
+        arc_values: float [E] or [E, R] additive values of the arcs.
+        final_values: float [N] or [N, R] (R as ``arc_values``) additive values of
+            the final weights: ``final_values[q]`` is added when a path ends at q
+            (by q's own final weight, or on a phi machine by the final weight of
+            the state q's failure chain reaches).  None: no values on final weights.
+        **kwargs: passed to shortest_distance (tol, max_sweeps, phi, phi_final, device).
 
     Returns:
-        float64 [R] (a scalar array of shape (1,) for 1-D values).
+        float64 [R] (shape (1,) for 1-D values).
+
+    Raises:
+        NoAcceptingPathError: the machine has no accepting path (Z = 0), so the
+            expectation is undefined.
+        NotAMachineError: ``m`` is not a Machine.
+        SemiringError: values of the wrong shape, or not finite.
     """
-    v = np.asarray(arc_values, dtype=np.float64)
-    sr = get_semiring("expectation", v)
-    _, Bt, _, _ = solve_values(m, sr, True, arc_values=v, **kwargs)
-    if m.start < 0:
-        return np.zeros(sr.R)
-    return sr.output(Bt[m.start:m.start + 1])[0, 1:]
+    require_machine(m, "expectation", "m")
+    return _expectation_total(m, "expectation", arc_values, final_values, **kwargs)[1]
+
+
+def entropy(m: Machine, **kwargs) -> float:
+    """Entropy in nats of the distribution over the machine's accepting paths.
+
+    A path's probability is its weight over Z, with its final weight included:
+    ``p(path) = w(a_1) ... w(a_L) f(q) / Z``.  Then
+    ``H = -sum p ln p = ln Z - E[ln w(path)] = ln Z + E[c(path)]`` with c the
+    path's cost (-ln weight), computed in one expectation-semiring solve with the
+    arcs' costs as arc values and the final weights' costs as final values (Li
+    and Eisner 2009, "First- and second-order expectation semirings with
+    applications to minimum-risk training on translation forests", section 4.1;
+    Eisner 2002).  It is the entropy of the paths; for an unambiguous machine it
+    is also that of the label strings.  On a phi machine paths follow failure
+    semantics (phi arcs' weights included), with ``phi_final`` as in
+    :func:`shortest_distance`.
+
+    Args:
+        m: the machine (any weight convention; a tropical one is read as -ln
+            probabilities, like a log one).
+        **kwargs: passed to shortest_distance (tol, max_sweeps, phi, phi_final, device).
+
+    Returns:
+        H >= 0 (float, nats); to the solver's tolerance on a cyclic machine.
+
+    Raises:
+        NoAcceptingPathError: the machine has no accepting path (Z = 0).
+        NotAMachineError: ``m`` is not a Machine.
+        DivergenceError: the total weight is infinite.
+    """
+    require_machine(m, "entropy", "m")
+    w, f = m.neglog_weights()
+    with np.errstate(invalid="ignore"):
+        arc_cost = np.where(np.isfinite(w), w, 0.0)
+        final_cost = np.where(np.isfinite(f), f, 0.0)
+    cost, e = _expectation_total(m, "entropy", arc_cost, final_cost, **kwargs)
+    return float(e[0] - cost)

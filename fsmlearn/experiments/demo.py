@@ -49,7 +49,7 @@ def run_demo(out, cyclic: bool = True) -> None:
     m = Machine.from_pynini(fst)
     print(f"machine: {m}", file=out)
     fb = forward_backward(m)
-    print(f"total weight Z = {math.exp(-fb.logz):.12f}  (-ln Z = {fb.logz:.12f})", file=out)
+    print(f"total weight Z = {math.exp(fb.log_partition):.12f}  (-ln Z = {fb.cost:.12f})", file=out)
     ref_a = openfst_distances(fst, reverse=False)
     ref_b = openfst_distances(fst, reverse=True)
     err = max(float(np.max(np.abs(fb.alpha - ref_a))), float(np.max(np.abs(fb.beta - ref_b))))

@@ -102,12 +102,12 @@ class StarResult:
     """Exact BP on the star for one delta.
 
     Attributes:
-        logz: float, log Z_star(theta, delta) = max_mu O^delta(theta, mu) (eq. 14).
+        log_partition: float, ln Z_star(theta, delta) = max_mu O^delta(theta, mu) (eq. 14).
         mu: float64 [K+1, C], the node marginals mu^0_V (centre) and mu^l_V (leaves).
         a, b: float64 [K, C]: the edge marginal mu^l_E[x0, xl] = a[l-1, x0] E^l[x0, xl] b[l-1, xl].
         delta: float64 [K, C], the dual variables it was computed for.
     """
-    logz: float
+    log_partition: float
     mu: np.ndarray
     a: np.ndarray
     b: np.ndarray
@@ -212,7 +212,7 @@ def tighten(pot, state: TightenState, *, max_iter: int = 200, tol: float = 1e-3,
     appendix B).  Stops when the copies agree within ``tol`` (eq. 13: max_l ||mu^l - mu^0||_1)
     or after ``max_iter`` BP passes.  ``bp(pot, delta)`` is the exact inference on the tree
     (default :func:`star_bp`; the tagger's tree passes its own), returning an object with
-    ``logz``, ``mu`` [K+1, ...] (the centre copy first), ``gap`` and ``delta``.
+    ``log_partition``, ``mu`` [K+1, ...] (the centre copy first), ``gap`` and ``delta``.
 
     Returns:
         The :class:`StarResult` of the best delta (``state.delta`` is set to it).
@@ -235,7 +235,7 @@ def tighten(pot, state: TightenState, *, max_iter: int = 200, tol: float = 1e-3,
         except NotConvergedError:       # a step so long that the messages underflow: shorten it
             alpha /= 2
             continue
-        if cand.logz < best.logz:
+        if cand.log_partition < best.log_partition:
             best = cand
         else:
             alpha /= 2
@@ -253,9 +253,9 @@ def _tighten_lbfgs(pot, state, best, max_iter, tol, bp):
     def f(d):
         r = bp(pot, d.reshape(shape))
         state.iterations += 1
-        if r.logz < cache["best"].logz:
+        if r.log_partition < cache["best"].log_partition:
             cache["best"] = r
-        return r.logz, (r.mu[1:] - r.mu[0]).ravel()
+        return r.log_partition, (r.mu[1:] - r.mu[0]).ravel()
 
     if best.gap > tol and max_iter > 0:
         class _Done(Exception):
@@ -315,8 +315,8 @@ def lifted_bound(model: MRFModel, moments: Moments, delta=None, *, pot: StarPote
         pot = star_potentials(model)
     if star is None:
         star = star_bp(pot, np.zeros((K, C)) if delta is None else delta)
-    value = moments.dot(model) - star.logz / (K + 1)
-    logpart = moments.N * star.logz / (K + 1)
+    value = moments.dot(model) - star.log_partition / (K + 1)
+    logpart = moments.N * star.log_partition / (K + 1)
     grad = None
     if gradient:
         mu0_hat, pair_hat = moments.means()

@@ -339,7 +339,7 @@ class TreeResult:
     tree of offset ``offsets[m]``, copy 0 the first tree's centre), tag-pair edge marginals
     (sum_m p_m mu_E^{m,l}, [K, T, T]), tag-word edge marginals per tree (mean over its copies,
     [L, T, V]); ``delta`` [C - 1, T+V]."""
-    logz: float
+    log_partition: float
     mu: np.ndarray
     pair: np.ndarray
     emit: np.ndarray
@@ -482,7 +482,7 @@ def tagger_bound(model: TaggerMRF, mom: TaggerMoments, pot: TreePotentials, res:
         gw = mom.emit[k].toarray() - res.emit[k]
         g = np.asarray(model.word_matrix.T @ gw.T).T                             # [T, F], eq. 19's analogue
         gU.append(g if k == 0 else g * model.context_mask())
-    value = dot - res.logz / (K + 1)
+    value = dot - res.log_partition / (K + 1)
     if L == 1:
         g0 = mom.tag - res.mu[:, :T].mean(axis=0)
     else:

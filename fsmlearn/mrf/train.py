@@ -122,7 +122,7 @@ def train_lifted(model: MRFModel, moments: Moments, *, max_iter: int = 100, dtyp
             obj -= 0.5 * l2 * float((mask * v) @ v)
             g = g - l2 * mask * v
         counters["evals"] += 1
-        last.update(v=v.copy(), model=m, bound=lb.value, objective=obj, gap=star.gap, logz=star.logz,
+        last.update(v=v.copy(), model=m, bound=lb.value, objective=obj, gap=star.gap, log_z_star=star.log_partition,
                     tighten=state.iterations - before, delta=state.delta.copy(), alpha=state.alpha, g=-g)
         return -obj, -g
 
@@ -131,7 +131,7 @@ def train_lifted(model: MRFModel, moments: Moments, *, max_iter: int = 100, dtyp
             evaluate(v)
         anchor.update(delta=last["delta"], alpha=last["alpha"], g=last["g"], objective=last["objective"])
         entry = {"iteration": len(history) + 1, "evaluations": counters["evals"], "bound": last["bound"],
-                 "objective": last["objective"], "gap": last["gap"], "log_z_star": last["logz"],
+                 "objective": last["objective"], "gap": last["gap"], "log_z_star": last["log_z_star"],
                  "tighten_iterations": last["tighten"], "seconds": time.perf_counter() - t0}
         history.append(entry)
         if on_iteration is not None and on_iteration(last["model"], entry):

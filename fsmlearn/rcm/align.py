@@ -1386,16 +1386,16 @@ def decode(model: AlignRCM, x, B: int = 20, method: str = "rcms", max_len: int |
     lat = rcms_align(model, x, B, outside=outside, max_len=max_len)
     sc = lat.scores()
     m, pool = lat.machine(scores=sc)
-    fb = forward_backward(m)
-    if not math.isfinite(fb.logz):
+    fb = forward_backward(m, allow_empty=True)
+    if not math.isfinite(fb.log_partition):
         return np.zeros(0, np.int64), 0.0
     p = best_path(pool.best_machine(m))
     labels = np.asarray(p.ilabels, np.int64) - 1
     chars = labels % model.num_chars
     allowed = _allowed_from(model, chars)
     mt, _ = lat.machine(allowed=allowed, length=chars.size, scores=sc)
-    fbt = forward_backward(mt)
-    return chars, float(math.exp(min(0.0, fb.logz - fbt.logz)))
+    fbt = forward_backward(mt, allow_empty=True)
+    return chars, float(math.exp(min(0.0, fbt.log_partition - fb.log_partition)))
 
 
 def best_alignment(model: AlignRCM, x, y, B: int = 20, exact_order: int | None = None,
@@ -1412,8 +1412,8 @@ def best_alignment(model: AlignRCM, x, y, B: int = 20, exact_order: int | None =
     lat = rcms_align(model, x, B, y=ya, select="target", max_len=max_len, exact_order=exact_order,
                      target_only=True)
     m, pool = lat.target_machine()
-    fb = forward_backward(m)
-    if not math.isfinite(fb.logz):
+    fb = forward_backward(m, allow_empty=True)
+    if not math.isfinite(fb.log_partition):
         raise ArgumentError(f"no alignment of {ya.size} characters onto {lat.x.size} phonemes with at most "
                             f"{model.max_advance} phonemes per character")
     p = best_path(pool.best_machine(m))

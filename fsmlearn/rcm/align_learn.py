@@ -152,17 +152,17 @@ class UpdateProblem:
     def _solve(self, theta):
         sc = self.lattice.scores(theta)
         mm, pool_m = self.lattice.machine(scores=sc)
-        fb_m = forward_backward(mm)
+        fb_m = forward_backward(mm, allow_empty=True)
         tsc = sc if self.target_lattice is self.lattice else self.target_lattice.scores(theta)
         mt, pool_t = self.target_lattice.target_machine(scores=tsc)
-        fb_t = forward_backward(mt)
+        fb_t = forward_backward(mt, allow_empty=True)
         return fb_m, (mm, pool_m), fb_t, (mt, pool_t)
 
     @staticmethod
     def _ll(fb_m, fb_t) -> float:
-        if not (math.isfinite(fb_t.logz) and math.isfinite(fb_m.logz)):
+        if not (math.isfinite(fb_t.log_partition) and math.isfinite(fb_m.log_partition)):
             return -math.inf
-        return float(fb_m.logz - fb_t.logz)
+        return float(fb_t.log_partition - fb_m.log_partition)
 
     def loglik(self, theta=None) -> float:
         """log Z_target - log Z under ``theta`` (default: the model's); -inf without signal."""
@@ -183,7 +183,7 @@ class UpdateProblem:
         info = {"contexts": self.lattice.num_contexts, "arcs": self.lattice.num_arcs,
                 "machine_arcs": mm.num_arcs, "signal": math.isfinite(ll),
                 "mean_context_length": self.lattice.mean_context_length(fb_m.posteriors, machine=mm)
-                if math.isfinite(fb_m.logz) else 0.0}
+                if math.isfinite(fb_m.log_partition) else 0.0}
         if not math.isfinite(ll):
             return ll, np.zeros(0, np.int64), np.zeros(0), info
         if acc is None:
@@ -431,5 +431,5 @@ def average_context_length(model: AlignRCM, x, y=None, B: int = 20, strategy: st
         lat = prepare_update(model, x, y, "model" if strategy == "forced" else strategy, B,
                              max_len=max_len).lattice
     m, _ = lat.machine()
-    fb = forward_backward(m)
-    return lat.mean_context_length(fb.posteriors, machine=m) if math.isfinite(fb.logz) else 0.0
+    fb = forward_backward(m, allow_empty=True)
+    return lat.mean_context_length(fb.posteriors, machine=m) if math.isfinite(fb.log_partition) else 0.0

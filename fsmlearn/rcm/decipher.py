@@ -195,7 +195,7 @@ def em_step(model: DecipherModel, ciphertexts, log_emit: np.ndarray, B: int, lap
         if stats is not None:       # c_0 is the root (length 0), every later context one label
             stats["context_length"] = sum(x.size - 1 for x in xs) / max(sum(x.size for x in xs), 1)
         sm = counts + laplace
-        return np.log(sm / sm.sum(axis=1, keepdims=True)), float(res.logz.sum()), counts
+        return np.log(sm / sm.sum(axis=1, keepdims=True)), float(res.log_partition.sum()), counts
     length_sum, tokens = 0.0, 0
     for x in ciphertexts:
         x = np.asarray(x, np.int64)

@@ -93,7 +93,7 @@ def sequence_gradient(model: NGramRCM, labels, B: int, unary=None):
         return -np.inf, dict(grad)
     if state == last_root:
         grad[OUTSIDE] += 1.0
-    return float(score + fb.logz), dict(grad)
+    return float(score - fb.log_partition), dict(grad)
 
 
 @dataclass

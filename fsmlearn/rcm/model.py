@@ -180,14 +180,15 @@ class RCMSResult:
         return self._steps
 
     def forward_backward(self):
-        """The engine's forward-backward on the machine (computed once, then kept)."""
+        """The engine's forward-backward on the machine (computed once, then kept; a machine
+        with no path of nonzero weight gives ``log_partition`` -inf and zero posteriors)."""
         if self._fb is None:
-            self._fb = forward_backward(self.machine)
+            self._fb = forward_backward(self.machine, allow_empty=True)
         return self._fb
 
     def log_partition(self) -> float:
         """ln Z of the model under these contexts (the machine's total weight)."""
-        return -self.forward_backward().logz
+        return self.forward_backward().log_partition
 
     def marginals(self) -> np.ndarray:
         """float64 [L, |Y|], p(y_i = y): the single arcs' posteriors at their labels, and each

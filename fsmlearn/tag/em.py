@@ -315,11 +315,11 @@ def expected_counts(hmm: HMM, corpus: Corpus, allowed=None, chunk_tokens: int = 
         ids = np.ascontiguousarray(corpus.ids[t0:t1], dtype=np.int32)
         lat = build_lattice(hmm, ptr[s0:s1 + 1] - t0, ids, csr, semiring="real")
         c1 = time.perf_counter()
-        fb = forward_backward(lat.machine)
+        fb = forward_backward(lat.machine, allow_empty=True)
         c2 = time.perf_counter()
-        if not math.isfinite(fb.logz):
+        if not math.isfinite(fb.log_partition):
             raise ModelError(f"sentences {s0}..{s1 - 1} have probability zero under the model")
-        loglik -= fb.logz
+        loglik += fb.log_partition
         post = fb.posteriors
         tc += np.bincount(lat.arc_trans, post, minlength=n_trans)
         sp = np.bincount(lat.machine.dst, post, minlength=lat.machine.num_states)
