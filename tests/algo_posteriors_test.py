@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from conftest import backoff_machine, random_machine, tiny_machines
 from fsmlearn import Machine, NoAcceptingPathError
-from fsmlearn.algo import (arc_posteriors, entropy, expectation, final_posteriors, forward_backward,
+from fsmlearn.algo import (arc_posteriors, compose, entropy, expectation, final_posteriors, forward_backward,
                            log_partition_gradient, phi_expand, total_weight)
 from fsmlearn.errors import SemiringError
 from fsmlearn.testing import enumerate_paths
@@ -278,3 +278,20 @@ def test_bad_final_values_are_refused(rng):
         expectation(m, np.ones((m.num_arcs, 2)), final_values=np.ones((m.num_states, 3)))
     with pytest.raises(SemiringError, match="not finite"):
         expectation(m, np.ones(m.num_arcs), final_values=np.full(m.num_states, np.nan))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_entropy_of_a_lattice_composed_with_a_backoff_lm_equals_enumeration(seed):
+    # the trap: on a lattice composed with an LM the final weights carry the LM's </s>
+    # probabilities, which an entropy from arc values alone leaves out
+    rng = np.random.default_rng(70 + seed)
+    lattice = random_machine(rng, 6, 12, cyclic=False, mass=0.9, labels=3)
+    lm = backoff_machine(rng, V=3, order=3)
+    m = compose(lattice, lm)
+    paths = list(enumerate_paths(m))
+    z = sum(p for _, p in paths)
+    H = -sum(p / z * math.log(p / z) for _, p in paths)
+    assert entropy(m) == pytest.approx(H, rel=1e-9, abs=1e-12)
+    w, f = m.neglog_weights()
+    end = [end_state(m, arcs) for arcs, _ in paths]
+    assert np.isfinite(f[end]).all() and (f[end] > 0).any()    # the final weights carry mass here
