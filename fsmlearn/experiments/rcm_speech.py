@@ -140,18 +140,33 @@ def _words_spec(run):
     return run["method"], int(run["size"])
 
 
-def _finished_runs(path: Path, report: dict, specs: list, keys=_RESUME_KEYS, spec_of=_speech_spec) -> dict:
-    """The runs of an earlier report at ``path`` that this one would repeat: {spec index: run}.
-    The report must have been written with the same task and settings (``keys``; else a
-    located error); a run counts when it has every pass; ``spec_of(run)`` is its spec."""
+def _read_report(path: Path):
+    """The earlier report at ``path`` to resume from (None when there is none), read before
+    any work so that a file that is no report is refused at once."""
     import json
     from ..errors import FsmError
     try:
-        old = json.loads(path.read_text())
+        text = path.read_bytes()
     except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise FsmError(f"{path}: cannot resume from this report: {e.strerror or e}") from None
+    if not text.strip():
+        raise FsmError(f"{path}: cannot resume from this report: the file is empty")
+    try:
+        return json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise FsmError(f"{path}: cannot resume from this report: not a JSON report ({e})") from None
+
+
+def _finished_runs(path: Path, old, report: dict, specs: list, keys=_RESUME_KEYS, spec_of=_speech_spec) -> dict:
+    """The runs of an earlier report ``old`` (read by :func:`_read_report` from ``path``; None:
+    no report) that this one would repeat: {spec index: run}.
+    The report must have been written with the same task and settings (``keys``; else a
+    located error); a run counts when it has every pass; ``spec_of(run)`` is its spec."""
+    from ..errors import FsmError
+    if old is None:
         return {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise FsmError(f"{path}: cannot resume from this report: {e}") from None
     if not isinstance(old, dict) or not isinstance(old.get("runs"), list):
         raise FsmError(f"{path}: cannot resume: not a report of {report['command']} (no list of runs)")
     for key in keys:
@@ -303,6 +318,8 @@ def run_speech(cfg: SpeechConfig, progress=None, task=None) -> dict:
     bad = [s for s in cfg.strategies if s not in STRATEGIES]
     if bad or not cfg.strategies:
         raise ArgumentError(f"strategies must be among {', '.join(STRATEGIES)}; got {bad or 'none'}")
+    path = Path(cfg.report) if cfg.report else None
+    old = _read_report(path) if cfg.resume and path is not None else None
     if task is None:
         from ..data.speech import build_speech_task
         say("building the speech task from Mixed-text and cmudict")
@@ -316,8 +333,7 @@ def run_speech(cfg: SpeechConfig, progress=None, task=None) -> dict:
               "orders": cfg.orders, "seed": cfg.seed, "runs": [], "complete": False}
     specs = [(s, 0) for s in cfg.strategies]
     specs += [(s, o) for s in cfg.strategies if s in ("forced", "rcms") for o in range(1, cfg.orders)]
-    path = Path(cfg.report) if cfg.report else None
-    done = _finished_runs(path, report, specs) if cfg.resume and path is not None else {}
+    done = _finished_runs(path, old, report, specs)
     if done:
         say(f"resuming {path}: {len(done)} of {len(specs)} runs already finished "
             f"({', '.join(done[k]['name'] for k in sorted(done))})")
@@ -393,6 +409,8 @@ def run_words(cfg: WordsConfig, progress=None, task=None) -> dict:
     if not 0 < cfg.precision < 1 or not cfg.runs or any(m not in ("beam", "rcms") or s < 1 for m, s in cfg.runs):
         raise ArgumentError(f"precision must be in (0, 1) and runs (beam|rcms):size with size >= 1; got "
                             f"{cfg.precision} and {cfg.runs}")
+    path = Path(cfg.report) if cfg.report else None
+    old = _read_report(path) if cfg.resume and path is not None else None
     if task is None:
         from ..data.speech import build_word_task
         say("building the word task from Mixed-text and cmudict")
@@ -403,9 +421,7 @@ def run_words(cfg: WordsConfig, progress=None, task=None) -> dict:
     report = {"command": "fsmlearn rcms words", "task": stats, "n": cfg.n, "passes": cfg.passes,
               "precision": cfg.precision, "impute_seconds": 0.0, "runs": [], "complete": False}
     specs = [(m, int(b)) for m, b in cfg.runs]
-    path = Path(cfg.report) if cfg.report else None
-    done = (_finished_runs(path, report, specs, _WORDS_RESUME_KEYS, _words_spec)
-            if cfg.resume and path is not None else {})
+    done = _finished_runs(path, old, report, specs, _WORDS_RESUME_KEYS, _words_spec)
     if done:
         say(f"resuming {path}: {len(done)} of {len(specs)} runs already finished "
             f"({', '.join(done[k]['name'] for k in sorted(done))})")

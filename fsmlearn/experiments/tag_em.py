@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data import iter_dataset_words, iter_lines, load_tagged
+from ..data import iter_dataset_words, load_tagged
 from ..data.tagsets import tag_dictionary, tagset_tags
-from ..errors import ArgumentError, DatasetError
+from ..errors import ArgumentError, CorpusFormatError, DatasetError
+from ..lm.textin import read_lines
 from ..tag import Corpus, dictionary_mask, em, encode_corpus, uniform_hmm
 from .report import new_figure, save_figure, write_report
 
@@ -46,6 +47,8 @@ class TagEMConfig:
 
 def _training_corpus(cfg: TagEMConfig, say) -> Corpus:
     t0 = time.time()
+    if cfg.corpus and Path(cfg.corpus).exists() and not Path(cfg.corpus).is_dir():
+        raise CorpusFormatError("not a directory (--corpus names the folder of a saved encoded corpus)", cfg.corpus)
     if cfg.corpus and (Path(cfg.corpus) / "corpus.json").exists():
         corpus = Corpus.load(cfg.corpus)
         say(f"loaded corpus {cfg.corpus} (memory-mapped): {corpus.num_tokens:,} tokens")
@@ -53,7 +56,7 @@ def _training_corpus(cfg: TagEMConfig, say) -> Corpus:
     if cfg.data and cfg.text:
         raise ArgumentError("give --data NAME or --text FILE..., not both")
     if cfg.text:
-        source, name = (line.split() for line in iter_lines(cfg.text)), " ".join(cfg.text)
+        source, name = (line.split() for line in read_lines(cfg.text)), " ".join(cfg.text)
     elif cfg.data:
         if cfg.data not in TEXT_DATASETS:
             raise DatasetError(f"unknown dataset {cfg.data!r}; expected one of {', '.join(TEXT_DATASETS)}")

@@ -141,6 +141,9 @@ def run_lm(cfg: LMConfig, progress=print) -> dict:
     from ..trf.io import load_trf, save_trf
     cfg.check()
     t_all = time.time()
+    model_path = Path(cfg.model)
+    # a model file that cannot be resumed from is refused before the data is read
+    resumed = load_trf(model_path)[0] if cfg.resume and model_path.exists() else None
     vocab, data = brown_lm_ids(cfg.data_dir)
     V = len(vocab)
     tr = data["train"]
@@ -163,10 +166,9 @@ def run_lm(cfg: LMConfig, progress=print) -> dict:
                        gap_every=1, eval_sentences=1000,
                        seed=cfg.seed)
     model = None
-    model_path = Path(cfg.model)
     curve = []
-    if cfg.resume and model_path.exists():
-        model, _ = load_trf(model_path)
+    if resumed is not None:
+        model = resumed
         if not np.array_equal(model.features.keys, fs.keys):
             raise ArgumentError(f"trf lm --resume: {model_path} has another feature set; remove it or drop --resume")
         curve = list(model.meta.get("curve", []))

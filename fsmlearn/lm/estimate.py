@@ -61,7 +61,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from .counts import NGramCounts
-from .index import NGramIndex
+from .index import NGramIndex, NGramIndexError
 from .model import BOS, EOS, IMPOSSIBLE, UNK, BackoffLM
 
 METHODS = ("kneser-ney", "witten-bell", "absolute")
@@ -255,7 +255,8 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
         A normalised BackoffLM (every context's distribution sums to 1).
 
     Raises:
-        ArgumentError: an unknown method, bad parameters, or counts without ``<s>``/``</s>``.
+        ArgumentError: an unknown method, bad parameters, counts without ``<s>``/``</s>``,
+            or an n-gram without its prefix or listed twice (the words named).
     """
     say = progress or (lambda msg: None)
     if method not in METHODS:
@@ -287,7 +288,15 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
         ngrams[0] = ngrams[0][order1]
         raw_counts[0] = raw_counts[0][order1]
     N = len(ngrams)
-    idx = NGramIndex(ngrams, V)
+    try:
+        idx = NGramIndex(ngrams, V)
+    except NGramIndexError as e:
+        k = len(e.row)
+        words = " ".join(vocab[int(w)] for w in e.row)
+        if e.kind == "missing":
+            raise ArgumentError(f"the counts' {k}-gram {words!r} has no prefix among the {k - 1}-grams "
+                                "(a prefix's count is at least the n-gram's)") from None
+        raise ArgumentError(f"the counts list the {k}-gram {words!r} twice") from None
     off = idx.offsets
     total = idx.total
     raw = np.concatenate(raw_counts)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ..errors import ModelError
 from ..fsm.hashing import hash_insert as _insert
 from ..fsm.hashing import hash_lookup as _lookup
 
@@ -79,12 +80,20 @@ def find_ngram(words, V, uni, keys, vals, mask):
     return g
 
 
-class NGramIndexError(Exception):
-    """An n-gram without its prefix, or listed twice (``row`` holds its words,
-    ``index`` its position among the n-grams of its order)."""
+class NGramIndexError(ModelError):
+    """An n-gram without its prefix, or listed twice (``kind`` "missing" or "duplicate",
+    ``row`` its word ids, ``index`` its position among the n-grams of its order).
+
+    An :class:`~fsmlearn.errors.FsmError` (a ``ValueError``): the readers that build an
+    index from a file (:func:`~fsmlearn.lm.arpa.read_arpa`,
+    :func:`~fsmlearn.lm.web1t.read_web1t`) refuse such input first, naming the file and
+    line; this error reaches a caller that built the tables itself."""
 
     def __init__(self, kind: str, row, index: int = -1):
-        super().__init__(kind)
+        k = len(row)
+        ids = " ".join(str(int(w)) for w in row)
+        what = (f"has no prefix among the {k - 1}-grams" if kind == "missing" else "is listed twice")
+        super().__init__(f"{k}-gram number {index} (word ids {ids}) {what}")
         self.kind = kind
         self.row = row
         self.index = index

@@ -14,7 +14,7 @@ splits files every 10M lines (like Web1T), writes an ``Ngm.idx`` listing each
 file's first n-gram, applies per-order count cutoffs and replaces the target
 directory only when everything is written.
 
-Public names: read_web1t, write_web1t.
+Public names: read_web1t, write_web1t, cutoff_list.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
-from ..errors import CorpusFormatError
+from ..errors import ArgumentError, CorpusFormatError
 from .counts import NGramCounts
 from .vocab import BOS, EOS, UNK
 from .vocab import DIGIT_0, NEWLINE, SPACE, TAB
@@ -145,7 +145,8 @@ def read_web1t(root, max_order: int | None = None, progress=None) -> NGramCounts
     - n-gram lines ``w1 w2 .. wK<TAB>count``, words separated by one space,
       every word listed in the vocabulary, the lines of an order (across
       its files) in strictly increasing byte order of their words (no
-      n-gram twice);
+      n-gram twice), every n-gram's first K - 1 words listed among the
+      (K-1)-grams (its prefix, whose count is at least its own);
     - counts: decimal integers >= 1; an n-gram's count is at most the
       vocabulary's count of each of its words;
     - words: non-empty UTF-8 without ASCII whitespace, each listed once in
@@ -166,7 +167,8 @@ def read_web1t(root, max_order: int | None = None, progress=None) -> NGramCounts
             the file numbers, a line without a TAB or a count, a count that is
             not a positive integer or exceeds a word's count, an n-gram of the
             wrong order, a word not in the vocabulary or listed twice there,
-            lines out of order, invalid UTF-8, a broken compressed file.
+            lines out of order, an n-gram whose prefix is not listed, invalid
+            UTF-8, a broken compressed file.
     """
     root = Path(root)
     say = progress or (lambda msg: None)
@@ -217,6 +219,13 @@ def read_web1t(root, max_order: int | None = None, progress=None) -> NGramCounts
         del rows, cnt
         _check_order_and_counts(arr, c, c1, vocab, k, where)
         order = np.lexsort(arr.T[::-1])
+        if k > 2:
+            bad = _first_missing_prefix(arr[order], ngrams[-1])
+            if bad >= 0:
+                i = int(order[bad])
+                prefix = " ".join(_TO_WEB1T.get(vocab[w], vocab[w]) for w in arr[i, :-1])
+                raise _locate(arr, i, where, vocab, f"{k}-gram without its prefix {prefix!r} among the "
+                                                    f"{k - 1}-grams (a prefix's count is at least the n-gram's)")
         ngrams.append(arr[order])
         cs.append(c[order])
     for w in (BOS, EOS):
@@ -230,14 +239,44 @@ def read_web1t(root, max_order: int | None = None, progress=None) -> NGramCounts
     return NGramCounts(vocab, ngrams, cs, cut)
 
 
+def _locate(arr, i, where, vocab, reason) -> CorpusFormatError:
+    """The error for row ``i`` of an order's rows as read (``where``: (file, first row) per file)."""
+    f = max(j for j in range(len(where)) if where[j][1] <= i)
+    p, first = where[f]
+    # line numbers count the file's lines; row i is line i - first + 1
+    words = " ".join(_TO_WEB1T.get(vocab[w], vocab[w]) for w in arr[i])
+    return CorpusFormatError(f"{reason}: {words!r}", p, int(i - first + 1))
+
+
+@nb.njit(cache=True)
+def _first_missing_prefix(rows, prev):
+    """The first of ``rows`` (int32 [M, k], sorted lexicographically) whose first k - 1 words
+    are not a row of ``prev`` (int32 [P, k - 1], sorted the same way), or -1."""
+    j = 0
+    P, k1 = prev.shape
+    for i in range(rows.shape[0]):
+        while j < P:
+            c = 0
+            for t in range(k1):
+                if prev[j, t] != rows[i, t]:
+                    c = -1 if prev[j, t] < rows[i, t] else 1
+                    break
+            if c < 0:
+                j += 1
+            else:
+                break
+        if j == P:
+            return i
+        for t in range(k1):
+            if prev[j, t] != rows[i, t]:
+                return i
+    return -1
+
+
 def _check_order_and_counts(arr, c, c1, vocab, k, where) -> None:
     """Rows in strictly increasing byte order of their words, counts at most each word's."""
     def locate(i, reason):
-        f = max(j for j in range(len(where)) if where[j][1] <= i)
-        p, first = where[f]
-        # line numbers count the file's lines; row i is line i - first + 1
-        words = " ".join(_TO_WEB1T.get(vocab[w], vocab[w]) for w in arr[i])
-        return CorpusFormatError(f"{reason}: {words!r}", p, int(i - first + 1))
+        return _locate(arr, i, where, vocab, reason)
     if arr.shape[0] == 0:
         return
     too_big = c > c1[arr].min(axis=1)
@@ -330,6 +369,38 @@ def _exchange(a: Path, b: Path) -> bool:
     return fn(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0
 
 
+def cutoff_list(cutoffs, order: int, keep_bigrams: bool = False) -> list[int]:
+    """The minimum count of each order 1..``order`` that :func:`write_web1t` applies.
+
+    Args:
+        cutoffs: None (keep everything), an int for orders >= 2, or a list from the
+            1-grams (its last value repeated for the higher orders); 1-grams are never cut.
+        order: the highest order.
+        keep_bigrams: keep every 2-gram (cutoff 1).
+
+    Raises:
+        ArgumentError: cutoffs that fall with the order from the 2-grams on: an n-gram's
+            prefix has at least its count, so such cutoffs would keep n-grams whose prefix
+            they drop (which :func:`read_web1t` refuses).
+    """
+    if cutoffs is None:
+        cut = [1] * order
+    elif isinstance(cutoffs, (int, np.integer)):
+        cut = [1] + [int(cutoffs)] * (order - 1)
+    else:
+        cutoffs = [int(c) for c in cutoffs]
+        cut = (cutoffs + [cutoffs[-1]] * (order - len(cutoffs)))[:order]
+    cut[0] = 1
+    if keep_bigrams and order >= 2:
+        cut[1] = 1
+    for k in range(2, len(cut)):
+        if cut[k] < cut[k - 1]:
+            raise ArgumentError(f"cutoffs {' '.join(map(str, cut))}: the {k + 1}-gram cutoff {cut[k]} is below the "
+                                f"{k}-gram cutoff {cut[k - 1]}, which would keep {k + 1}-grams whose prefix is "
+                                f"dropped; cutoffs must not fall with the order")
+    return cut
+
+
 def write_web1t(counts: NGramCounts, root, cutoffs=None, keep_bigrams: bool = False,
                 gzip_files: bool = True, progress=None) -> list[int]:
     """Write counts as a Web1T-style directory, replacing ``root`` atomically.
@@ -345,19 +416,14 @@ def write_web1t(counts: NGramCounts, root, cutoffs=None, keep_bigrams: bool = Fa
 
     Returns:
         The number of n-grams written per order.
+
+    Raises:
+        ArgumentError: cutoffs that fall with the order (:func:`cutoff_list`).
     """
     root = Path(root)
     say = progress or (lambda msg: None)
     N = counts.order
-    if cutoffs is None:
-        cut = [1] * N
-    elif isinstance(cutoffs, (int, np.integer)):
-        cut = [1] + [int(cutoffs)] * (N - 1)
-    else:
-        cut = list(cutoffs) + [list(cutoffs)[-1]] * (N - len(list(cutoffs)))
-    cut[0] = 1
-    if keep_bigrams and N >= 2:
-        cut[1] = 1
+    cut = cutoff_list(cutoffs, N, keep_bigrams)
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", suffix=".tmp", dir=root.parent))
     names = [_TO_WEB1T.get(w, w) for w in counts.vocab]
@@ -395,9 +461,8 @@ def write_web1t(counts: NGramCounts, root, cutoffs=None, keep_bigrams: bool = Fa
                 data = _render_lines(rows[part], cnt[part], wbuf, woff)
                 with opener(d / name) as f:
                     f.write(data.tobytes())
-                if part.size:
-                    first = data[:int(np.argmax(data == TAB))].tobytes().decode("utf-8")
-                    idx_lines.append(f"{name}\t{first}\n")
+                first = data[:int(np.argmax(data == TAB))].tobytes().decode("utf-8") if part.size else ""
+                idx_lines.append(f"{name}\t{first}\n")        # an empty order's one empty file too
                 if not order.size:
                     break
             (d / f"{k}gm.idx").write_text("".join(idx_lines), encoding="utf-8")
