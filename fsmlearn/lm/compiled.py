@@ -436,6 +436,16 @@ class CompiledLM(WordIndex):
         ``threads`` as for :meth:`walk`.
         """
         ptr, lab, oov = self.encode(sentences, threads)
+        return self._score_labels(ptr, lab, oov, threads)
+
+    def score_bytes(self, text: bytes, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`score` of text, one sentence per line, tokens separated by ASCII whitespace
+        (as KenLM reads it: bytes that are not UTF-8 make a word the model does not know;
+        a last line without a newline counts)."""
+        ptr, lab, oov = self.encode_bytes(text, threads)
+        return self._score_labels(ptr, lab, oov, threads)
+
+    def _score_labels(self, ptr, lab, oov, threads):
         if not self.epsilon:
             r = self.walk(ptr, lab, final=True, threads=threads)
             return -r.weight / LN10, oov

@@ -17,10 +17,10 @@ one line per sentence, then the summary (``-v word``)::
 
 Numbers are written as KenLM writes them (the shortest representation of
 the float32 value, fixed notation for decimal exponents -6 to 20, no
-trailing ``.0``; the perplexities as doubles).  The id is the model's word
-id: the position among the ARPA file's 1-grams, which is KenLM's id when
-``<unk>`` is the first 1-gram (as lmplz writes it); an OOV token prints
-``<unk>``'s id and counts as OOV, as does a literal ``<unk>`` (as in KenLM).
+trailing ``.0``; the perplexities as doubles).  The id printed is KenLM's (:func:`kenlm_ids`):
+``<unk>`` is 0 and the other words count from 1 in the order of the ARPA
+file's 1-grams (``<s>`` = 1, ``</s>`` = 2 in lmplz's files); an OOV token
+prints 0 and counts as OOV, as does a literal ``<unk>`` (as in KenLM).
 The printed figures are computed as KenLM computes them: each word's
 float32 log10 probability plus the float32 backoff weights, added in
 float32 (:attr:`WordScores.log10prob32`), the line's total in float32, the
@@ -29,7 +29,8 @@ the byte, as long as the ARPA values round to the same float32 (our float64
 figures, :attr:`WordScores.log10prob`, are closer to the ARPA's).  Unlike KenLM, a last line without a newline is scored like the
 others (KenLM prints its words without ``</s>`` or a total).
 
-Public names: WordScores, score_words, write_query, kenlm_float, VERBOSITY.
+Public names: WordScores, score_words, score_blocks, stream_blocks, summary_lines, write_query,
+kenlm_float, kenlm_ids, VERBOSITY.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ from ..errors import ArgumentError
 from .compiled import CompiledLM
 from .vocab import EOS, LN10
 
-__all__ = ["WordScores", "score_words", "write_query", "kenlm_float", "VERBOSITY"]
+__all__ = ["WordScores", "score_words", "score_blocks", "stream_blocks", "summary_lines", "write_query",
+           "kenlm_float", "kenlm_ids", "VERBOSITY"]
 
 #: KenLM query's verbosity levels: per word and sentence, per sentence, the summary only
 VERBOSITY = ("word", "sentence", "summary")
@@ -162,7 +164,14 @@ def score_words(model: CompiledLM, text: bytes, sentence_context: bool = True, t
     Returns:
         :class:`WordScores`; the same figures as ``kenlm.Model.full_scores(
         sentence, bos=sentence_context, eos=sentence_context)``.
+
+    Raises:
+        ArgumentError: an :func:`~fsmlearn.lm.model.epsilon_approximation` (its
+            sentence probability is a sum over paths, not a product of word scores).
     """
+    if model.epsilon:
+        raise ArgumentError("per-word scores of an epsilon approximation are not defined (its sentence "
+                            "probability is a sum over paths); use CompiledLM.score")
     ptr, labels, _ = model.encode_bytes(text, threads)
     r = model.walk(ptr, labels, final=sentence_context, threads=threads, per_word=True,
                    null_context=not sentence_context)
@@ -231,6 +240,74 @@ def _floats32(a: np.ndarray) -> list[str]:
     return out
 
 
+def kenlm_ids(model: CompiledLM, word_id: np.ndarray) -> np.ndarray:
+    """KenLM's vocabulary ids of the model's word ids: ``<unk>`` is 0 and the other words
+    are numbered from 1 in the order of the ARPA file's 1-grams (KenLM's probing
+    vocabulary; so ``<s>`` = 1 and ``</s>`` = 2 in a file lmplz wrote, whatever the
+    order of fsmlearn's own files)."""
+    ids = np.asarray(word_id, np.int64)
+    unk = model.unk_label - 1
+    return np.where(ids == unk, 0, np.where(ids < unk, ids + 1, ids))
+
+
+def stream_blocks(inp, block: int = 1 << 24):
+    """Blocks of whole lines (a last line without a newline too) of a binary stream."""
+    rest = b""
+    while True:
+        chunk = inp.read(block)
+        data = rest + chunk
+        if chunk:
+            cut = data.rfind(b"\n") + 1
+            data, rest = data[:cut], data[cut:]
+        if data:
+            yield data
+        if not chunk:
+            return
+
+
+def score_blocks(model: CompiledLM, blocks, sentence_context: bool = True, threads: int = 1, emit=None) -> dict:
+    """Score blocks of whole lines and sum what KenLM's ``query`` sums.
+
+    Args:
+        model: the compiled LM.
+        blocks: an iterable of bytes, each holding whole lines.
+        sentence_context: as for :func:`score_words`.
+        threads: as for :meth:`CompiledLM.walk`.
+        emit: optional callable(block, :class:`WordScores`, totals, oovs) given
+            each block's scores (the totals float32 as KenLM adds them).
+
+    Returns:
+        dict with ``sentences``, ``tokens`` (``</s>`` included), ``oovs``,
+        ``log10prob`` (KenLM's: float32 per line, the lines added in float64),
+        ``perplexity`` (KenLM's "including OOVs": 10 ** (-log10prob / tokens)) and
+        ``perplexity_excluding_oovs`` (10 ** (-(log10prob - the OOV tokens' log10
+        probabilities) / (tokens - oovs))), NaN where the count is 0 (as KenLM).
+    """
+    tot = tot_oov = 0.0
+    n_tok = n_oov = n_sent = 0
+    for data in blocks:
+        ws = score_words(model, data, sentence_context, threads)
+        # KenLM's figures: float32 words added in float32 per line, the lines in float64
+        totals, oovs = ws.sentence_totals(float32=True)
+        n_sent += ws.num_sentences
+        n_tok += int(ws.ptr[-1])
+        n_oov += int(oovs.sum())
+        tot += math.fsum(totals.tolist())
+        tot_oov += math.fsum(ws.log10prob32[ws.oov].tolist())
+        if emit is not None:
+            emit(data, ws, totals, oovs)
+    return {"sentences": n_sent, "tokens": n_tok, "oovs": n_oov, "log10prob": tot,
+            "perplexity": 10 ** (-tot / n_tok) if n_tok else math.nan,
+            "perplexity_excluding_oovs": 10 ** (-(tot - tot_oov) / (n_tok - n_oov)) if n_tok > n_oov else math.nan}
+
+
+def summary_lines(summary: dict) -> str:
+    """KenLM query's summary (``-v summary``): the two perplexities, OOVs and tokens."""
+    return (f"Perplexity including OOVs:\t{kenlm_float(summary['perplexity'], False)}\n"
+            f"Perplexity excluding OOVs:\t{kenlm_float(summary['perplexity_excluding_oovs'], False)}\n"
+            f"OOVs:\t{summary['oovs']}\nTokens:\t{summary['tokens']}\n")
+
+
 def write_query(model: CompiledLM, inp, out, sentence_context: bool = True, verbosity: str = "word",
                 threads: int = 1, block: int = 1 << 24) -> dict:
     """Score the lines of a binary stream and write KenLM ``query``'s output to ``out`` (binary).
@@ -246,49 +323,27 @@ def write_query(model: CompiledLM, inp, out, sentence_context: bool = True, verb
         block: bytes read at a time (whole lines are scored together).
 
     Returns:
-        the summary: dict with ``sentences``, ``tokens`` (``</s>``
-        included), ``oovs``, ``log10prob``, ``perplexity`` and
-        ``perplexity_excluding_oovs``.
+        the summary of :func:`score_blocks`.
     """
     if verbosity not in VERBOSITY:
         raise ArgumentError(f"verbosity must be one of {', '.join(VERBOSITY)}; got {verbosity!r}")
-    eos = model.word_id(EOS)
-    tot = tot_oov = 0.0
-    n_tok = n_oov = n_sent = 0
-    rest = b""
-    while True:
-        chunk = inp.read(block)
-        data = rest + chunk
-        if chunk:
-            cut = data.rfind(b"\n") + 1
-            data, rest = data[:cut], data[cut:]
-        else:
-            rest = b""
-        if data:
-            ws = score_words(model, data, sentence_context, threads)
-            # KenLM's figures: float32 words added in float32 per line, the lines in float64
-            totals, oovs = ws.sentence_totals(float32=True)
-            n_sent += ws.num_sentences
-            n_tok += int(ws.ptr[-1])
-            n_oov += int(oovs.sum())
-            tot += math.fsum(totals.tolist())
-            tot_oov += math.fsum(ws.log10prob32[ws.oov].tolist())
-            if verbosity != "summary":
-                out.write(_render(data, ws, totals, oovs, eos, verbosity == "word", sentence_context))
-        if not chunk:
-            break
-    summary = {"sentences": n_sent, "tokens": n_tok, "oovs": n_oov, "log10prob": tot,
-               "perplexity": 10 ** (-tot / n_tok) if n_tok else math.nan,
-               "perplexity_excluding_oovs": 10 ** (-(tot - tot_oov) / (n_tok - n_oov)) if n_tok > n_oov else math.nan}
+    eos = int(kenlm_ids(model, [model.word_id(EOS)])[0])
+
+    def emit(data, ws, totals, oovs):
+        out.write(_render(data, ws, kenlm_ids(model, ws.word_id), totals, oovs, eos, verbosity == "word",
+                          sentence_context))
+
+    summary = score_blocks(model, stream_blocks(inp, block), sentence_context, threads,
+                           emit if verbosity != "summary" else None)
     if verbosity != "sentence":
-        out.write((f"Perplexity including OOVs:\t{kenlm_float(summary['perplexity'], False)}\n"
-                   f"Perplexity excluding OOVs:\t{kenlm_float(summary['perplexity_excluding_oovs'], False)}\n"
-                   f"OOVs:\t{n_oov}\nTokens:\t{n_tok}\n").encode())
+        out.write(summary_lines(summary).encode())
     return summary
 
 
-def _render(data: bytes, ws: WordScores, totals, oovs, eos: int, words: bool, sentence_context: bool) -> bytes:
-    """The query lines of one block of text (``data``, whole lines) and its scores."""
+def _render(data: bytes, ws: WordScores, word_ids, totals, oovs, eos: int, words: bool,
+            sentence_context: bool) -> bytes:
+    """The query lines of one block of text (``data``, whole lines) and its scores (``word_ids``:
+    the ids to print)."""
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -297,7 +352,7 @@ def _render(data: bytes, ws: WordScores, totals, oovs, eos: int, words: bool, se
     if not words:
         return "".join(f"Total: {t} OOV: {o}\n" for t, o in zip(tot_s, oov_s)).encode()
     probs = _floats32(ws.log10prob32)
-    ids = ws.word_id.tolist()
+    ids = word_ids.tolist()
     lens = ws.ngram_length.tolist()
     ptr = ws.ptr.tolist()
     parts = []

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import math
 
+from ..errors import ArgumentError
 from .arpa import read_arpa
 from .mapfile import is_mapped_file
 from .compiled import CompiledLM
 from .model import compile_lm
+from .query import score_blocks
 
 __all__ = ["load_lm", "ARPA_SUFFIXES", "perplexity"]
 
@@ -30,40 +32,50 @@ def load_lm(path, progress=None) -> CompiledLM:
     return CompiledLM.load(p)
 
 
-def perplexity(model: CompiledLM, lines, batch: int = 100_000) -> dict:
-    """Perplexity of sentences (one per string, tokens separated by whitespace).
+def perplexity(model: CompiledLM, lines, batch: int = 100_000, threads: int = 1) -> dict:
+    """Perplexity of sentences (one per string or bytes, tokens separated by ASCII whitespace),
+    with and without OOVs, as KenLM's ``query`` computes them.
 
     Every sentence is scored with ``</s>`` and counts one token more than its
-    words; perplexity = 10 ** (-log10 probability / tokens), as KenLM's query
-    reports it with ``</s>`` included.
+    words; perplexity = 10 ** (-log10 probability / tokens), and excluding
+    OOVs 10 ** (-(log10 probability - the OOV tokens' log10 probabilities) /
+    (tokens - OOVs)), KenLM's "Perplexity including OOVs" and "excluding OOVs"
+    (:func:`fsmlearn.lm.query.score_blocks`: the same float32 arithmetic, so
+    the same figures).
 
     Args:
-        model: the compiled LM.
-        lines: an iterable of sentences (str).
-        batch: sentences scored per call of :meth:`CompiledLM.score`.
+        model: the compiled LM (not an epsilon approximation).
+        lines: an iterable of sentences (str or UTF-8 bytes; a trailing newline
+            is dropped, another newline is an error).
+        batch: sentences scored per block.
+        threads: as for :meth:`CompiledLM.walk`.
 
     Returns:
         dict with ``sentences``, ``tokens`` (``</s>`` included), ``oovs``,
-        ``log10prob`` and ``perplexity`` (inf for no tokens).
+        ``log10prob``, ``perplexity`` and ``perplexity_excluding_oovs`` (inf for
+        no tokens).
+
+    Raises:
+        ArgumentError: a sentence holding a newline, or an epsilon approximation.
     """
-    tot = 0.0
-    tokens = sents = oovs = 0
+    r = score_blocks(model, _line_blocks(lines, batch), threads=threads)
+    for k in ("perplexity", "perplexity_excluding_oovs"):
+        if math.isnan(r[k]):
+            r[k] = math.inf
+    return r
+
+
+def _line_blocks(lines, batch: int):
     buf = []
-
-    def flush():
-        nonlocal tot, tokens, sents, oovs
-        lp, oov = model.score(buf)
-        tot += float(lp.sum())
-        tokens += sum(len(s.split()) + 1 for s in buf)
-        sents += len(buf)
-        oovs += int(oov.sum())
-        buf.clear()
-
     for line in lines:
-        buf.append(line)
+        b = line.encode("utf-8") if isinstance(line, str) else bytes(line)
+        if b.endswith(b"\n"):
+            b = b[:-1]
+        if b"\n" in b:
+            raise ArgumentError("a sentence contains a newline; give one sentence per string")
+        buf.append(b)
         if len(buf) >= batch:
-            flush()
+            yield b"\n".join(buf) + b"\n"
+            buf = []
     if buf:
-        flush()
-    return {"sentences": sents, "tokens": tokens, "oovs": oovs, "log10prob": tot,
-            "perplexity": 10 ** (-tot / tokens) if tokens else math.inf}
+        yield b"\n".join(buf) + b"\n"
