@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import math
 
 import numpy as np
 import pytest
 
 from fsmlearn.cli.main import main
+from fsmlearn.errors import ArgumentError
 from fsmlearn.trf.augsa import AugSAConfig, train_augsa
 from fsmlearn.trf.features import as_corpus, build_features, make_templates
 from fsmlearn.trf.io import save_trf
@@ -32,19 +34,54 @@ def test_score_prints_the_models_perplexity(model_file, tmp_path, capsys):
     text.write_text("the house is red\nred red\nthe blue house is red the house\n")
     assert main(["trf", "score", str(path), str(text), "--sentences"]) == 0
     out = capsys.readouterr()
-    lps = [float(x) for x in out.out.split()]
+    rows = [line.split("\t") for line in out.out.splitlines()]
     ids = [[0, 1, 2, 3], [3, 3], [0, 4, 1, 2, 3, 0, 1]]
     want = model.log_probs(as_corpus(ids))
-    assert np.allclose(lps, want, atol=1e-5)
+    assert np.allclose([float(a) for a, _ in rows], want / math.log(10), atol=1e-5)     # log10 by default
+    assert [int(b) for _, b in rows] == [0, 0, 1]                                        # <unk> per line
     ppl = math.exp(-want.sum() / (13 + 3))
     assert f"perplexity {ppl:.2f}" in out.err and "1 <unk>" in out.err
+    assert main(["trf", "score", str(path), str(text), "--sentences", "--base", "e", "--threads", "2"]) == 0
+    out = capsys.readouterr()
+    assert np.allclose([float(x.split("\t")[0]) for x in out.out.splitlines()], want, atol=1e-5)
+    assert f"perplexity {ppl:.2f}" in out.err and "ln p" in out.err
 
 
-@pytest.mark.parametrize("content,match", [("the house\n\nred\n", ":2: an empty sentence"),
-                                           (b"the \xff house\n", ":1: bytes that are not UTF-8")])
+def test_score_reads_stdin_scores_empty_lines_and_unknown_bytes(model_file, tmp_path, monkeypatch, capsys):
+    path, model, vocab = model_file
+    data = b"the house\n\nthe caf\xe9 \x00 red\nred"       # an empty line, bytes not UTF-8, a NUL, no last newline
+    for argv in (["trf", "score", str(path), "--sentences"], ["trf", "score", str(path), "-", "--sentences"]):
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+        assert main(argv) == 0
+        out = capsys.readouterr()
+        rows = [line.split("\t") for line in out.out.splitlines()]
+        assert len(rows) == 4
+        want = model.log_probs(as_corpus([[0, 1], [0, 4, 4, 3], [3]])) / math.log(10)
+        assert float(rows[1][0]) == -math.inf and rows[1][1] == "0"      # length 0: probability 0 under a TRF
+        assert np.allclose([float(rows[i][0]) for i in (0, 2, 3)], want, atol=1e-5)
+        assert [r[1] for r in rows] == ["0", "0", "2", "0"]
+        assert "<stdin>: 4 sentences" in out.err and "1 sentences of probability 0" in out.err
+        ppl = math.exp(-(want.sum() * math.log(10)) / (2 + 4 + 1 + 3))
+        assert f"perplexity inf" in out.err and f"perplexity of the others {ppl:.2f}" in out.err
+
+
+def test_threads_give_the_same_scores(model_file, tmp_path):
+    from fsmlearn.trf.score import TRFScorer, PARALLEL_TOKENS
+    path, model, vocab = model_file
+    rng = np.random.default_rng(1)
+    corpus = as_corpus([rng.integers(0, 5, rng.integers(1, 4)) for _ in range(PARALLEL_TOKENS)])
+    one = TRFScorer(model, 1).log_probs(corpus)
+    assert np.allclose(one, model.log_probs(corpus), atol=1e-9)
+    assert np.allclose(TRFScorer(model, 2).log_probs(corpus), one, atol=1e-12)
+    with pytest.raises(ArgumentError):
+        TRFScorer(model, -1)
+
+
+@pytest.mark.parametrize("content,match", [(b"", ": the file is empty"),
+                                           (b"the \x00 house\n", ":1: binary data, not text")])
 def test_bad_text_is_refused_with_file_and_line(model_file, tmp_path, capsys, content, match):
     text = tmp_path / "bad.txt"
-    text.write_bytes(content if isinstance(content, bytes) else content.encode())
+    text.write_bytes(content)
     assert main(["trf", "score", str(model_file[0]), str(text)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fsmlearn: error: ") and match in err[0] and str(text) in err[0]

@@ -1,6 +1,6 @@
 """What the subcommand modules share: progress lines and number formatting.
 
-Public names: Progress, percent, add_quiet, ngram_sizes.
+Public names: Progress, percent, add_quiet, add_threads, check_threads, ngram_sizes.
 """
 
 from __future__ import annotations
@@ -30,6 +30,20 @@ def percent(x) -> str:
 def add_quiet(parser) -> None:
     """The ``-q/--quiet`` flag every long-running subcommand takes."""
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+
+
+def add_threads(parser) -> None:
+    """The ``--threads`` option every scoring command takes (default 0: all of numba's)."""
+    parser.add_argument("--threads", type=int, default=0,
+                        help="scoring threads; 0 for all of numba's (NUMBA_NUM_THREADS) (default: 0)")
+
+
+def check_threads(threads: int) -> int:
+    """``threads`` when it is >= 0, else an ArgumentError."""
+    from ..errors import ArgumentError
+    if threads < 0:
+        raise ArgumentError(f"--threads must be >= 0, got {threads}")
+    return threads
 
 
 def ngram_sizes(sizes) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import Progress, add_quiet
+from .common import Progress, add_quiet, add_threads
 
 
 def _morph(args) -> int:
@@ -19,20 +19,27 @@ def _morph(args) -> int:
 def _score(args) -> int:
     import sys
     from ..trf.io import load_trf
-    from ..trf.score import read_sentences, score_corpus
+    from ..trf.score import TRFScorer, score_text
+    from .common import check_threads
+    threads = check_threads(args.threads)
     model, vocab = load_trf(args.model)
     if vocab is None:
         from ..errors import ArgumentError
         raise ArgumentError(f"{args.model}: the model has no vocabulary, so it cannot read text")
-    for path in args.text:
-        corpus, oov = read_sentences(path, vocab)
-        r = score_corpus(model, corpus)
-        if args.sentences:
-            for v in r["log_probs"]:
-                sys.stdout.write(f"{v:.6f}\n")
-        print(f"{path}: {r['sentences']:,} sentences, {r['tokens']:,} tokens (</s> included), {oov:,} <unk>, "
-              f"ln p {r['total']:.2f}, perplexity {r['perplexity']:.2f}", file=sys.stderr if args.sentences else
-              sys.stdout)
+    scorer = TRFScorer(model, threads)
+    log = "log10 p" if args.base == "10" else "ln p"
+    summary_to = sys.stderr if args.sentences else sys.stdout
+    for path in args.text or ["-"]:
+        r = score_text(model, vocab, path, out=sys.stdout if args.sentences else None, base=args.base,
+                       scorer=scorer)
+        name = "<stdin>" if path == "-" else path
+        line = (f"{name}: {r['sentences']:,} sentences, {r['tokens']:,} tokens (</s> included), {r['oovs']:,} <unk>, "
+                f"{log} {r['log_prob']:.2f}, perplexity {r['perplexity']:.2f}")
+        if r["zero"]:
+            line += (f" ({r['zero']:,} sentences of probability 0: empty, or longer than the model's lengths; "
+                     f"perplexity of the others {r['perplexity_nonzero']:.2f})")
+        sys.stdout.flush()
+        print(line, file=summary_to, flush=True)
     return 0
 
 
@@ -51,15 +58,28 @@ def add_parser(sub) -> None:
     m.add_argument("--max-length", type=int, default=20, help="longest word kept (default 20)")
     m.add_argument("--runs", default="augsa-empirical,augsa-eq26,lbfgs,wb3",
                    help="comma-separated runs (default: all four)")
-    m.add_argument("--seed", type=int, default=0)
-    m.add_argument("--report", default="reports/trf-morph.json", help="JSON report (a PNG is written beside it)")
+    m.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    m.add_argument("--report", default="reports/trf-morph.json",
+                   help="JSON report (a PNG is written beside it) (default: %(default)s)")
     add_quiet(m)
     m.set_defaults(func=_morph)
     add_lm_parser(tsub)
-    sc = tsub.add_parser("score", help="ln p and perplexity of text files under a saved TRF model")
+    sc = tsub.add_parser("score", help="log probability and perplexity of text under a saved TRF model",
+                         description="Score text (files, or stdin when no file or - is given), one sentence a "
+                                     "line, words separated by spaces; words outside the model's vocabulary "
+                                     "count as <unk>.  Prints a summary per input; with --sentences each "
+                                     "line's log probability and <unk> count (as lm score prints them) on "
+                                     "stdout and the summary on stderr.  An empty line has probability 0 "
+                                     "under a TRF (-inf).")
     sc.add_argument("model", help="a model saved by fsmlearn trf lm (.npz)")
-    sc.add_argument("text", nargs="+", help="text files, one sentence per line (.gz/.bz2/.xz read too)")
-    sc.add_argument("--sentences", action="store_true", help="print ln p of each sentence (summary on stderr)")
+    sc.add_argument("text", nargs="*", help="text files, one sentence per line (.gz/.bz2/.xz read too; "
+                                            "- or none: stdin)")
+    sc.add_argument("--sentences", action="store_true",
+                    help="print each sentence's log probability TAB <unk> count (summary on stderr)")
+    sc.add_argument("--base", choices=("10", "e"), default="10",
+                    help="log base of the printed figures: 10 (as lm score and KenLM) or e (natural logs) "
+                         "(default: 10)")
+    add_threads(sc)
     sc.set_defaults(func=_score)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
@@ -76,7 +96,8 @@ def _lm(args) -> int:
 
 def add_lm_parser(tsub) -> None:
     p = tsub.add_parser("lm", help="Brown-LM: TRF (AugSA) against lmplz's KN5 and their interpolations")
-    p.add_argument("--features", default="w+c+ws+cs+wsh+csh+tied", help="feature types of Table 2")
+    p.add_argument("--features", default="w+c+ws+cs+wsh+csh+tied",
+                   help="feature types of Table 2, joined by + (default: %(default)s, the full model)")
     p.add_argument("--classes", type=int, default=200, help="word classes (default 200)")
     p.add_argument("--iterations", type=int, default=50_000, help="AugSA iteration limit (default 50000)")
     p.add_argument("--hours", type=float, default=2.75, help="training time limit in hours (default 2.75)")
@@ -85,9 +106,11 @@ def add_lm_parser(tsub) -> None:
                    help="sampling chains, run on the numba threads (default 10: 30 steps each per iteration)")
     p.add_argument("--eval-every", type=int, default=100,
                    help="iterations between validation perplexities and checkpoints (default 100)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--report", default="reports/trf-lm.json", help="JSON report (a PNG is written beside it)")
-    p.add_argument("--model", default="models/trf-lm.npz", help="the model file (saved at every evaluation)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--report", default="reports/trf-lm.json",
+                   help="JSON report (a PNG is written beside it) (default: %(default)s)")
+    p.add_argument("--model", default="models/trf-lm.npz",
+                   help="the model file (saved at every evaluation; read first with --resume) (default: %(default)s)")
     p.add_argument("--resume", action="store_true", help="continue from the model file's last checkpoint")
     p.add_argument("--stop-window", type=int, default=1000,
                    help="H of the stop rule (Appendix E), in iterations (default 1000)")
