@@ -102,8 +102,8 @@ def test_count_estimate_ppl_and_sample(files):
     r = fsmlearn("lm", "check", d / "ours.arpa.gz")
     assert r.returncode == 0 and "valid ARPA, order 3" in r.stdout
     r = fsmlearn("lm", "ppl", d / "ours.arpa.gz", d / "held.txt", "-q")
-    assert r.returncode == 0 and "perplexity" in r.stdout
-    ppl = float(r.stdout.split("perplexity")[1])
+    assert r.returncode == 0 and "Perplexity including OOVs:" in r.stdout
+    ppl = float(r.stdout.split("Perplexity including OOVs:\t")[1].split()[0])
     assert 50 < ppl < 2000
     a = fsmlearn("lm", "sample", d / "ours.arpa.gz", "--sentences", "50", "--seed", "7", "-q")
     b = fsmlearn("lm", "sample", d / "ours.arpa.gz", "--sentences", "50", "--seed", "7", "-q")

@@ -8,7 +8,7 @@ Subcommands:
     score     sentences on stdin -> log10 probability and OOV count per line
     query     sentences on stdin -> KenLM query's output (per word: id, n-gram length,
               log10 probability; per sentence: total and OOVs; perplexity)
-    ppl       perplexity of a text file
+    ppl       perplexity of text files, with and without OOVs (KenLM query's summary)
     sample    sample sentences (a synthetic corpus) from a model
     check     validate an ARPA file (exit 0 valid, 2 with FILE:LINE: reason)
 """
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from ..errors import ArgumentError
-from .common import Progress, add_quiet, ngram_sizes
+from .common import Progress, add_quiet, add_threads, check_threads, ngram_sizes
 
 
 def _cutoffs(text):
@@ -36,19 +36,23 @@ def _cutoffs(text):
 
 
 def _sentences(args):
-    from ..data import iter_dataset_words, iter_lines
+    from ..data import iter_dataset_words
+    from ..lm.textin import read_lines
     if getattr(args, "dataset", None):
+        if args.text:
+            raise ArgumentError("give text files or --dataset NAME, not both")
         return iter_dataset_words(args.dataset)
     if not args.text:
         raise ArgumentError("give text files or --dataset NAME")
-    return iter_lines(args.text)
+    return read_lines(args.text)
 
 
 def _count(args) -> int:
-    from ..lm.web1t import write_web1t
+    from ..lm.web1t import cutoff_list, write_web1t
     from ..lm.counts import count_ngrams
     say = Progress(args.quiet)
     cutoffs = _cutoffs(args.cutoffs)
+    cutoff_list(cutoffs, args.order, args.keep_bigrams)      # refused before counting
     c = count_ngrams(_sentences(args), args.order, progress=say)
     sizes = write_web1t(c, args.output, cutoffs=cutoffs, keep_bigrams=args.keep_bigrams, progress=say)
     say(f"wrote {args.output}: " + ngram_sizes(sizes))
@@ -112,21 +116,13 @@ def _compile(args) -> int:
 
 def _score(args) -> int:
     from ..lm.score import load_lm
+    from ..lm.textin import read_blocks
+    threads = check_threads(args.threads)
     c = load_lm(args.model)
     out = sys.stdout
-    batch = []
-
-    def flush():
-        lp, oov = c.score(batch)
+    for block in read_blocks(["-"], block=1 << 22):
+        lp, oov = c.score_bytes(block, threads)
         out.write("".join(f"{x:.6f}\t{n}\n" for x, n in zip(lp.tolist(), oov.tolist())))
-        batch.clear()
-
-    for line in sys.stdin:
-        batch.append(line)
-        if len(batch) >= 100000:
-            flush()
-    if batch:
-        flush()
     out.flush()
     return 0
 
@@ -134,20 +130,24 @@ def _score(args) -> int:
 def _query(args) -> int:
     from ..lm.query import write_query
     from ..lm.score import load_lm
-    if args.threads < 0:
-        raise ArgumentError(f"--threads must be >= 0, got {args.threads}")
+    threads = check_threads(args.threads)
     write_query(load_lm(args.model), sys.stdin.buffer, sys.stdout.buffer, sentence_context=not args.n,
-                verbosity=args.verbosity, threads=args.threads)
+                verbosity=args.verbosity, threads=threads)
     sys.stdout.flush()
     return 0
 
 
 def _ppl(args) -> int:
-    from ..data import iter_lines
-    from ..lm.score import load_lm, perplexity
-    r = perplexity(load_lm(args.model, Progress(args.quiet)), iter_lines(args.text))
-    print(f"sentences {r['sentences']}  tokens {r['tokens']} (</s> included)  OOVs {r['oovs']}  "
-          f"log10 prob {r['log10prob']:.4f}  perplexity {r['perplexity']:.4f}")
+    from ..lm.query import kenlm_float, score_blocks, summary_lines
+    from ..lm.score import load_lm
+    from ..lm.textin import open_input, read_blocks
+    threads = check_threads(args.threads)
+    for path in args.text:          # a missing or unreadable file is named before the model loads
+        if path != "-":
+            open_input(path).close()
+    r = score_blocks(load_lm(args.model, Progress(args.quiet)), read_blocks(args.text), threads=threads)
+    sys.stdout.write(summary_lines(r) + f"Sentences:\t{r['sentences']}\n"
+                     f"Log10 probability:\t{kenlm_float(r['log10prob'], False)}\n")
     return 0
 
 
@@ -188,55 +188,69 @@ def _check(args) -> int:
     return 0
 
 
+def _add_cutoffs(p) -> None:
+    p.add_argument("--cutoffs", help="minimum count per order, from the 1-grams: e.g. '1 1 3 3 3', or one "
+                                     "number for orders >= 2 (1-grams are never cut) (default: none, keep "
+                                     "every n-gram)")
+    p.add_argument("--keep-bigrams", action="store_true", help="keep every 2-gram whatever the cutoff")
+
+
 def add_parser(sub) -> None:
+    from ..data.datasets import DATASETS
     lm = sub.add_parser("lm", help="backoff n-gram language models")
     lsub = lm.add_subparsers(dest="lm_command", metavar="command")
 
     p = lsub.add_parser("count", help="count n-grams of a text into a Web1T-format directory")
-    p.add_argument("text", nargs="*", help="text files, one sentence per line (.gz/.bz2/.xz; - for stdin)")
-    p.add_argument("--dataset", help="a named dataset instead of files (e.g. mixed-text)")
+    p.add_argument("text", nargs="*", help="text files, one sentence per line, UTF-8 (.gz/.bz2/.xz; - for stdin)")
+    p.add_argument("--dataset", choices=DATASETS, help="a named dataset instead of files (default: none)")
     p.add_argument("-o", "--output", required=True, help="output directory")
-    p.add_argument("--order", type=int, default=5)
-    p.add_argument("--cutoffs", help="minimum count per order, e.g. '1 1 3 3 3' or '3' for orders >= 2")
-    p.add_argument("--keep-bigrams", action="store_true", help="keep every 2-gram whatever the cutoff")
+    p.add_argument("--order", type=int, default=5, help="highest n-gram order (default: 5)")
+    _add_cutoffs(p)
     add_quiet(p)
     p.set_defaults(func=_count)
 
     p = lsub.add_parser("web1t", help="read Web1T-format counts, print statistics, rewrite with cutoffs")
     p.add_argument("counts", help="Web1T-format directory")
-    p.add_argument("-o", "--output", help="write the (cut) counts here")
-    p.add_argument("--order", type=int, default=None)
-    p.add_argument("--cutoffs")
-    p.add_argument("--keep-bigrams", action="store_true")
+    p.add_argument("-o", "--output", help="write the (cut) counts here (default: write nothing)")
+    p.add_argument("--order", type=int, default=None, help="read orders up to this one (default: all)")
+    _add_cutoffs(p)
     add_quiet(p)
     p.set_defaults(func=_web1t)
 
     p = lsub.add_parser("estimate", help="estimate an ARPA model from text or counts")
-    p.add_argument("text", nargs="*", help="text files, one sentence per line")
-    p.add_argument("--counts", help="a Web1T-format count directory instead of text")
-    p.add_argument("--dataset", help="a named dataset instead of files")
+    p.add_argument("text", nargs="*", help="text files, one sentence per line, UTF-8 (.gz/.bz2/.xz; - for stdin)")
+    p.add_argument("--counts", help="a Web1T-format count directory instead of text (default: none)")
+    p.add_argument("--dataset", choices=DATASETS, help="a named dataset instead of files (default: none)")
     p.add_argument("-o", "--output", required=True, help="output ARPA (.gz/.bz2/.xz compress)")
-    p.add_argument("--order", type=int, default=5)
-    p.add_argument("--method", choices=["kneser-ney", "witten-bell", "absolute"], default="kneser-ney")
+    p.add_argument("--order", type=int, default=5,
+                   help="highest n-gram order (with --counts: at most the counts' order) (default: 5)")
+    p.add_argument("--method", choices=["kneser-ney", "witten-bell", "absolute"], default="kneser-ney",
+                   help="smoothing: modified Kneser-Ney, Witten-Bell or absolute discounting "
+                        "(default: kneser-ney)")
     p.add_argument("--kn-discounts", help="Kneser-Ney discounts 'D1 D2 D3+' per order (default: estimated)")
-    p.add_argument("--discount", type=float, default=0.25, help="absolute discounting's D (default 0.25)")
-    p.add_argument("--smoothing", type=float, default=0.0, help="absolute discounting's unigram additive smoothing")
-    p.add_argument("--cutoffs")
-    p.add_argument("--keep-bigrams", action="store_true")
+    p.add_argument("--discount", type=float, default=0.25, help="absolute discounting's D (default: 0.25)")
+    p.add_argument("--smoothing", type=float, default=0.0,
+                   help="absolute discounting's unigram additive smoothing (default: 0.0)")
+    _add_cutoffs(p)
     p.add_argument("--cut-mass", choices=["backoff", "interpolate"], default="backoff",
                    help="counts cut before estimation (Web1T): where a context's cut extensions' mass "
-                        "goes (default: the backoff weight, as for --cutoffs)")
+                        "goes: its backoff weight, as for --cutoffs, or its interpolation weight "
+                        "(default: backoff)")
     add_quiet(p)
     p.set_defaults(func=_estimate)
 
     p = lsub.add_parser("compile", help="compile an ARPA model to a failure-arc acceptor")
     p.add_argument("model", help="MODEL.arpa[.gz|.bz2|.xz]")
-    p.add_argument("-o", "--output", required=True)
+    p.add_argument("-o", "--output", required=True, help="the compiled model to write")
     add_quiet(p)
     p.set_defaults(func=_compile)
 
-    p = lsub.add_parser("score", help="score sentences from stdin: log10 prob (with </s>) TAB OOVs")
+    p = lsub.add_parser("score", help="score sentences from stdin: log10 prob (with </s>) TAB OOVs",
+                        description="Score each line of stdin (words separated by spaces; bytes that are "
+                                    "not UTF-8 make an unknown word, as in KenLM; an empty line scores "
+                                    "</s>): its log10 probability with </s>, TAB, its OOV count.")
     p.add_argument("model", help="a compiled model (or an .arpa file)")
+    add_threads(p)
     p.set_defaults(func=_score)
 
     p = lsub.add_parser("query", help="score sentences from stdin as KenLM's query prints them: "
@@ -244,29 +258,34 @@ def add_parser(sub) -> None:
     p.add_argument("model", help="a compiled model (or an .arpa file)")
     p.add_argument("-n", action="store_true", help="do not wrap the input in <s> and </s>")
     p.add_argument("-v", "--verbosity", choices=["word", "sentence", "summary"], default="word",
-                   help="word (default): each word, each line's total and the summary; sentence: the totals; "
-                        "summary: the perplexities and counts")
-    p.add_argument("--threads", type=int, default=0, help="scoring threads (default 0: all of numba's)")
+                   help="word: each word, each line's total and the summary; sentence: the totals; "
+                        "summary: the perplexities and counts (default: word)")
+    add_threads(p)
     p.set_defaults(func=_query)
 
-    p = lsub.add_parser("ppl", help="perplexity of a text")
+    p = lsub.add_parser("ppl", help="perplexity of a text, with and without OOVs (KenLM query's summary)",
+                        description="Perplexity of text files as KenLM's query reports it: including OOVs "
+                                    "10^(-log10 p / tokens), excluding OOVs with the OOV tokens and their "
+                                    "probabilities left out; tokens count </s>.  Prints query's summary "
+                                    "lines, then the sentences and the total log10 probability.")
     p.add_argument("model", help="a compiled model (or an .arpa file)")
-    p.add_argument("text", nargs="+")
+    p.add_argument("text", nargs="+", help="text files, one sentence per line (.gz/.bz2/.xz; - for stdin)")
+    add_threads(p)
     add_quiet(p)
     p.set_defaults(func=_ppl)
 
     p = lsub.add_parser("sample", help="sample sentences from a model")
     p.add_argument("model", help="a compiled model (or an .arpa file)")
-    p.add_argument("-o", "--output", default="-", help="output text file (- for stdout)")
+    p.add_argument("-o", "--output", default="-", help="output text file, - for stdout (default: -)")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--tokens", type=int)
-    g.add_argument("--sentences", type=int)
-    p.add_argument("--seed", type=int, default=0)
+    g.add_argument("--tokens", type=int, help="sample until this many tokens (</s> not counted)")
+    g.add_argument("--sentences", type=int, help="sample this many sentences")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     add_quiet(p)
     p.set_defaults(func=_sample)
 
     p = lsub.add_parser("check", help="validate an ARPA file (exit 0 valid; 2 and FILE:LINE: reason)")
-    p.add_argument("file")
+    p.add_argument("file", help="MODEL.arpa[.gz|.bz2|.xz]")
     add_quiet(p)
     p.set_defaults(func=_check)
     lm.set_defaults(func=lambda a: (lm.print_help(), 2)[1])

@@ -14,9 +14,44 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 
 from ..errors import FsmError
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, adding ``(default: X)`` to an option's help that does not say
+    its default already (nothing for flags and options without a default)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        d = action.default
+        if (not action.option_strings or d is None or d is False or d is argparse.SUPPRESS
+                or isinstance(action, (argparse._StoreConstAction, argparse._CountAction))
+                or "default" in text):
+            return text
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+    def _format_action(self, action):
+        if not action.help and self._get_help_string(action):     # argparse shows no line for no help
+            action = copy.copy(action)
+            action.help = self._get_help_string(action)
+        return super()._format_action(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser with :class:`HelpFormatter`, and usage errors in one line
+    (``fsmlearn: error: lm count: argument --order: ...``, exit 2) like every other error;
+    the subcommands' parsers are of this class too."""
+
+    def __init__(self, *args, formatter_class=HelpFormatter, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+    def error(self, message):
+        sub = self.prog.partition(" ")[2]
+        where = f"{sub}: " if sub else ""
+        self.exit(2, f"fsmlearn: error: {where}{message} (see {self.prog} --help)\n")
 
 
 def _demo(args) -> int:
@@ -26,7 +61,12 @@ def _demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fsmlearn", description="Learning weighted finite-state machines.")
+    # the version lives in the facade, fsmlearn/__init__.py, which Python loaded before this
+    # package; it is read there, not imported (a layer imports the packages it needs, not the facade)
+    version = sys.modules["fsmlearn"].__version__
+    p = Parser(prog="fsmlearn", description="Learning weighted finite-state machines.")
+    p.add_argument("--version", action="version", version=f"fsmlearn {version}",
+                   help="print fsmlearn's version and exit")
     sub = p.add_subparsers(dest="command", metavar="command")
     d = sub.add_parser("demo", help="compose a machine in pynini and run forward-backward on it")
     d.add_argument("--acyclic", action="store_true", help="use an acyclic grammar instead of a cyclic one")
@@ -57,6 +97,12 @@ def main(argv=None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as e:
+        # the last resort: readers name their files in FsmErrors; anything they missed still
+        # gets one line (with the file when the error has one), not a traceback
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"fsmlearn: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -56,7 +56,8 @@ def add_parser(sub) -> None:
     p.add_argument("--seeds", type=int, default=5, help="corpora drawn, one run each (default 5)")
     p.add_argument("--max-iter", type=int, default=200, help="L-BFGS iterations (default 200)")
     _tighten_options(p, 200)
-    p.add_argument("--report", default="reports/mrf-synthetic.json", help="JSON report (PNG beside it)")
+    p.add_argument("--report", default="reports/mrf-synthetic.json",
+                   help="JSON report (PNG beside it) (default: %(default)s)")
     add_quiet(p)
     p.set_defaults(func=_synthetic)
 
@@ -75,12 +76,13 @@ def add_parser(sub) -> None:
     _tighten_options(p, 50)
     p.add_argument("--l2", type=float, default=0.0, help="L2 penalty on the pairwise parameters (default 0)")
     p.add_argument("--init", choices=("pmi", "random"), default="pmi",
-                   help="theta^l from the corpus's positive PMI (its SVD for low rank; default) or small "
-                        "random U, W")
-    p.add_argument("--seed", type=int, default=0)
+                   help="theta^l from the corpus's positive PMI (its SVD for low rank) or small random U, W "
+                        "(default: pmi)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the SVD and the random start (default 0)")
     p.add_argument("--data-dir", default=None, help="the corpora folder (default ../shared/data or $FSMLEARN_DATA)")
-    p.add_argument("--report", default="reports/mrf-lm.json", help="JSON report (PNG beside it)")
-    p.add_argument("--model", default="models/mrf-lm.npz", help="where the best model goes ('' for nowhere)")
+    p.add_argument("--report", default="reports/mrf-lm.json", help="JSON report (PNG beside it) (default: %(default)s)")
+    p.add_argument("--model", default="models/mrf-lm.npz",
+                   help="where the best model goes ('' for nowhere) (default: %(default)s)")
     add_quiet(p)
     p.set_defaults(func=_lm)
 
@@ -101,7 +103,8 @@ def add_parser(sub) -> None:
     p.add_argument("--max-affix", type=int, default=4,
                    help="longest prefix and suffix feature (default 4, appendix B's)")
     p.add_argument("--data-dir", default=None, help="the corpora folder (default ../shared/data or $FSMLEARN_DATA)")
-    p.add_argument("--report", default="reports/mrf-tag.json", help="JSON report (PNG beside it)")
-    p.add_argument("--model", default="models/mrf-tag.npz", help="where the trained tagger goes ('' for nowhere)")
+    p.add_argument("--report", default="reports/mrf-tag.json", help="JSON report (PNG beside it) (default: %(default)s)")
+    p.add_argument("--model", default="models/mrf-tag.npz",
+                   help="where the trained tagger goes ('' for nowhere) (default: %(default)s)")
     add_quiet(p)
     p.set_defaults(func=_tag)

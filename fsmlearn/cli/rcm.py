@@ -37,10 +37,12 @@ def _words(args) -> int:
 
 def _add_run_options(p, name: str, pngs: str) -> None:
     """The options speech and words share: seed, jobs, report, models, resume, quiet."""
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the data orders and the task (default 0)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once, in forked processes (default 1)")
-    p.add_argument("--report", default=f"reports/rcms-{name}.json", help=f"JSON report ({pngs} beside it)")
-    p.add_argument("--models", default=f"models/rcms-{name}", help="folder for the trained models ('' for none)")
+    p.add_argument("--report", default=f"reports/rcms-{name}.json",
+                   help=f"JSON report ({pngs} beside it; read first with --resume) (default: %(default)s)")
+    p.add_argument("--models", default=f"models/rcms-{name}",
+                   help="folder for the trained models ('' for none) (default: %(default)s)")
     p.add_argument("--resume", action="store_true",
                    help="keep the finished runs of an existing --report made with the same task and settings, "
                         "run only the others")
@@ -48,11 +50,13 @@ def _add_run_options(p, name: str, pngs: str) -> None:
 
 
 def add_parser(sub) -> None:
+    from ..data.datasets import DATASETS
     from ..experiments.rcm_decipher import DEFAULT_RUNS
     rcm = sub.add_parser("rcms", help="reified context models (Steinhardt and Liang 2015)")
     rsub = rcm.add_subparsers(dest="rcm_command", metavar="command", required=True)
     p = rsub.add_parser("decipher", help="decipherment by EM (section 6): exact, beam and RCMS contexts")
-    p.add_argument("--dataset", default="mixed-text", help="the text whose frequent words are enciphered")
+    p.add_argument("--dataset", default="mixed-text", choices=DATASETS,
+                   help="the text whose frequent words are enciphered (default: mixed-text)")
     p.add_argument("--vocab", type=int, default=500, help="the most frequent words kept (default 500)")
     p.add_argument("--ciphertexts", type=int, default=2000, help="sentences enciphered (default 2000)")
     p.add_argument("--iterations", type=int, default=20, help="EM iterations per run (default 20)")
@@ -63,8 +67,9 @@ def add_parser(sub) -> None:
     p.add_argument("--runs", default=DEFAULT_RUNS,
                    help=f"method (exact, beam or rcms):order[:size],... (default: the paper's {DEFAULT_RUNS})")
     p.add_argument("--jobs", type=int, default=1, help="runs at once, in forked processes (default 1)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--report", default="reports/rcm-decipher.json", help="JSON report (PNG beside it)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the cipher and the runs (default 0)")
+    p.add_argument("--report", default="reports/rcm-decipher.json",
+                   help="JSON report (PNG beside it) (default: %(default)s)")
     add_quiet(p)
     p.set_defaults(func=_decipher)
 
