@@ -171,12 +171,11 @@ def test_window_bound_is_above_the_exact_joint_log_partition(K, L, N, centre):
     tight = N * best.log_partition / (K + 1)
     # what the mathematics guarantees, on any processor: the tightened value is still a bound,
     # tightening never loosens it (the start, delta = 0, is bounds[0]), the optimum lies below
-    # every delta's bound, and the solver stops by its own rule: the copies agree within tol
-    # or the 300 evaluations are spent (how close it gets in 300 depends on the floating point:
-    # gap 3e-6 on one machine, 1.9e-5 on another); and it tightened: the gap fell by orders
-    # of magnitude from the start's (about 2 to 4 here)
+    # every delta's bound; and it tightened: the copies' disagreement fell by orders of
+    # magnitude from the start's (about 2 to 4 here).  Not how far: L-BFGS stops at tol, after
+    # 300 evaluations or where the floating point allows no further decrease, which depends on
+    # the processor (gap 3e-6 here, 1.9e-5 on another EPYC for [1-5-6-None])
     assert exact - 1e-9 <= tight <= bounds[0] and tight <= min(bounds) + 1e-9
-    assert best.gap <= 1e-9 or st.iterations >= 300
     assert best.gap < 1e-3 * tree_bp(pot, np.zeros((C - 1, T + V))).gap
 
 
