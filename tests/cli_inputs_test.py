@@ -243,8 +243,8 @@ def test_web1t_counts_with_an_n_gram_whose_prefix_is_missing_are_refused_at_its_
     err = r.stderr.decode()
     assert r.returncode == 2 and "Traceback" not in err, err
     assert err.splitlines()[-1] == (f"fsmlearn: error: {d / '3gms' / '3gm-0000'}:2: 3-gram without its prefix "
-                                    f"'the cat' among the 2-grams (a prefix's count is at least the n-gram's): "
-                                    f"'the cat </S>'"), err
+                                    f"'the cat' among the 2-grams (2gms/2gm-0000; a prefix's count is at least the "
+                                    f"n-gram's): 'the cat </S>'"), err
     assert not out.exists()
     r = run(["lm", "web1t", d])
     assert r.returncode == 2 and f"{d / '3gms' / '3gm-0000'}:2: 3-gram without its prefix" in r.stderr

@@ -276,6 +276,8 @@ def reference_web1t(files: dict):
             prev = key
             if int(c) > min(c1[r] for r in row):
                 raise Refused("count above a word's count")
+            if k > 2 and row[:-1] not in out[-1]:
+                raise Refused("prefix not listed")
             grams[row] = int(c)
         out.append(grams)
     return vocab, c1, out

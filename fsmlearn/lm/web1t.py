@@ -224,8 +224,11 @@ def read_web1t(root, max_order: int | None = None, progress=None) -> NGramCounts
             if bad >= 0:
                 i = int(order[bad])
                 prefix = " ".join(_TO_WEB1T.get(vocab[w], vocab[w]) for w in arr[i, :-1])
+                held = layout[k - 1]
+                files = ", ".join(f"{q.parent.name}/{q.name}" for q in held[:2]) + (", ..." if len(held) > 2 else "")
                 raise _locate(arr, i, where, vocab, f"{k}-gram without its prefix {prefix!r} among the "
-                                                    f"{k - 1}-grams (a prefix's count is at least the n-gram's)")
+                                                    f"{k - 1}-grams ({files}; a prefix's count is at least the "
+                                                    f"n-gram's)")
         ngrams.append(arr[order])
         cs.append(c[order])
     for w in (BOS, EOS):
