@@ -350,3 +350,21 @@ def test_phi_state_looping_with_probability_0999_converges(device, reverse):
         close(np.exp(-got), want, rel=1e-8)
     else:
         assert np.exp(-got[q]) > 100       # the loop's state is visited about 1 / (1 - 0.999) times per entry
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("phi_final", [True, False])
+def test_phi_arc_posteriors_count_the_final_weights_they_lead_to(device, phi_final):
+    # a final adjustment's flow is its chain times the own final weight of the state it reaches,
+    # also when that state has an adjustment of its own (this machine, phi_final=False, once
+    # gave its phi arc 6 -> 1 the posterior 0.0015 where no valid path takes it)
+    rng = np.random.default_rng(60)
+    m = backoff_machine(rng, V=3, order=3, normalised=False)
+    fb = forward_backward(m, device=device, phi_final=phi_final, tol=1e-13)
+    h = 1e-6
+    lnz = lambda w: -total_weight(m.replace(weight=w), phi_final=phi_final, tol=1e-14)
+    for a in np.flatnonzero(m.ilabel == PHI):
+        up, down = m.weight.copy(), m.weight.copy()
+        up[a] -= h
+        down[a] += h
+        assert fb.posteriors[a] == pytest.approx((lnz(up) - lnz(down)) / (2 * h), rel=1e-5, abs=1e-8)

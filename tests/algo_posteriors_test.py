@@ -295,3 +295,30 @@ def test_entropy_of_a_lattice_composed_with_a_backoff_lm_equals_enumeration(seed
     w, f = m.neglog_weights()
     end = [end_state(m, arcs) for arcs, _ in paths]
     assert np.isfinite(f[end]).all() and (f[end] > 0).any()    # the final weights carry mass here
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("phi_final", [True, False])
+def test_gradient_of_a_phi_machine_matches_finite_differences(seed, phi_final):
+    # d ln Z / d(cost of final weight r) counts the paths that fail over to r's final weight
+    rng = np.random.default_rng(60 + seed)
+    m = backoff_machine(rng, V=3, order=3, normalised=False)
+    ga, gf = log_partition_gradient(m, phi_final=phi_final, tol=1e-14)
+    lnz = lambda **c: -total_weight(m.replace(**c), phi_final=phi_final, tol=1e-14)
+    h = 1e-5
+    for r in np.flatnonzero(np.isfinite(m.final)):
+        up, down = m.final.copy(), m.final.copy()
+        up[r] += h
+        down[r] -= h
+        assert gf[r] == pytest.approx((lnz(final=up) - lnz(final=down)) / (2 * h), rel=1e-6, abs=1e-9)
+    for a in rng.choice(m.num_arcs, 6, replace=False):
+        up, down = m.weight.copy(), m.weight.copy()
+        up[a] += h
+        down[a] -= h
+        assert ga[a] == pytest.approx((lnz(weight=up) - lnz(weight=down)) / (2 * h), rel=1e-6, abs=1e-9)
+    # the same as the expected use of each final weight, by final values
+    finals = np.flatnonzero(np.isfinite(m.final))
+    ev = expectation(m, np.zeros((m.num_arcs, finals.size)), final_values=np.eye(m.num_states)[:, finals],
+                     phi_final=phi_final, tol=1e-14)
+    assert np.allclose(-gf[finals], ev, rtol=1e-9, atol=1e-12)
+    assert not gf[~np.isfinite(m.final)].any()

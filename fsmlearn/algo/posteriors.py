@@ -216,7 +216,9 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
             if g is m:
                 post = flows_cuda(A, W, Bt, g.arc_src, g.dst, zp, zk)
             else:
-                system = {"kind": g.kind, "ref": g.ref, "st": g.phi, "F": F,
+                # a final adjustment's flow is the chain times r's own final weight, not the
+                # adjusted one (the system is built from the original finals too)
+                system = {"kind": g.kind, "ref": g.ref, "st": g.phi, "F": sr.final_rows(m.final, m.semiring),
                           "Wm": sr.arc_rows(m.weight, m.semiring)}
                 post = flows_cuda(A, W, Bt, g.arc_src, g.dst, zp, zk, m.num_arcs, system)
             fpost = final_flows_cuda(A, F, zp, zk)
@@ -232,8 +234,9 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
             Wm = sr.arc_rows(m.weight, m.semiring)
             _chain_flows(A, Wm, F, Bt, st.neg_tail, st.neg_ptr, st.neg_chain, st.neg_head,
                          zp, zk, False, post)
-            _chain_flows(A, Wm, F, Bt, st.nf_state, st.nf_ptr, st.nf_chain, st.nf_final,
-                         zp, zk, True, post)
+            # a final adjustment's flow: the chain times r's own final weight (not the adjusted one)
+            _chain_flows(A, Wm, sr.final_rows(m.final, m.semiring), Bt, st.nf_state, st.nf_ptr, st.nf_chain,
+                         st.nf_final, zp, zk, True, post)
         idx = np.arange(m.num_states, dtype=np.int32)
         fflows = np.empty(m.num_states)
         ones = np.zeros((m.num_states, A.shape[1]))
@@ -251,7 +254,13 @@ def arc_posteriors(m: Machine, **kwargs) -> np.ndarray:
 
 
 def final_posteriors(m: Machine, **kwargs) -> np.ndarray:
-    """float64 [N]: probability that an accepting path ends at each state."""
+    """float64 [N]: probability that an accepting path ends at each state.
+
+    On a phi machine these are the final flows of its signed linear system (a state's
+    final weight less its adjustments, :mod:`fsmlearn.algo.phi`); the probability that a
+    path ends by each state's own final weight (failing over to it included) is
+    ``-log_partition_gradient(m)[1]`` for a negative-log machine.
+    """
     require_machine(m, "final_posteriors", "m")
     return forward_backward(m, **kwargs).final_posteriors
 
@@ -268,19 +277,48 @@ def log_partition_gradient(m: Machine, **kwargs) -> tuple[np.ndarray, np.ndarray
         (d ln Z / d weight, float64 [E]; d ln Z / d final, float64 [N]) in the
         machine's own convention: ``-posterior`` for negative-log weights (raising
         a cost lowers ln Z), ``posterior / w`` for real weights (0 where w = 0).
-        The gradient of the cost -ln Z is minus this.
+        The gradient of the cost -ln Z is minus this.  On a phi machine a final
+        weight's gradient counts the paths that fail over to it (phi_final).
 
     Raises:
         NoAcceptingPathError: Z = 0 (ln Z is -inf and has no gradient).
     """
     require_machine(m, "log_partition_gradient", "m")
     fb = forward_backward(m, **kwargs)
+    use = fb.final_posteriors
+    if m.has_phi and kwargs.get("phi", "failure") == "failure":
+        use = _final_weight_use(m, fb, bool(kwargs.get("phi_final", True)))
     if m.semiring == "real":
         with np.errstate(divide="ignore", invalid="ignore"):
             ga = np.where(m.weight > 0, fb.posteriors / np.where(m.weight > 0, m.weight, 1), 0.0)
-            gf = np.where(m.final > 0, fb.final_posteriors / np.where(m.final > 0, m.final, 1), 0.0)
+            gf = np.where(m.final > 0, use / np.where(m.final > 0, m.final, 1), 0.0)
         return ga, gf
-    return -fb.posteriors, -fb.final_posteriors
+    return -fb.posteriors, -use
+
+
+def _final_weight_use(m: Machine, fb: ForwardBackward, phi_final: bool) -> np.ndarray:
+    """float64 [N]: the probability that a path ends by state r's own final weight, on a phi machine.
+
+    A path that fails over from q to r's final weight uses r's, so this (d ln Z / d ln f_r)
+    differs from ``final_posteriors`` (the final flows of the signed system, in which a state's
+    final adjustment stays at that state).  In the signed system (phi arcs as ordinary arcs)
+    ``alpha(r) f(r) / Z`` counts every path that reaches r and stops there, the invalid ones
+    too (through the phi arc of a state that has its own final weight, or any phi arc with
+    ``phi_final`` false); each final adjustment (q, chain, r) of :mod:`fsmlearn.algo.phi` is
+    the weight of those, ``alpha(q) w(chain) f(r) / Z``, and is subtracted from r.
+    """
+    from .phi import phi_structure
+    w, f = m.neglog_weights()
+    a = fb.alpha
+    with np.errstate(over="ignore", invalid="ignore"):
+        use = np.where(np.isfinite(f), np.exp(fb.cost - a - f), 0.0)
+        st = phi_structure(m, phi_final)
+        if st.nf_state.size:
+            chain = np.add.reduceat(w[st.nf_chain], st.nf_ptr[:-1])
+            v = np.exp(fb.cost - a[st.nf_state] - chain - f[st.nf_final])
+            np.subtract.at(use, st.nf_final, np.where(np.isfinite(v), v, 0.0))
+        use = np.where(np.isfinite(use), use, 0.0)
+    return use
 
 
 def _with_final_arcs(m: Machine, arc_values: np.ndarray, final_values: np.ndarray, phi_final: bool):
