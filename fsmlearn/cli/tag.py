@@ -180,10 +180,10 @@ def add_parser(sub) -> None:
                                              "separated by spaces (.gz/.bz2/.xz; - for stdin)")
     p.add_argument("--corpus", help="folder of a saved encoded corpus: loaded (memory-mapped) if present, "
                                     "else written from --data")
-    p.add_argument("--iterations", type=int, required=True)
+    p.add_argument("--iterations", type=int, required=True, help="EM iterations to run")
     p.add_argument("-o", "--output", required=True, help="model file to write")
     p.add_argument("--report", help="JSON report of every iteration (a PNG plot is written beside it)")
-    p.add_argument("--order", type=int, choices=[2, 3], default=2)
+    p.add_argument("--order", type=int, choices=[2, 3], default=2, help="HMM order: 2 = bigram, 3 = trigram")
     p.add_argument("--eval-data", default="wsj-small",
                    help="tagged data for accuracy and held-out likelihood (default wsj-small; '' for none)")
     p.add_argument("--min-count", type=int, default=5, help="tag dictionary: words seen this often (default 5)")
@@ -205,9 +205,9 @@ def add_parser(sub) -> None:
                    help="tagger path without extension: MODEL.hmm and MODEL.fsm are written")
     p.add_argument("--tokens", type=int, default=200_000_000, help="tokens to sample (default 200M)")
     p.add_argument("--seed", type=int, default=200, help="sampling seed (default 200)")
-    p.add_argument("--order", type=int, default=5)
+    p.add_argument("--order", type=int, default=5, help="n-gram order of the counts and of the backoff LM c")
     p.add_argument("--cutoff", type=int, default=20, help="count cutoff of orders >= 3 (default 20)")
-    p.add_argument("--iterations", type=int, default=10)
+    p.add_argument("--iterations", type=int, default=10, help="n-gram EM iterations")
     p.add_argument("--corpus-em-iterations", type=int, help="default: --iterations")
     p.add_argument("--method", choices=["absolute", "witten-bell", "kneser-ney"], default="absolute",
                    help="LM estimator (default absolute discounting: least mass moved to unseen events)")
