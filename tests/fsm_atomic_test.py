@@ -34,3 +34,21 @@ def test_failure_leaves_the_old_file_and_no_temporary(tmp_path):
     with pytest.raises(RuntimeError):
         atomic_write(p, boom)
     assert p.read_bytes() == b"old" and sorted(os.listdir(tmp_path)) == ["a.bin"]
+
+
+def test_a_missing_folder_is_an_os_error_naming_the_target_not_the_temporary(tmp_path):
+    target = tmp_path / "no" / "such" / "model.hmm"
+    with pytest.raises(FileNotFoundError) as e:
+        atomic_write(target, lambda f: f.write(b"x"))
+    assert e.value.filename == str(target) and "no such folder" in str(e.value)
+    assert ".tmp" not in str(e.value) and not (tmp_path / "no").exists()
+
+
+def test_the_cli_names_the_model_file_when_its_folder_is_missing(tmp_path, capsys):
+    from fsmlearn.cli.main import main
+    data = tmp_path / "t.txt"
+    data.write_text("the/DT cat/NN sat/VBD ./.\na/DT dog/NN ran/VBD ./.\n")
+    target = tmp_path / "missing" / "m.hmm"
+    assert main(["tag", "train", "--data", str(data), "-o", str(target), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"fsmlearn: error: {target}: cannot write here: no such folder")

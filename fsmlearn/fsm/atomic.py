@@ -22,7 +22,13 @@ def atomic_path(path, suffix: str = ".tmp"):
     opener); on an exception the file is removed and the exception re-raised.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=suffix, dir=str(path.parent or "."))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=suffix, dir=str(path.parent or "."))
+    except OSError as e:
+        # name the file the caller asked for, not the temporary one (a missing or
+        # read-only folder, a path through a file)
+        why = "no such folder" if isinstance(e, FileNotFoundError) else (e.strerror or str(e))
+        raise type(e)(e.errno, f"cannot write here: {why} ({path.parent or '.'})", str(path)) from None
     os.close(fd)
     try:
         yield tmp
