@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test fuzz demo bench bench-lm clean tagger-giga200 rcms-decipher rcms-speech rcms-words bench-rcm trf-morph trf-morph-long trf-lm bench-trf mrf-synthetic mrf-lm mrf-lm-full mrf-tag
+.PHONY: install warm test fuzz demo bench bench-lm clean tagger-giga200 rcms-decipher rcms-speech rcms-words bench-rcm trf-morph trf-morph-long trf-lm bench-trf mrf-synthetic mrf-lm mrf-lm-full mrf-tag
 
 install: $(STAMP)
 
@@ -13,10 +13,16 @@ $(STAMP): setup.cfg pyproject.toml scripts/build_kenlm.sh
 	@echo "== creating $(VENV) and installing fsmlearn with its dependencies"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet -e '.[test]'
 	@echo "== building KenLM's lmplz, build_binary and query into $(VENV)/bin"
 	scripts/build_kenlm.sh $(VENV)/bin
+	@echo "== compiling fsmlearn's numba kernels once (cached on disk: later processes start at once)"
+	$(PY) -m fsmlearn.experiments.warm
 	@touch $(STAMP)
+
+# compile every numba kernel into the on-disk cache again (the install step does it once)
+warm: $(STAMP)
+	$(PY) -m fsmlearn.experiments.warm
 
 test: $(STAMP)
 	$(PY) -m pytest -q
