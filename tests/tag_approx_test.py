@@ -48,3 +48,23 @@ def test_bound_on_a_backoff_lm_matches_the_materialised_relaxation():
     phi = st.cs.uniform_phi()
     ours = expected_stats(st.cs, phi, lt, le).bound
     assert ours == pytest.approx(bound_materialised(st.cs, phi, lt, le), rel=1e-7)
+
+
+def test_a_tag_without_expected_transitions_gets_a_uniform_row_not_nan():
+    from fsmlearn.tag.approx import _transition_probs
+    T = 3
+    with np.errstate(divide="ignore"):
+        lt = np.log(np.array([[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.2, 0.2, 0.2, 0.4],
+                              [0.3, 0.3, 0.4, 0.0]]))
+        p = _transition_probs(lt, T)
+    assert np.isfinite(p).all()
+    np.testing.assert_allclose(p.sum(1), 1.0)
+    np.testing.assert_allclose(p[1], 0.25)                        # the row that had no mass
+    np.testing.assert_allclose(p[0], [0.5, 0.5, 0, 0])            # the others unchanged
+    assert p[T, T] == 0.0 and p[T].sum() == pytest.approx(1.0)    # no empty sentence
+
+
+def test_a_tag_dictionary_without_unknown_words_has_an_empty_mask():
+    from fsmlearn.tag.oov_tags import OovTags
+    d = OovTags("none", [], np.zeros(0, bool), np.array([True, False, True]))
+    assert d.mask.shape == (0, 3) and d.open_mask.tolist() == [True, False, True]

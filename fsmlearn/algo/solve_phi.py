@@ -2,7 +2,7 @@
 phi-free expansion (see :func:`phi_solver`), under the stopping rule of
 :mod:`fsmlearn.algo.convergence`.
 
-Public names: phi_solver, solve_phi, phi_step, phi_pass_down, gamma_from_alpha, phi_to_alpha.
+Public names: phi_solver, solve_phi, phi_step, phi_pass_down, gamma_from_alpha.
 
 The kernels are module-level and read the row width (R + 1 plain columns) from their
 arrays, so each is compiled once per argument type and cached on disk.
@@ -16,7 +16,7 @@ import numpy as np
 from .convergence import (RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED,
                           STATUS_OK, WHY_STAR, extrapolate, measure_change, new_rate_state, rate_step)
 
-__all__ = ["phi_solver", "solve_phi", "phi_step", "phi_pass_down", "gamma_from_alpha", "phi_to_alpha"]
+__all__ = ["phi_solver", "solve_phi", "phi_step", "phi_pass_down", "gamma_from_alpha"]
 
 
 class _PhiSolver:
@@ -34,10 +34,6 @@ class _PhiSolver:
     @staticmethod
     def gamma_from_alpha(*args):
         return gamma_from_alpha(*args)
-
-    @staticmethod
-    def to_alpha(X, order, phi_t, Wphi):
-        return phi_to_alpha(X, order, phi_t, Wphi)
 
 
 _PHI_SOLVER = _PhiSolver()
@@ -234,9 +230,3 @@ def gamma_from_alpha(X, order, phi_t, Wphi):
             for j in range(1, KE):
                 G[t, j] -= px * Wphi[q, j] + X[q, j] * pw
     return G
-
-
-@nb.njit(cache=True)
-def phi_to_alpha(X, order, phi_t, Wphi):
-    """alpha = (I - Phi^T)^{-1} gamma in place (the forward phi pass)."""
-    phi_pass_down(X, order, phi_t, Wphi, True)

@@ -80,6 +80,21 @@ def initial_theta(setup: NGramSetup):
     return lt, h.log_emit.copy()
 
 
+def _transition_probs(log_trans, T: int):
+    """Row-normalised transition probabilities without the start -> stop arc (an empty
+    sentence); a tag that received no expected transitions (a row of zeros) gets a uniform
+    row instead of 0/0, so that the tagger stays a distribution."""
+    p = np.exp(log_trans)
+    p[T, T] = 0.0
+    tot = p.sum(1, keepdims=True)
+    empty = tot[:, 0] <= 0.0
+    if empty.any():
+        p[empty] = 1.0
+        p[T, T] = 0.0
+        tot = p.sum(1, keepdims=True)
+    return p / tot
+
+
 def to_hmm(setup: NGramSetup, log_trans, log_emit, tagdict=None, singletons=None) -> HMM:
     """The trained tagger: the <unk> word's tags become the unknown-word column.
 
@@ -90,9 +105,7 @@ def to_hmm(setup: NGramSetup, log_trans, log_emit, tagdict=None, singletons=None
     if singletons is not None:
         T = len(setup.tags)
         lt = np.array(log_trans, np.float64)
-        p = np.exp(lt)
-        p[T, T] = 0.0
-        p /= p.sum(1, keepdims=True)
+        p = _transition_probs(lt, T)
         with np.errstate(divide="ignore"):
             h = HMM(setup.tags, setup.vocab, np.log(p), log_emit, order=2, tagdict=tagdict, check=False)
         return evaluation_model(h, singletons, tagdict)
@@ -108,9 +121,7 @@ def to_hmm(setup: NGramSetup, log_trans, log_emit, tagdict=None, singletons=None
     pe /= pe.sum(1, keepdims=True)
     lt = np.array(log_trans, np.float64)
     # the tagger never emits an empty sentence
-    p = np.exp(lt)
-    p[T, T] = 0.0
-    p /= p.sum(1, keepdims=True)
+    p = _transition_probs(lt, T)
     with np.errstate(divide="ignore"):
         return HMM(setup.tags, setup.vocab, np.log(p), np.log(pe), order=2,
                    tagdict=tagdict)

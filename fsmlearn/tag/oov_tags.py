@@ -35,8 +35,9 @@ class OovTags:
     def __init__(self, name: str, words, mask, open_mask):
         self.name = str(name)
         self.words = tuple(words)
-        self.mask = np.ascontiguousarray(mask, dtype=bool).reshape(len(self.words), -1)
         self.open_mask = np.ascontiguousarray(open_mask, dtype=bool)
+        # [words, T]; no covered word outside the vocabulary is an empty [0, T] mask
+        self.mask = np.ascontiguousarray(mask, dtype=bool).reshape(len(self.words), self.open_mask.shape[0])
         if self.mask.shape[1] != self.open_mask.shape[0]:
             raise ModelError(f"tag dictionary masks have {self.mask.shape[1]} and {self.open_mask.shape[0]} tags")
         if not self.open_mask.any() or (self.mask.size and not self.mask.any(axis=1).all()):

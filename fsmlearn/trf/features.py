@@ -216,23 +216,6 @@ def _row_key(y, yc, i, r, tid, length, offset, kind):
 
 
 @nb.njit(cache=True)
-def _sentence_keys(y, n_pad, cls, tid, length, offset, kind, minoff, out, n_out):
-    """Append the keys of every firing in padded sentence y[:n_pad] to out; returns (out, n)."""
-    R = tid.shape[0]
-    for i in range(1, n_pad):
-        for r in range(R):
-            if not _fires(r, i, n_pad, minoff, length):
-                continue
-            if n_out == out.shape[0]:
-                bigger = np.empty(2 * out.shape[0] + 16, np.int64)
-                bigger[:n_out] = out[:n_out]
-                out = bigger
-            out[n_out] = _key(y, cls, i, r, tid, length, offset, kind, -1)
-            n_out += 1
-    return out, n_out
-
-
-@nb.njit(cache=True)
 def _pad(tokens, a, b, bos, eos, y):
     y[0] = bos
     for t in range(a, b):
