@@ -177,3 +177,15 @@ def test_kenlm_ids_of_a_model_with_unk_in_the_middle(models):
     assert unk == 2 and m.word_id("<s>") == 0 and m.word_id("</s>") == 1
     assert kenlm_ids(m, np.array([0, 1, 2, 3, 4])).tolist() == [1, 2, 0, 3, 4]
     assert math.isfinite(float(kenlm_ids(m, np.array([m.word_id("cat")]))[0]))
+
+
+@pytest.mark.parametrize("name", ["own", "ken"])
+def test_score_counts_oovs_as_kenlm_does_a_literal_unk_included(models, name):
+    text = ("\n".join(HELD) + "\n<unk> the\nthe <unk> zebra <unk>\n").encode()
+    r = run(["lm", "score", models / f"{name}.fsm"], text)
+    assert r.returncode == 0, r.stderr
+    ours = [int(line.split("\t")[1]) for line in r.stdout.decode().splitlines()]
+    ken = [int(line.rsplit("OOV: ", 1)[1]) for line in
+           _kenlm_query(models / f"{name}.arpa", text, "-v", "sentence").decode().splitlines()
+           if line.startswith("Total:")]
+    assert ours == ken and ours[-2:] == [1, 3]

@@ -197,7 +197,7 @@ def count_span(buf, i, hi):
 def encode_span(buf, i, hi, table, wbuf, woff, mask, unk, ptr, ids, oov, s, t):
     """Word ids of the lines of buf[i:hi] (complete lines), one sentence per line, written
     from sentence ``s`` and token ``t`` on: ``ids[t..]`` the words' ids (``unk`` for a word
-    not in the hash, counted in ``oov[s]``), ``ptr[s + 1]`` each sentence's end.  Returns
+    not in the hash, counted in ``oov[s]`` as a literal ``unk`` word is), ``ptr[s + 1]`` each sentence's end.  Returns
     the next (s, t).  The one loop of :func:`encode_lines` and of the compiled model's
     parallel encoder."""
     while i < hi:
@@ -208,6 +208,8 @@ def encode_span(buf, i, hi, table, wbuf, woff, mask, unk, ptr, ids, oov, s, t):
             if w < 0:
                 w = unk
                 oov[s] += 1
+            elif w == unk:
+                oov[s] += 1      # a literal <unk> is an OOV too, as KenLM counts it
             ids[t] = w
             t += 1
             a, k = next_token(buf, k, e)
