@@ -38,13 +38,17 @@ them; 2 ``semiring/``; 3 ``algo/`` (the engine); 4 the models, ``lm/``,
 ``tag/``, ``rcm/``, ``trf/``, ``mrf/``; 5 ``experiments/``; 6 ``cli/``.
 """
 
-from .algo import (ForwardBackward, Path, Samples, arc_posteriors, backward, best_path, compose, entropy,
-                   expectation, final_posteriors, forward, forward_backward, intersect, label_strings,
-                   log_partition_gradient, phi_expand, sample_paths, shortest_distance, total_weight, trim)
 from .errors import FsmError, NoAcceptingPathError, NotAMachineError, SymbolTableError
 from .fsm import DEFAULT_OPENFST_PHI, EPSILON, PHI, Machine, SymbolTable
 
 __version__ = "0.1.0"
+
+#: the engine's names, imported from :mod:`fsmlearn.algo` on first use (PEP 562): ``import
+#: fsmlearn`` stays cheap for commands that need one part of the engine
+_ENGINE = ("shortest_distance", "forward", "backward", "total_weight", "forward_backward", "ForwardBackward",
+           "arc_posteriors", "final_posteriors", "log_partition_gradient", "expectation", "entropy",
+           "best_path", "Path", "sample_paths", "Samples", "label_strings", "compose", "intersect", "trim",
+           "phi_expand")
 __all__ = ["Machine", "SymbolTable", "EPSILON", "PHI", "DEFAULT_OPENFST_PHI",
            "FsmError", "NoAcceptingPathError", "NotAMachineError", "SymbolTableError",
            "shortest_distance", "forward", "backward", "total_weight",
@@ -52,3 +56,23 @@ __all__ = ["Machine", "SymbolTable", "EPSILON", "PHI", "DEFAULT_OPENFST_PHI",
            "log_partition_gradient", "expectation", "entropy",
            "best_path", "Path", "sample_paths", "Samples", "label_strings",
            "compose", "intersect", "trim", "phi_expand"]
+
+
+_PACKAGES = ("algo", "semiring", "lm", "tag", "rcm", "trf", "mrf", "data", "experiments", "cli")
+
+
+def __getattr__(name: str):
+    """The engine's names from :mod:`fsmlearn.algo`, imported on first use (PEP 562)."""
+    if name in _ENGINE:
+        from . import algo
+        value = getattr(algo, name)
+        globals()[name] = value
+        return value
+    if name in _PACKAGES:               # fsmlearn.algo, fsmlearn.lm, ... after a bare ``import fsmlearn``
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

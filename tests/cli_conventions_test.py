@@ -189,3 +189,9 @@ def test_score_counts_oovs_as_kenlm_does_a_literal_unk_included(models, name):
            _kenlm_query(models / f"{name}.arpa", text, "-v", "sentence").decode().splitlines()
            if line.startswith("Total:")]
     assert ours == ken and ours[-2:] == [1, 3]
+
+
+def test_the_parsers_dataset_names_are_the_datasets():
+    from fsmlearn.cli.common import DATASET_NAMES
+    from fsmlearn.data.datasets import DATASETS
+    assert DATASET_NAMES == DATASETS

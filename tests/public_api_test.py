@@ -152,3 +152,20 @@ def test_an_object_holding_a_machine_is_pointed_at_it(rng):
     with pytest.raises(NotAMachineError, match=r"pass its \.machine attribute"):
         fsmlearn.forward_backward(_HasMachine(m))
     assert fsmlearn.forward_backward(_HasMachine(m).machine).cost == pytest.approx(fsmlearn.total_weight(m))
+
+
+def test_the_engine_is_imported_on_first_use_and_compose_is_the_function():
+    code = ("import sys, fsmlearn\n"
+            "assert 'fsmlearn.algo.chain' not in sys.modules and 'fsmlearn.algo.paths' not in sys.modules\n"
+            "import fsmlearn.lm.compiled\n"           # imports the submodule fsmlearn.algo.compose
+            "assert callable(fsmlearn.compose) and fsmlearn.compose.__module__ == 'fsmlearn.algo.compose'\n"
+            "assert callable(fsmlearn.algo.compose) and fsmlearn.algo.best_path is fsmlearn.best_path\n"
+            "assert fsmlearn.algo.shortest.forward is fsmlearn.forward and fsmlearn.lm.CompiledLM\n"
+            "from fsmlearn.cli.main import build_parser\n"
+            "build_parser('lm')\n"
+            "bad = [m for m in sys.modules if m.startswith(('fsmlearn.data', 'fsmlearn.experiments', "
+            "'fsmlearn.rcm', 'fsmlearn.trf', 'fsmlearn.mrf', 'fsmlearn.tag'))]\n"
+            "assert not bad, bad\n"
+            "assert len(build_parser()._subparsers._group_actions[0].choices) == 6\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

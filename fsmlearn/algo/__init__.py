@@ -23,20 +23,46 @@ label_strings, compose, intersect, score_sequences, ScoreResult, trim, ChainResu
 chain_forward_backward, chain_best.
 """
 
-from .chain import ChainResult, chain_best, chain_forward_backward
-from .compose import compose, intersect, trim
-from .score import ScoreResult, score_sequences
-from .paths import Path, Samples, best_path, label_strings, sample_paths
-from .phi import linear_system, phi_expand, phi_structure
-from .posteriors import (ForwardBackward, arc_posteriors, entropy, expectation, final_posteriors,
-                         forward_backward, log_partition_gradient)
-from .relax_blocks import phi_pass_rows, relax_block_system
-from .shortest import SolveInfo, backward, forward, shortest_distance, total_weight
+import importlib
 
-__all__ = ["shortest_distance", "forward", "backward", "total_weight", "SolveInfo",
-           "forward_backward", "ForwardBackward", "arc_posteriors", "final_posteriors",
-           "log_partition_gradient", "expectation", "entropy", "phi_expand", "phi_structure", "linear_system",
-           "relax_block_system", "phi_pass_rows",
-           "Path", "Samples", "best_path", "sample_paths", "label_strings",
-           "compose", "intersect", "score_sequences", "ScoreResult", "trim",
-           "ChainResult", "chain_forward_backward", "chain_best"]
+#: public name -> the module of this package that defines it; each module is imported
+#: on first use (PEP 562), so that a command that needs one kernel (``lm score`` needs
+#: :mod:`.score`) does not import and register every kernel of the engine at start-up
+_LAZY = {
+    "shortest_distance": "shortest", "forward": "shortest", "backward": "shortest",
+    "total_weight": "shortest", "SolveInfo": "shortest",
+    "forward_backward": "posteriors", "ForwardBackward": "posteriors", "arc_posteriors": "posteriors",
+    "final_posteriors": "posteriors", "log_partition_gradient": "posteriors", "expectation": "posteriors",
+    "entropy": "posteriors",
+    "phi_expand": "phi", "phi_structure": "phi", "linear_system": "phi",
+    "relax_block_system": "relax_blocks", "phi_pass_rows": "relax_blocks",
+    "Path": "paths", "Samples": "paths", "best_path": "paths", "sample_paths": "paths",
+    "label_strings": "paths",
+    "score_sequences": "score", "ScoreResult": "score",
+    "ChainResult": "chain", "chain_forward_backward": "chain", "chain_best": "chain",
+}
+
+# compose, intersect and trim are imported now: the submodule ``compose`` shares the function's
+# name, and importing the submodule (lm.compiled does) would otherwise bind the package's
+# attribute ``compose`` to the module
+from .compose import compose, intersect, trim  # noqa: E402
+
+__all__ = list(_LAZY) + ["compose", "intersect", "trim"]
+_MODULES = ("chain", "compose", "convergence", "cuda", "paths", "phi", "posteriors", "relax_blocks", "schedule",
+            "score", "shortest", "solve_acyclic", "solve_linear", "solve_phi", "solve_tropical")
+
+
+def __getattr__(name: str):
+    """Import a public name's module on first use (module-level ``__getattr__``, PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None and name in _MODULES:      # fsmlearn.algo.shortest, ... as attributes
+        return importlib.import_module(f"{__name__}.{name}")
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from ..errors import ArgumentError
-from .common import Progress, add_quiet, add_threads, check_threads, ngram_sizes
+from .common import DATASET_NAMES, Progress, add_quiet, add_threads, check_threads, ngram_sizes
 
 
 def _cutoffs(text):
@@ -196,13 +196,12 @@ def _add_cutoffs(p) -> None:
 
 
 def add_parser(sub) -> None:
-    from ..data.datasets import DATASETS
     lm = sub.add_parser("lm", help="backoff n-gram language models")
     lsub = lm.add_subparsers(dest="lm_command", metavar="command")
 
     p = lsub.add_parser("count", help="count n-grams of a text into a Web1T-format directory")
     p.add_argument("text", nargs="*", help="text files, one sentence per line, UTF-8 (.gz/.bz2/.xz; - for stdin)")
-    p.add_argument("--dataset", choices=DATASETS, help="a named dataset instead of files (default: none)")
+    p.add_argument("--dataset", choices=DATASET_NAMES, help="a named dataset instead of files (default: none)")
     p.add_argument("-o", "--output", required=True, help="output directory")
     p.add_argument("--order", type=int, default=5, help="highest n-gram order (default: 5)")
     _add_cutoffs(p)
@@ -220,7 +219,7 @@ def add_parser(sub) -> None:
     p = lsub.add_parser("estimate", help="estimate an ARPA model from text or counts")
     p.add_argument("text", nargs="*", help="text files, one sentence per line, UTF-8 (.gz/.bz2/.xz; - for stdin)")
     p.add_argument("--counts", help="a Web1T-format count directory instead of text (default: none)")
-    p.add_argument("--dataset", choices=DATASETS, help="a named dataset instead of files (default: none)")
+    p.add_argument("--dataset", choices=DATASET_NAMES, help="a named dataset instead of files (default: none)")
     p.add_argument("-o", "--output", required=True, help="output ARPA (.gz/.bz2/.xz compress)")
     p.add_argument("--order", type=int, default=5,
                    help="highest n-gram order (with --counts: at most the counts' order) (default: 5)")

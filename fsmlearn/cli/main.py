@@ -60,32 +60,36 @@ def _demo(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: the command groups and the modules of this package that build their parsers
+_GROUPS = {"lm": "lm", "tag": "tag", "rcms": "rcm", "trf": "trf", "mrf": "mrf"}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``fsmlearn`` parser; ``only``: build just that command group's subcommands (what
+    ``main`` does when the command line names one, so that a command does not import what
+    the other groups' options need, such as the dataset list or an experiment's defaults)."""
     # the version lives in the facade, fsmlearn/__init__.py, which Python loaded before this
     # package; it is read there, not imported (a layer imports the packages it needs, not the facade)
+    import importlib
     version = sys.modules["fsmlearn"].__version__
     p = Parser(prog="fsmlearn", description="Learning weighted finite-state machines.")
     p.add_argument("--version", action="version", version=f"fsmlearn {version}",
                    help="print fsmlearn's version and exit")
     sub = p.add_subparsers(dest="command", metavar="command")
-    d = sub.add_parser("demo", help="compose a machine in pynini and run forward-backward on it")
-    d.add_argument("--acyclic", action="store_true", help="use an acyclic grammar instead of a cyclic one")
-    d.set_defaults(func=_demo)
-    from . import lm
-    lm.add_parser(sub)
-    from . import tag
-    tag.add_parser(sub)
-    from . import rcm
-    rcm.add_parser(sub)
-    from . import trf
-    trf.add_parser(sub)
-    from . import mrf
-    mrf.add_parser(sub)
+    if only is None or only == "demo":
+        d = sub.add_parser("demo", help="compose a machine in pynini and run forward-backward on it")
+        d.add_argument("--acyclic", action="store_true", help="use an acyclic grammar instead of a cyclic one")
+        d.set_defaults(func=_demo)
+    for name, module in _GROUPS.items():
+        if only is None or only == name:
+            importlib.import_module(f"{__package__}.{module}").add_parser(sub)
     return p
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    group = argv[0] if argv and (argv[0] in _GROUPS or argv[0] == "demo") else None
+    parser = build_parser(group)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import Progress, add_quiet
+from .common import DATASET_NAMES, Progress, add_quiet
 
 
 def _decipher(args) -> int:
@@ -50,12 +50,11 @@ def _add_run_options(p, name: str, pngs: str) -> None:
 
 
 def add_parser(sub) -> None:
-    from ..data.datasets import DATASETS
     from ..experiments.rcm_decipher import DEFAULT_RUNS
     rcm = sub.add_parser("rcms", help="reified context models (Steinhardt and Liang 2015)")
     rsub = rcm.add_subparsers(dest="rcm_command", metavar="command", required=True)
     p = rsub.add_parser("decipher", help="decipherment by EM (section 6): exact, beam and RCMS contexts")
-    p.add_argument("--dataset", default="mixed-text", choices=DATASETS,
+    p.add_argument("--dataset", default="mixed-text", choices=DATASET_NAMES,
                    help="the text whose frequent words are enciphered (default: mixed-text)")
     p.add_argument("--vocab", type=int, default=500, help="the most frequent words kept (default 500)")
     p.add_argument("--ciphertexts", type=int, default=2000, help="sentences enciphered (default 2000)")

@@ -19,7 +19,6 @@ import dataclasses
 import numba as nb
 import numpy as np
 
-from ..algo.compose import compose
 from ..algo.phi import phi_depths
 from ..algo.score import ScoreTables, score_sequences, score_tables, seed_label_hash
 from ..errors import ArgumentError, MachineError, ModelFormatError
@@ -456,6 +455,7 @@ class CompiledLM(WordIndex):
             n = seq.size
             acc = Machine.from_arcs(n + 1, 0, {n: 0.0}, np.arange(n), np.arange(1, n + 1), seq,
                                     weight=np.zeros(n), isyms=self.machine.isyms, check_symbols=False)
+            from ..algo.compose import compose     # only epsilon-approximated models need it
             c = compose(acc, self.machine)
             out[i] = -(total_weight(c) if c.start >= 0 else np.inf) / LN10
         return out, oov

@@ -8,10 +8,8 @@ from __future__ import annotations
 import math
 
 from ..errors import ArgumentError
-from .arpa import read_arpa
 from .mapfile import is_mapped_file
 from .compiled import CompiledLM
-from .model import compile_lm
 from .query import score_blocks
 
 __all__ = ["load_lm", "ARPA_SUFFIXES", "perplexity"]
@@ -28,6 +26,8 @@ def load_lm(path, progress=None) -> CompiledLM:
     previous format (a machine ``.npz``)."""
     p = str(path)
     if not is_mapped_file(p) and p.endswith(ARPA_SUFFIXES):
+        from .arpa import read_arpa        # (here: a compiled model's commands need neither)
+        from .model import compile_lm
         return compile_lm(read_arpa(p, progress=progress), progress=progress)
     return CompiledLM.load(p)
 
