@@ -169,3 +169,16 @@ def test_the_engine_is_imported_on_first_use_and_compose_is_the_function():
             "assert len(build_parser()._subparsers._group_actions[0].choices) == 6\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("package", ["algo", "lm", "tag", "rcm", "trf", "mrf"])
+def test_no_public_name_is_shadowed_by_a_submodule_and_every_name_resolves(package):
+    import importlib
+    import pkgutil
+    m = importlib.import_module(f"fsmlearn.{package}")
+    subs = {x.name for x in pkgutil.iter_modules(m.__path__)}
+    lazy = getattr(m, "_LAZY", {})
+    assert not set(lazy) & subs, set(lazy) & subs       # the submodule would win once imported
+    for name in m.__all__:
+        assert not isinstance(getattr(m, name), type(importlib)), name
+        assert name in dir(m)

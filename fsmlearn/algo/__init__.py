@@ -23,7 +23,7 @@ label_strings, compose, intersect, score_sequences, ScoreResult, trim, ChainResu
 chain_forward_backward, chain_best.
 """
 
-import importlib
+from .._lazy import lazy_exports
 
 #: public name -> the module of this package that defines it; each module is imported
 #: on first use (PEP 562), so that a command that needs one kernel (``lm score`` needs
@@ -52,17 +52,5 @@ _MODULES = ("chain", "compose", "convergence", "cuda", "paths", "phi", "posterio
             "score", "shortest", "solve_acyclic", "solve_linear", "solve_phi", "solve_tropical")
 
 
-def __getattr__(name: str):
-    """Import a public name's module on first use (module-level ``__getattr__``, PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None and name in _MODULES:      # fsmlearn.algo.shortest, ... as attributes
-        return importlib.import_module(f"{__name__}.{name}")
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+# imported on first use (PEP 562)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), _MODULES)

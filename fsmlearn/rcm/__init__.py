@@ -19,7 +19,7 @@ main classes are :class:`NGramRCM` (the sequence model, run by :func:`rcms`),
 
 from __future__ import annotations
 
-import importlib
+from .._lazy import lazy_exports
 
 # public name -> the module (of this package) that defines it, imported on first use
 _LAZY = {
@@ -43,15 +43,5 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str):
-    """Import a public name's module on first use (module-level ``__getattr__``, PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+# imported on first use (PEP 562)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
