@@ -49,6 +49,11 @@ bench-em: $(STAMP)
 bench-lm: $(STAMP)
 	$(PY) bench/bench_lm.py
 
+# scoring with a small model (171k n-grams) against KenLM's Python loop (docs/bench-lm.md)
+.PHONY: bench-lm-small
+bench-lm-small: $(STAMP)
+	$(PY) bench/bench_lm_small.py
+
 # the flagship job (issue 5): a tagger from n-grams alone.  The 200M-token stand-in corpus
 # and its Web1T-format counts are built once under GIGA_CACHE; NGRAMS=<dir> uses a
 # user's own Web1T/Gigaword count directory instead (corpus EM is then skipped).
