@@ -56,12 +56,15 @@ RATE_CONTINUE, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE = 0, 1, 2, 3
 SETTLE = 1e-3                   # successive rates agreeing to this (relative) are settled
 _RATE_ONE = 1.0 - 1e-9
 _EXTRAPOLATE_ABOVE = 0.3
-_DIVERGED_AFTER = 6             # settled rates >= 1 in a row
+_DIVERGED_AFTER = 6             # settled rates >= 1 in a row ...
+_GROWN = 2.0                    # ... over which the L1 change grew this much
+_AT_ROUNDING = 1e-3             # a largest relative change below tol * this is taken for converged
+_STALLED_AFTER = 20             # sweeps without a new smallest change: the iterate is at its rounding floor
 
 # the fields of a rate state (float64 [8])
 PLAIN, S_PREV, LAM_PREV, RHO, GE1, LAM, FACTOR, EXTRAP_OK = range(8)
-_JUST, _SD_BEFORE = 8, 9
-_STATE_SIZE = 10
+_JUST, _SD_BEFORE, _SD_GE1, _DN_MIN, _STALL = 8, 9, 10, 11, 12
+_STATE_SIZE = 13
 
 
 @nb.njit(cache=True)
@@ -78,10 +81,12 @@ def new_rate_state(rho):
     st[RHO] = rho
     st[LAM] = -1.0
     st[EXTRAP_OK] = 1.0
+    st[_DN_MIN] = np.inf
     return st
 
 
 _UNBOUNDED = 2.0**1000          # a value this large means the iteration diverges
+_JITTER = 16 * 2.0**-52          # a change below this times the largest value is rounding
 
 
 @nb.njit(cache=True)
@@ -90,7 +95,8 @@ def measure_change(X, Y, D, stats):
 
     Returns:
         (dn, sd, diverged): the largest relative change of a row (its largest
-        change over its largest value; 1 for a row leaving zero), the L1
+        change over its largest value; 1 for a row leaving zero; a change below
+        16 ulps of the largest value of all rows is rounding and left out), the L1
         change, and whether a value is not finite or beyond 2**1000 (then
         stats[4] = WHY_NONFINITE and stats[5] the first such row, or 0).
     """
@@ -112,9 +118,22 @@ def measure_change(X, Y, D, stats):
         if not (mx < np.inf) or d != d:
             bad = i
         big = max(big, mx)
+    # the largest relative change of a row, leaving out changes at the rounding level of
+    # the largest value: plain signed arithmetic (a phi system cancels large terms) gives
+    # a row whose value is zero, or far below the largest, no relative accuracy, and its
+    # jitter (1e-17 on a zero) would keep the relative change near 1 for ever
+    noise = _JITTER * big
+    for i in range(n):
+        mx = 0.0
+        d = 0.0
+        for j in range(m):
+            mx = max(mx, abs(Y[i, j]))
+            d = max(d, abs(D[i, j]))
+        if d <= noise:
+            continue
         if mx > 0.0:
             dn = max(dn, d / mx)
-        elif d > 0.0:
+        else:
             dn = max(dn, 1.0)
     if bad >= 0 or big > _UNBOUNDED:
         stats[4] = WHY_NONFINITE
@@ -182,10 +201,33 @@ def _decide(st, dn, sd, tol, extrapolate, guard, tail2):
     lam = sd / s_prev if (plain >= 2.0 and s_prev > 0.0) else -1.0
     st[LAM] = lam
     settled = plain >= 3.0 and lam > 0.0 and lam_prev > 0.0 and abs(lam - lam_prev) <= SETTLE * lam
+    # the iterate at its rounding floor: the changes (at most tol) have stopped shrinking
+    # for _STALLED_AFTER sweeps (a signed phi system with large backoff weights jitters at
+    # 1e-12 where its rates are noise, settled or not)
+    if dn < st[_DN_MIN]:
+        st[_DN_MIN] = dn
+        st[_STALL] = 0.0
+    else:
+        st[_STALL] += 1.0
+        if st[_STALL] >= _STALLED_AFTER and dn <= tol:
+            return RATE_CONVERGED
+    if dn <= tol * _AT_ROUNDING:
+        # changes at the level of rounding (a fixed point reached, e.g. by GMRES, then
+        # checked by sweeps): their ratios are noise, neither a rate below 1 nor growth;
+        # the same test as the scaled verification of the cyclic solver
+        return RATE_CONVERGED
     if settled and lam >= _RATE_ONE:
+        if st[GE1] == 0.0:
+            st[_SD_GE1] = s_prev
         st[GE1] += 1.0
+        # divergence: the rate stays at or above 1 and the changes really grow; changes
+        # that stand still below tol are the rounding jitter of a reached fixed point
+        # (a phi system with backoff weights in the thousands cancels large terms)
         if st[GE1] >= _DIVERGED_AFTER:
-            return RATE_DIVERGED
+            if sd >= _GROWN * st[_SD_GE1]:
+                return RATE_DIVERGED
+            if dn <= tol:
+                return RATE_CONVERGED
     else:
         st[GE1] = 0.0
     if settled and lam < _RATE_ONE:
@@ -201,7 +243,13 @@ def _decide(st, dn, sd, tol, extrapolate, guard, tail2):
             st[LAM_PREV] = -1.0
             return RATE_EXTRAPOLATE
     if plain >= 2.0 and 0.0 <= lam < 1.0:
-        r = max(st[RHO], lam)
+        # the previous rate too: modes of opposite sign make the rates alternate (0.58,
+        # 0.007, 0.58, ... on a small phi system), and the small one alone stopped 30x early
+        r = max(st[RHO], lam, lam_prev)
+        if r >= 1.0:
+            st[S_PREV] = sd
+            st[LAM_PREV] = lam
+            return RATE_CONTINUE
         left = dn * r / (1.0 - r)
         if tail2:
             left /= (1.0 - r)

@@ -157,11 +157,14 @@ def scaled_sweep(Vl, B, S, W, ih, it, a0, a1, accr):
 
 @nb.njit(inline="always")
 def finish_row(t, acc, accr, yold, st):
-    """Fold row t's change into st = [dn, sd, ymax, ymin, bad]."""
+    """Fold row t's change into st = [dn, sd, ymax, ymin, bad, sd0] (sd0, the first
+    column's L1 change, where st has a sixth entry)."""
     KE = yold.shape[1]
     m = abs(acc)
     d = abs(acc - yold[t, 0])
     sd = d
+    if st.shape[0] > 5:
+        st[5] += d
     for j in range(1, KE):
         m = max(m, abs(accr[j]))
         dj = abs(accr[j] - yold[t, j])
@@ -190,7 +193,8 @@ def plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st):
     value is saved in ``yold`` when the row starts and its change is
     folded into ``st`` = [largest relative change of a row, L1 norm of
     the change, largest and smallest non-zero row magnitude, index of a
-    non-finite row or -1] when it ends, so no extra pass is needed.
+    non-finite row or -1, and where ``st`` has a sixth entry the first column's L1
+    change] when it ends, so no extra pass is needed.
     """
     KE = y.shape[1]
     st[0] = 0.0
@@ -198,6 +202,8 @@ def plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st):
     st[2] = 0.0
     st[3] = np.inf
     st[4] = -1.0
+    if st.shape[0] > 5:
+        st[5] = 0.0
     prev = -1
     acc = 0.0
     for e in range(a0, a1):
@@ -403,7 +409,7 @@ def plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fs
     """
     KE = y.shape[1]
     rs = new_rate_state(fstats[3])
-    st = np.empty(5)
+    st = np.zeros(6)
     if KE == 1:
         y1 = y.reshape(y.shape[0])
         yold1 = yold.reshape(yold.shape[0])
@@ -418,6 +424,10 @@ def plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fs
             plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st)
         dn = st[0]
         sd = st[1]
+        if KE > 1 and st[5] > 0.0:
+            # the rate from the first column: the expectation components' k lam^k tails
+            # change by lam (1 + 1/k) a sweep, above 1 for long when lam is near 1
+            sd = st[5]
         ymax = st[2]
         ymin = st[3]
         bad = int(st[4])
@@ -429,7 +439,7 @@ def plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fs
         fstats[0] = dn
         if ymax > _RANGE_HI or ymin < _RANGE_LO:
             return STATUS_REPOTENTIAL
-        decision = rate_step(rs, dn, sd, tol, True, False, False, stats, fstats)
+        decision = rate_step(rs, dn, sd, tol, KE == 1, False, KE > 1, stats, fstats)
         if decision == RATE_CONVERGED:
             return STATUS_OK
         if decision == RATE_DIVERGED:

@@ -200,7 +200,17 @@ def solve_phi(X, B, row_ptr, col, W, self_arc, order, phi_t, Wphi, forward, tol,
         # block), where the step overshoots: extrapolate only plain
         # (R = 0) systems, and bound their tails with one more 1 / (1 - r);
         # the signed system can have oscillating modes that the one-rate
-        # model misses: the guard stops extrapolating once it hurts
+        # model misses: the guard stops extrapolating once it hurts.  The rate is
+        # read off the first column alone: the second components' k * lam^k tails
+        # change by lam (1 + 1/k) a sweep, above 1 for hundreds of sweeps when lam
+        # is near 1, which the rate test would take for divergence
+        # (while the first column still moves; once it stands, all of them)
+        if KE > 1:
+            sd0 = 0.0
+            for i in range(X.shape[0]):
+                sd0 += abs(Dl[i, 0])
+            if sd0 > 0.0:
+                sd = sd0
         decision = rate_step(rs, dn, sd, tol, KE == 1, True, KE > 1, stats, fstats)
         if decision == RATE_CONVERGED:
             status = STATUS_OK
