@@ -66,6 +66,14 @@ def tiny_machines(draw, max_states=4, max_arcs=6, cyclic=True, max_weight=0.3, m
     return Machine.from_arcs(n, 0, np.array(final), src, dst, lab, weight=w, semiring="real")
 
 
+def pytest_sessionstart(session):
+    """Kernels compiled from numba modules edited since the cache was filled are removed first:
+    numba keys a kernel on its own file only, and one that inlines another module's kernel
+    would run the old code (fsmlearn.testing.numba_cache)."""
+    from fsmlearn.testing.numba_cache import clear_stale_cache
+    clear_stale_cache()
+
+
 def pytest_terminal_summary(terminalreporter):
     """The fuzz tests' tally per reader (``make fuzz`` prints it; see tests/fuzz.py)."""
     from fuzz import report_tally

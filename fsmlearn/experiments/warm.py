@@ -757,6 +757,10 @@ def main(argv=None) -> int:
     bad = [x for x in names if x not in FAMILIES]
     if bad:
         p.error(f"unknown family {bad[0]!r} (choose from {', '.join(FAMILIES)})")
+    from ..testing.numba_cache import clear_stale_cache
+    removed = clear_stale_cache()      # kernels compiled from sources edited since (numba cannot tell)
+    if removed:
+        print(f"warm: removed {removed} cached kernel files compiled from older sources", file=sys.stderr)
     result = run(names)
     return 1 if any(isinstance(v, Exception) for v in result.values()) else 0
 
