@@ -153,13 +153,14 @@ def test_every_option_has_help_showing_its_default_and_choices():
                 assert "{" + ",".join(map(str, a.choices)) + "}" in text, (name, a.dest)
     assert n > 100 and missing == TAG_WITHOUT_HELP, missing ^ TAG_WITHOUT_HELP
     r = run(["lm", "estimate", "--help"])
-    assert r.returncode == 0 and "highest n-gram order" in r.stdout.decode() and "(default: 5)" in r.stdout.decode()
+    assert r.returncode == 0 and "highest n-gram order" in r.stdout.decode() and "(default: 5 from text" in r.stdout.decode()
     r = run(["tag", "giga200", "--help"])
     assert r.returncode == 0 and "n-gram EM iterations (default: 10)" in r.stdout.decode()
 
 
 def test_usage_errors_are_one_line_and_exit_2():
-    for argv, needle in ((["lm", "estimate", "--order", "x", "-o", "y"], "lm estimate: argument --order: invalid int"),
+    for argv, needle in ((["lm", "estimate", "--order", "x", "-o", "y"],
+                          "lm estimate: argument --order: expected an integer >= 1, got 'x'"),
                          (["lm", "count", "--dataset", "nope", "-o", "y"], "invalid choice: 'nope'"),
                          (["trf", "score", "m.npz", "--base", "2"], "trf score: argument --base: invalid choice"),
                          (["lm", "sample", "m.fsm"], "one of the arguments --tokens --sentences is required")):
@@ -195,3 +196,42 @@ def test_the_parsers_dataset_names_are_the_datasets():
     from fsmlearn.cli.common import DATASET_NAMES
     from fsmlearn.data.datasets import DATASETS
     assert DATASET_NAMES == DATASETS
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["lm", "count", "x.txt", "--order", "0", "-o", "out"], "--order: expected an integer >= 1, got 0"),
+    (["lm", "estimate", "x.txt", "--order", "-2", "-o", "x.arpa"], "--order: expected an integer >= 1, got -2"),
+    (["lm", "web1t", "dir", "--order", "0"], "--order: expected an integer >= 1, got 0"),
+    (["lm", "sample", "m.fsm", "--sentences", "-3"], "--sentences: expected an integer >= 1, got -3"),
+    (["lm", "sample", "m.fsm", "--tokens", "0"], "--tokens: expected an integer >= 1, got 0"),
+    (["lm", "estimate", "x.txt", "--order", "two", "-o", "x.arpa"], "expected an integer >= 1, got 'two'"),
+])
+def test_orders_and_sample_sizes_below_one_are_usage_errors(argv, needle, capsys):
+    from fsmlearn.cli.main import main
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and needle in err[0], err
+
+
+def test_estimate_from_counts_refuses_an_order_above_theirs(tmp_path, capsys):
+    from fsmlearn.cli.main import main
+    (tmp_path / "t.txt").write_text("\n".join(TRAIN) + "\n")
+    assert main(["lm", "count", "-q", str(tmp_path / "t.txt"), "--order", "2", "-o", str(tmp_path / "c")]) == 0
+    assert main(["lm", "estimate", "-q", "--counts", str(tmp_path / "c"), "--order", "3",
+                 "-o", str(tmp_path / "x.arpa")]) == 2
+    assert "the counts go up to 2-grams; --order 3" in capsys.readouterr().err
+    assert not (tmp_path / "x.arpa").exists()
+    assert main(["lm", "estimate", "-q", "--counts", str(tmp_path / "c"), "-o", str(tmp_path / "x.arpa")]) == 0
+    assert "ngram 2=" in (tmp_path / "x.arpa").read_text() and "ngram 3=" not in (tmp_path / "x.arpa").read_text()
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
+    from fsmlearn.cli import lm as cli_lm
+    from fsmlearn.cli.main import main
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli_lm, "_check", interrupted)
+    assert main(["lm", "check", "x.arpa"]) == 130
+    assert capsys.readouterr().err.strip().splitlines() == ["fsmlearn: interrupted"]

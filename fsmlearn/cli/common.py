@@ -1,6 +1,6 @@
 """What the subcommand modules share: progress lines and number formatting.
 
-Public names: DATASET_NAMES, Progress, percent, add_quiet, add_threads, check_threads, ngram_sizes.
+Public names: DATASET_NAMES, positive_int, Progress, percent, add_quiet, add_threads, check_threads, ngram_sizes.
 """
 
 from __future__ import annotations
@@ -48,6 +48,18 @@ def check_threads(threads: int) -> int:
     if threads < 0:
         raise ArgumentError(f"--threads must be >= 0, got {threads}")
     return threads
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (argparse prints one usage line, exit 2, otherwise)."""
+    import argparse
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+    return v
 
 
 def ngram_sizes(sizes) -> str:

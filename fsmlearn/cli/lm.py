@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from ..errors import ArgumentError
-from .common import DATASET_NAMES, Progress, add_quiet, add_threads, check_threads, ngram_sizes
+from .common import DATASET_NAMES, positive_int, Progress, add_quiet, add_threads, check_threads, ngram_sizes
 
 
 def _cutoffs(text):
@@ -82,8 +82,11 @@ def _estimate(args) -> int:
     if args.counts:
         from ..lm.web1t import read_web1t
         c = read_web1t(args.counts, max_order=args.order, progress=say)
+        if args.order is not None and c.order < args.order:
+            raise ArgumentError(f"{args.counts}: the counts go up to {c.order}-grams; --order {args.order} "
+                                f"asks for {args.order}-grams (give --order {c.order} or less)")
     else:
-        c = count_ngrams(_sentences(args), args.order, progress=say)
+        c = count_ngrams(_sentences(args), args.order or 5, progress=say)
     kn = None
     if args.kn_discounts:
         try:
@@ -203,7 +206,7 @@ def add_parser(sub) -> None:
     p.add_argument("text", nargs="*", help="text files, one sentence per line, UTF-8 (.gz/.bz2/.xz; - for stdin)")
     p.add_argument("--dataset", choices=DATASET_NAMES, help="a named dataset instead of files (default: none)")
     p.add_argument("-o", "--output", required=True, help="output directory")
-    p.add_argument("--order", type=int, default=5, help="highest n-gram order (default: 5)")
+    p.add_argument("--order", type=positive_int, default=5, help="highest n-gram order (default: 5)")
     _add_cutoffs(p)
     add_quiet(p)
     p.set_defaults(func=_count)
@@ -211,7 +214,7 @@ def add_parser(sub) -> None:
     p = lsub.add_parser("web1t", help="read Web1T-format counts, print statistics, rewrite with cutoffs")
     p.add_argument("counts", help="Web1T-format directory")
     p.add_argument("-o", "--output", help="write the (cut) counts here (default: write nothing)")
-    p.add_argument("--order", type=int, default=None, help="read orders up to this one (default: all)")
+    p.add_argument("--order", type=positive_int, default=None, help="read orders up to this one (default: all)")
     _add_cutoffs(p)
     add_quiet(p)
     p.set_defaults(func=_web1t)
@@ -221,8 +224,9 @@ def add_parser(sub) -> None:
     p.add_argument("--counts", help="a Web1T-format count directory instead of text (default: none)")
     p.add_argument("--dataset", choices=DATASET_NAMES, help="a named dataset instead of files (default: none)")
     p.add_argument("-o", "--output", required=True, help="output ARPA (.gz/.bz2/.xz compress)")
-    p.add_argument("--order", type=int, default=5,
-                   help="highest n-gram order (with --counts: at most the counts' order) (default: 5)")
+    p.add_argument("--order", type=positive_int, default=None,
+                   help="highest n-gram order; with --counts at most the counts' order "
+                        "(default: 5 from text, the counts' order with --counts)")
     p.add_argument("--method", choices=["kneser-ney", "witten-bell", "absolute"], default="kneser-ney",
                    help="smoothing: modified Kneser-Ney, Witten-Bell or absolute discounting "
                         "(default: kneser-ney)")
@@ -277,8 +281,8 @@ def add_parser(sub) -> None:
     p.add_argument("model", help="a compiled model (or an .arpa file)")
     p.add_argument("-o", "--output", default="-", help="output text file, - for stdout (default: -)")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--tokens", type=int, help="sample until this many tokens (</s> not counted)")
-    g.add_argument("--sentences", type=int, help="sample this many sentences")
+    g.add_argument("--tokens", type=positive_int, help="sample until this many tokens (</s> not counted)")
+    g.add_argument("--sentences", type=positive_int, help="sample this many sentences")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     add_quiet(p)
     p.set_defaults(func=_sample)

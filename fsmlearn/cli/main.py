@@ -101,6 +101,11 @@ def main(argv=None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, the shell's code for SIGINT; files are written atomically, so
+        # nothing half-written is left
+        print("fsmlearn: interrupted", file=sys.stderr)
+        return 130
     except OSError as e:
         # the last resort: readers name their files in FsmErrors; anything they missed still
         # gets one line (with the file when the error has one), not a traceback
