@@ -417,9 +417,10 @@ def expectation(m: Machine, arc_values, final_values=None, **kwargs) -> np.ndarr
         m: the machine.
         arc_values: float [E] or [E, R] additive values of the arcs.
         final_values: float [N] or [N, R] (R as ``arc_values``) additive values of
-            the final weights: ``final_values[q]`` is added when a path ends at q
-            (by q's own final weight, or on a phi machine by the final weight of
-            the state q's failure chain reaches).  None: no values on final weights.
+            the final weights: ``final_values[r]`` is added when a path ends by the
+            final weight of state r: r's own, or on a phi machine that of the state r
+            that q's failure chain reaches when the path stops at q (the value of the
+            weight used, not of q).  None: no values on final weights.
         **kwargs: passed to shortest_distance (tol, max_sweeps, phi, phi_final, device).
 
     Returns:
