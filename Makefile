@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install warm test fuzz demo bench bench-lm clean tagger-giga200 rcms-decipher rcms-speech rcms-words bench-rcm trf-morph trf-morph-long trf-lm bench-trf mrf-synthetic mrf-lm mrf-lm-full mrf-tag
+.PHONY: install warm test fuzz demo bench bench-lm bench-startup clean tagger-giga200 rcms-decipher rcms-speech rcms-words bench-rcm trf-morph trf-morph-long trf-lm bench-trf mrf-synthetic mrf-lm mrf-lm-full mrf-tag
 
 install: $(STAMP)
 
@@ -48,6 +48,11 @@ bench-em: $(STAMP)
 # the LM benchmark of issue 3: intermediate files cached in bench/work (or $FSMLEARN_BENCH_DIR)
 bench-lm: $(STAMP)
 	$(PY) bench/bench_lm.py
+
+# process start-up (issue 27, docs/startup.md): every command against KenLM's tools on small inputs
+# built once in bench/work/startup; writes reports/bench_startup.json
+bench-startup: $(STAMP)
+	$(PY) bench/bench_startup.py
 
 # scoring with a small model (171k n-grams) against KenLM's Python loop (docs/bench-lm.md)
 .PHONY: bench-lm-small
