@@ -171,7 +171,7 @@ def test_the_engine_is_imported_on_first_use_and_compose_is_the_function():
     assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.parametrize("package", ["algo", "lm", "tag", "rcm", "trf", "mrf"])
+@pytest.mark.parametrize("package", ["algo", "data", "lm", "tag", "rcm", "trf", "mrf"])
 def test_no_public_name_is_shadowed_by_a_submodule_and_every_name_resolves(package):
     import importlib
     import pkgutil

@@ -37,7 +37,7 @@ def _cutoffs(text):
 
 def _sentences(args):
     from ..data import iter_dataset_words
-    from ..lm.textin import read_lines
+    from ..data.textin import read_lines
     if getattr(args, "dataset", None):
         if args.text:
             raise ArgumentError("give text files or --dataset NAME, not both")
@@ -119,7 +119,7 @@ def _compile(args) -> int:
 
 def _score(args) -> int:
     from ..lm.score import load_lm
-    from ..lm.textin import read_blocks
+    from ..data.textin import read_blocks
     threads = check_threads(args.threads)
     c = load_lm(args.model)
     out = sys.stdout
@@ -143,7 +143,7 @@ def _query(args) -> int:
 def _ppl(args) -> int:
     from ..lm.query import kenlm_float, score_blocks, summary_lines
     from ..lm.score import load_lm
-    from ..lm.textin import open_input, read_blocks
+    from ..data.textin import open_input, read_blocks
     threads = check_threads(args.threads)
     for path in args.text:          # a missing or unreadable file is named before the model loads
         if path != "-":

@@ -10,25 +10,58 @@ Modules:
 - :mod:`.tagsets`: the Penn and 17-tag sets and the tag dictionary.
 - :mod:`.text`: a user's text files (compressed by extension), line by line.
 - :mod:`.tagged`: a user's tagged files (``word/TAG``, CoNLL-U) and tagged output.
+- :mod:`.textin`: text named on the command line (files or stdin), with errors naming the file.
 
 The package exports the public names of the first four and of text and tagged (``from fsmlearn.data
-import iter_sentences``).  It imports nothing from fsmlearn but
+import iter_sentences``), imported on first use.  It imports nothing from fsmlearn but
 :mod:`fsmlearn.errors`.
 """
 
-from .datasets import (BROWN_LM_VOCAB_SIZE, DATASETS, SPLITS, TAGGED_DATASETS, UNK, brown_lm_vocabulary,
-                       dataset_fileids, iter_dataset_words, iter_sentences, iter_wsj_tagged, load_dataset, load_tagged, token_count)
-from .locate import CORPORA, TEXT_CORPORA, corpus_path, data_dir, fileids
-from .readers import (iter_brown, iter_conll2000, iter_conllu, iter_masc, iter_text, iter_treebank,
-                      iter_words, unescape_ptb)
-from .tagged import OUTPUT_FORMATS, TAGGED_FORMATS, format_tagged, read_tagged_file, tagged_format, tags_of
-from .text import iter_lines, iter_strict_lines, open_text
-from .tokenise import split_sentences, tokenize
+from .._lazy import lazy_exports
 
-__all__ = ["CORPORA", "TEXT_CORPORA", "DATASETS", "SPLITS", "BROWN_LM_VOCAB_SIZE", "UNK",
-           "data_dir", "corpus_path", "fileids", "iter_treebank", "iter_conll2000", "iter_masc",
-           "iter_brown", "iter_conllu", "iter_text", "iter_words", "tokenize", "split_sentences",
-           "unescape_ptb", "iter_sentences", "iter_dataset_words", "load_dataset", "load_tagged", "TAGGED_DATASETS", "token_count", "dataset_fileids",
-           "brown_lm_vocabulary", "iter_wsj_tagged", "open_text", "iter_lines",
-           "iter_strict_lines", "TAGGED_FORMATS", "OUTPUT_FORMATS", "tagged_format", "read_tagged_file",
-           "tags_of", "format_tagged"]
+#: public name -> the module that defines it, imported on first use (PEP 562): a command that
+#: reads one user's file does not import every corpus reader
+_LAZY = {
+    "BROWN_LM_VOCAB_SIZE": "datasets",
+    "DATASETS": "datasets",
+    "SPLITS": "datasets",
+    "TAGGED_DATASETS": "datasets",
+    "UNK": "datasets",
+    "brown_lm_vocabulary": "datasets",
+    "dataset_fileids": "datasets",
+    "iter_dataset_words": "datasets",
+    "iter_sentences": "datasets",
+    "iter_wsj_tagged": "datasets",
+    "load_dataset": "datasets",
+    "load_tagged": "datasets",
+    "token_count": "datasets",
+    "CORPORA": "locate",
+    "TEXT_CORPORA": "locate",
+    "corpus_path": "locate",
+    "data_dir": "locate",
+    "fileids": "locate",
+    "iter_brown": "readers",
+    "iter_conll2000": "readers",
+    "iter_conllu": "readers",
+    "iter_masc": "readers",
+    "iter_text": "readers",
+    "iter_treebank": "readers",
+    "iter_words": "readers",
+    "unescape_ptb": "readers",
+    "OUTPUT_FORMATS": "tagged",
+    "TAGGED_FORMATS": "tagged",
+    "format_tagged": "tagged",
+    "read_tagged_file": "tagged",
+    "tagged_format": "tagged",
+    "tags_of": "tagged",
+    "iter_lines": "text",
+    "iter_strict_lines": "text",
+    "open_text": "text",
+    "split_sentences": "tokenise",
+    "tokenize": "tokenise",
+}
+
+__all__ = list(_LAZY)
+_MODULES = ("datasets", "locate", "readers", "tagged", "text", "textin", "tokenise", "tagsets", "cmudict", "speech")
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), _MODULES)

@@ -21,7 +21,7 @@ import numpy as np
 from ..data import iter_dataset_words, load_tagged
 from ..data.tagsets import tag_dictionary, tagset_tags
 from ..errors import ArgumentError, CorpusFormatError, DatasetError
-from ..lm.textin import read_lines
+from ..data.textin import read_lines
 from ..tag import Corpus, dictionary_mask, em, encode_corpus, uniform_hmm
 from .report import new_figure, save_figure, write_report
 

@@ -7,8 +7,8 @@ Backoff n-gram language models compiled into failure-arc (phi) acceptors
 (:mod:`.estimate`), sampling (:mod:`.sample`), scoring text and perplexity
 (:mod:`.score`), per-word scores as KenLM's query prints them (:mod:`.query`),
 KenLM's tools (:mod:`.tools`), the file formats ARPA (:mod:`.arpa`) and
-Google Web1T counts (:mod:`.web1t`), and text named on the command line, read
-with errors that name the file (:mod:`.textin`).  It imports from
+Google Web1T counts (:mod:`.web1t`); text named on the command line is read by
+:mod:`fsmlearn.data.textin`.  It imports from
 ``errors``, ``fsm/``, ``data/`` (text files) and ``algo/`` only.
 
 Main classes and functions, imported on first use (``import fsmlearn.lm`` stays

@@ -23,7 +23,7 @@ import numba as nb
 import numpy as np
 
 from ..errors import ArgumentError, CorpusFormatError
-from ..lm.textin import STDIN, byte_lines
+from ..data.textin import STDIN, byte_lines
 from .features import Corpus
 from .model import TRF
 from .rescore import PREFETCH, _rescore, compile_rescorer

@@ -23,7 +23,7 @@ import sys
 import zlib
 from collections.abc import Iterable, Iterator
 
-from ..data.text import open_text
+from .text import open_text
 from ..errors import CorpusFormatError, CorpusNotFoundError
 
 __all__ = ["STDIN", "open_input", "byte_lines", "read_lines", "read_blocks"]
