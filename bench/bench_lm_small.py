@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import kenlm  # noqa: E402
 
+from common import triad_bandwidth  # noqa: E402
 from fsmlearn.data.datasets import iter_sentences  # noqa: E402
 from fsmlearn.lm import CompiledLM  # noqa: E402
 
@@ -74,9 +75,11 @@ def main() -> int:
             times["ours_1"].append(time_ours(1))
             times["ours_2"].append(time_ours(2))
     med = {k: statistics.median(v) for k, v in times.items()}
-    report = {"ngrams": sizes, "sentences": len(lines), "tokens": tokens, "seconds": times,
+    bw = triad_bandwidth()
+    report = {"triad_gb_s": bw, "ngrams": sizes, "sentences": len(lines), "tokens": tokens, "seconds": times,
               "tokens_per_s": {k: tokens / v for k, v in med.items()},
               "speed_vs_kenlm": {k: med["kenlm"] / med[k] for k in ("ours_1", "ours_2")}}
+    print(f"triad bandwidth (single thread): {bw:.1f} GB/s")
     print(f"3-gram of {sum(sizes):,} n-grams ({' / '.join(f'{n:,}' for n in sizes)}); "
           f"{len(lines):,} sentences, {tokens:,} tokens")
     print(f"KenLM Python loop {tokens / med['kenlm'] / 1e6:.2f}M tokens/s; "
