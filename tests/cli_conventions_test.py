@@ -235,3 +235,48 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
     monkeypatch.setattr(cli_lm, "_check", interrupted)
     assert main(["lm", "check", "x.arpa"]) == 130
     assert capsys.readouterr().err.strip().splitlines() == ["fsmlearn: interrupted"]
+
+
+def test_counts_never_replace_what_is_not_a_count_directory(tmp_path, capsys, monkeypatch):
+    from fsmlearn.cli.main import main
+    text = tmp_path / "t.txt"
+    text.write_text("\n".join(TRAIN) + "\n")
+    other = tmp_path / "notes.txt"
+    other.write_text("keep me\n")
+    box = tmp_path / "box"
+    (box / "sub").mkdir(parents=True)
+    (box / "important.txt").write_text("keep me too\n")
+    for out in (text, other, box):
+        assert main(["lm", "count", "-q", str(text), "--order", "2", "-o", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"fsmlearn: error: {out}: exists and is not"), err
+    assert text.read_text().startswith("the cat") and other.read_text() == "keep me\n"
+    assert (box / "important.txt").read_text() == "keep me too\n" and (box / "sub").is_dir()
+    monkeypatch.chdir(box / "sub")                       # the output holds the working directory
+    assert main(["lm", "count", "-q", str(text), "--order", "2", "-o", str(box)]) == 2
+    assert "holds the current directory" in capsys.readouterr().err
+    assert main(["lm", "count", "-q", str(text), "--order", "2", "-o", "."]) == 2
+    assert "is or holds the current directory" in capsys.readouterr().err
+    # an earlier count directory is replaced; lm web1t refuses the same things
+    counts = tmp_path / "c"
+    assert main(["lm", "count", "-q", str(text), "--order", "2", "-o", str(counts)]) == 0
+    assert main(["lm", "count", "-q", str(text), "--order", "3", "-o", str(counts)]) == 0
+    assert (counts / "3gms").is_dir()
+    capsys.readouterr()
+    assert main(["lm", "web1t", str(counts), "-o", str(other)]) == 2
+    assert other.read_text() == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["box", "c", "notes.txt", "t.txt"]   # nothing left over
+
+
+@pytest.mark.parametrize("given,needle", [
+    ("0.5 1 15", "order 1: Kneser-Ney discount D3+ = 15 is out of range (0 <= D3 <= 3)"),
+    ("0.5 1 1.5 9 9 9", "order 2: Kneser-Ney discount D1 = 9 is out of range (0 <= D1 <= 1)"),
+    ("-0.1 1 1.5", "D1 = -0.1 is out of range"),
+    ("0.5 1 1.5 " * 4, "Kneser-Ney discounts given for 4 orders; the model has 3"),
+])
+def test_given_kneser_ney_discounts_are_checked_before_counting(tmp_path, capsys, given, needle):
+    from fsmlearn.cli.main import main
+    assert main(["lm", "estimate", "-q", str(tmp_path / "missing.txt"), "--order", "3", "--kn-discounts", given,
+                 "-o", str(tmp_path / "x.arpa")]) == 2          # refused before the (missing) text is read
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "x.arpa").exists()

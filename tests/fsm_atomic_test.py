@@ -52,3 +52,11 @@ def test_the_cli_names_the_model_file_when_its_folder_is_missing(tmp_path, capsy
     assert main(["tag", "train", "--data", str(data), "-o", str(target), "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"fsmlearn: error: {target}: cannot write here: no such folder")
+
+
+def test_a_directory_in_the_way_is_named_not_the_temporary(tmp_path):
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(IsADirectoryError) as e:
+        atomic_write(tmp_path / "adir", lambda f: f.write(b"x"))
+    assert e.value.filename == str(tmp_path / "adir") and ".tmp" not in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]

@@ -48,11 +48,12 @@ def _sentences(args):
 
 
 def _count(args) -> int:
-    from ..lm.web1t import cutoff_list, write_web1t
+    from ..lm.web1t import check_output_dir, cutoff_list, write_web1t
     from ..lm.counts import count_ngrams
     say = Progress(args.quiet)
     cutoffs = _cutoffs(args.cutoffs)
     cutoff_list(cutoffs, args.order, args.keep_bigrams)      # refused before counting
+    check_output_dir(args.output)
     c = count_ngrams(_sentences(args), args.order, progress=say)
     sizes = write_web1t(c, args.output, cutoffs=cutoffs, keep_bigrams=args.keep_bigrams, progress=say)
     say(f"wrote {args.output}: " + ngram_sizes(sizes))
@@ -60,9 +61,11 @@ def _count(args) -> int:
 
 
 def _web1t(args) -> int:
-    from ..lm.web1t import read_web1t, write_web1t
+    from ..lm.web1t import check_output_dir, read_web1t, write_web1t
     say = Progress(args.quiet)
     cutoffs = _cutoffs(args.cutoffs)
+    if args.output:
+        check_output_dir(args.output)                        # refused before reading
     c = read_web1t(args.counts, max_order=args.order, progress=say)
     print(f"{args.counts}: order {c.order}, {len(c.vocab):,} words, " +
           ngram_sizes(c.sizes) +
@@ -76,9 +79,19 @@ def _web1t(args) -> int:
 def _estimate(args) -> int:
     from ..lm.arpa import write_arpa
     from ..lm.counts import count_ngrams
-    from ..lm.estimate import estimate
+    from ..lm.estimate import check_kn_discounts, estimate
     say = Progress(args.quiet)
     cutoffs = _cutoffs(args.cutoffs)
+    kn = None
+    if args.kn_discounts:                                   # refused before counting
+        try:
+            vals = [float(x) for x in args.kn_discounts.replace(",", " ").split()]
+        except ValueError:
+            vals = [0.0]
+        if not vals or len(vals) % 3:
+            raise ArgumentError("--kn-discounts takes three numbers (D1 D2 D3+) per order")
+        kn = [tuple(vals[i:i + 3]) for i in range(0, len(vals), 3)]
+        check_kn_discounts(kn, args.order if args.order is not None else (None if args.counts else 5))
     if args.counts:
         from ..lm.web1t import read_web1t
         c = read_web1t(args.counts, max_order=args.order, progress=say)
@@ -87,15 +100,6 @@ def _estimate(args) -> int:
                                 f"asks for {args.order}-grams (give --order {c.order} or less)")
     else:
         c = count_ngrams(_sentences(args), args.order or 5, progress=say)
-    kn = None
-    if args.kn_discounts:
-        try:
-            vals = [float(x) for x in args.kn_discounts.replace(",", " ").split()]
-        except ValueError:
-            vals = [0.0]
-        if not vals or len(vals) % 3:
-            raise ArgumentError("--kn-discounts takes three numbers (D1 D2 D3+) per order")
-        kn = [tuple(vals[i:i + 3]) for i in range(0, len(vals), 3)]
     lm = estimate(c, args.method, discounts=kn, discount=args.discount, smoothing=args.smoothing,
                   cutoffs=cutoffs, keep_bigrams=args.keep_bigrams, cut_mass=args.cut_mass,
                   progress=say)
@@ -230,7 +234,8 @@ def add_parser(sub) -> None:
     p.add_argument("--method", choices=["kneser-ney", "witten-bell", "absolute"], default="kneser-ney",
                    help="smoothing: modified Kneser-Ney, Witten-Bell or absolute discounting "
                         "(default: kneser-ney)")
-    p.add_argument("--kn-discounts", help="Kneser-Ney discounts 'D1 D2 D3+' per order (default: estimated)")
+    p.add_argument("--kn-discounts", help="Kneser-Ney discounts 'D1 D2 D3+' for order 1, then order 2, ... "
+                                          "(0 <= Dj <= j; orders not given are estimated) (default: estimated)")
     p.add_argument("--discount", type=float, default=0.25, help="absolute discounting's D (default: 0.25)")
     p.add_argument("--smoothing", type=float, default=0.0,
                    help="absolute discounting's unigram additive smoothing (default: 0.0)")

@@ -22,6 +22,9 @@ def atomic_path(path, suffix: str = ".tmp"):
     opener); on an exception the file is removed and the exception re-raised.
     """
     path = Path(path)
+    if path.is_dir():
+        # (the rename at the end would fail on the temporary file's name)
+        raise IsADirectoryError(21, "cannot write here: a directory is in the way", str(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=suffix, dir=str(path.parent or "."))
     except OSError as e:

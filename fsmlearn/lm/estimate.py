@@ -51,7 +51,7 @@ be recovered from cut counts,
 with Kneser-Ney's three discounts per order, the fallback where the cut
 count-of-counts leave them out of range).
 
-Public names: estimate, kneser_ney_discounts, METHODS.
+Public names: estimate, kneser_ney_discounts, check_kn_discounts, METHODS.
 """
 
 from __future__ import annotations
@@ -82,6 +82,25 @@ def kneser_ney_discounts(adjusted: np.ndarray, fallback=_FALLBACK, order: int = 
         raise ArgumentError(f"order {order}: Kneser-Ney discounts are out of range (count-of-counts t1..t4 = {t}); "
                        "use a discount fallback")
     return tuple(float(x) for x in fallback), t
+
+
+def check_kn_discounts(discounts, order: int | None = None) -> None:
+    """Given Kneser-Ney discounts, per order from 1 a triple (D1, D2, D3+), each in
+    0 <= Dj <= j as lmplz requires (a discount above its count would take more mass than
+    the count has, and the model would not sum to 1), and no more orders than ``order``.
+
+    Raises:
+        ArgumentError: naming the order, the discount and its value.
+    """
+    if order is not None and len(discounts) > order:
+        raise ArgumentError(f"Kneser-Ney discounts given for {len(discounts)} orders; the model has {order}")
+    for k, triple in enumerate(discounts, 1):
+        if len(triple) != 3:
+            raise ArgumentError(f"order {k}: Kneser-Ney discounts are three numbers (D1, D2, D3+), got {len(triple)}")
+        for j, d in enumerate(triple):
+            if not 0.0 <= float(d) <= j + 1:
+                raise ArgumentError(f"order {k}: Kneser-Ney discount D{j + 1}{'+' if j == 2 else ''} = {float(d):g} "
+                                    f"is out of range (0 <= D{j + 1} <= {j + 1})")
 
 
 @nb.njit(cache=True)
@@ -321,6 +340,8 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
             a[lo:hi] = adj
     # discounts per order
     Ds = []
+    if discounts is not None:
+        check_kn_discounts(discounts, N)
     if method == "kneser-ney":
         for k in range(1, N + 1):
             lo, hi = int(off[k - 1]), int(off[k])

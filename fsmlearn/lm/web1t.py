@@ -14,7 +14,7 @@ splits files every 10M lines (like Web1T), writes an ``Ngm.idx`` listing each
 file's first n-gram, applies per-order count cutoffs and replaces the target
 directory only when everything is written.
 
-Public names: read_web1t, write_web1t, cutoff_list.
+Public names: read_web1t, write_web1t, cutoff_list, check_output_dir.
 """
 
 from __future__ import annotations
@@ -339,6 +339,39 @@ def _render_lines(rows, cnt, wbuf, woff):
     return out[:p]
 
 
+_GMS = re.compile(r"^[1-9][0-9]*gms$")
+
+
+def check_output_dir(root) -> None:
+    """Refuse an output path whose replacement would destroy something that is not a count
+    directory: the new directory takes the place of ``root`` as a whole, so ``root`` must not
+    exist, or be a Web1T directory (only ``Ngms/`` folders, ``1gms/vocab[.gz]`` among them,
+    as this writer leaves it), and must not hold the current working directory.
+
+    Raises:
+        ArgumentError: naming ``root`` and what is there.
+    """
+    root = Path(root)
+    if not os.path.lexists(root):
+        return
+    if not root.is_dir():
+        raise ArgumentError(f"{root}: exists and is not a count directory (a file); the output must be a new "
+                            "path or an earlier Web1T output, which is replaced")
+    here = Path.cwd().resolve()
+    full = root.resolve()
+    if here == full or full in here.parents:
+        raise ArgumentError(f"{root}: is or holds the current directory; write the counts elsewhere")
+    entries = sorted(p.name for p in root.iterdir())
+    if not entries:
+        return
+    web1t = all(_GMS.match(n) and (root / n).is_dir() for n in entries) and "1gms" in entries and \
+        any((root / "1gms" / v).exists() for v in ("vocab", "vocab.gz"))
+    if not web1t:
+        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        raise ArgumentError(f"{root}: exists and is not a Web1T count directory (it holds {shown}); the "
+                            "output must be a new path or an earlier Web1T output, which is replaced")
+
+
 def _replace_dir(new: Path, root: Path) -> None:
     """Put folder ``new`` in the place of ``root``: one atomic exchange where the system has
     it (Linux renameat2 RENAME_EXCHANGE), else the old folder moved aside and moved back
@@ -421,12 +454,14 @@ def write_web1t(counts: NGramCounts, root, cutoffs=None, keep_bigrams: bool = Fa
         The number of n-grams written per order.
 
     Raises:
-        ArgumentError: cutoffs that fall with the order (:func:`cutoff_list`).
+        ArgumentError: cutoffs that fall with the order (:func:`cutoff_list`), an output
+            path that is neither new nor a Web1T directory (:func:`check_output_dir`).
     """
     root = Path(root)
     say = progress or (lambda msg: None)
     N = counts.order
     cut = cutoff_list(cutoffs, N, keep_bigrams)
+    check_output_dir(root)
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", suffix=".tmp", dir=root.parent))
     names = [_TO_WEB1T.get(w, w) for w in counts.vocab]
