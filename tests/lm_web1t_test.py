@@ -138,3 +138,16 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path):
         write_web1t(c, out, cutoffs=2, progress=fail)
     assert [p.name for p in tmp_path.iterdir()] == ["w"]
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
+
+
+def test_a_written_count_directory_gets_an_ordinary_folder_mode(tmp_path):
+    import os
+    import stat
+    from fsmlearn.lm.counts import count_ngrams
+    from fsmlearn.lm.web1t import write_web1t
+    mask = os.umask(0o022)
+    try:
+        write_web1t(count_ngrams([["a", "b"], ["b", "a"]], 2), tmp_path / "c")
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE((tmp_path / "c").stat().st_mode) == 0o755

@@ -464,6 +464,9 @@ def write_web1t(counts: NGramCounts, root, cutoffs=None, keep_bigrams: bool = Fa
     check_output_dir(root)
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", suffix=".tmp", dir=root.parent))
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o777 & ~mask)          # mkdtemp's 0700 would make the counts private
     names = [_TO_WEB1T.get(w, w) for w in counts.vocab]
     ext = ".gz" if gzip_files else ""
     opener = (lambda p: gzip.open(p, "wb", compresslevel=1)) if gzip_files else (lambda p: open(p, "wb"))
