@@ -210,3 +210,13 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path, name):
     with pytest.raises(KeyboardInterrupt):
         write_arpa(lm, out, progress=fail)
     assert [p.name for p in tmp_path.iterdir()] == [name] and out.read_bytes() == b"old"
+
+
+def test_binary_data_before_the_header_is_said_to_be_binary(tmp_path):
+    from fsmlearn.errors import ArpaSectionError
+    from fsmlearn.lm.arpa import read_arpa
+    p = tmp_path / "model.bin"
+    p.write_bytes(b"mmap lm http://kheafield.com/code format version 5\n\0\0\0\x01\x02binary\n")
+    with pytest.raises(ArpaSectionError) as e:
+        read_arpa(p)
+    assert str(e.value) == f"{p}:2: binary data (a NUL byte) before the \\data\\ header: not an ARPA text file"

@@ -443,6 +443,10 @@ def _read_header(L: _Lines, path, size):
             if L.line == 1:
                 raise ArpaSectionError("the file is empty", path, 1)
             raise ArpaSectionError("no \\data\\ header", path, L.line - 1)
+        if b"\0" in raw:
+            # before the header: not an ARPA text at all (a KenLM binary, a compiled model, ...)
+            raise ArpaSectionError("binary data (a NUL byte) before the \\data\\ header: not an ARPA "
+                                   "text file", path, L.line)
         if raw.strip() == b"\\data\\":
             break
     counts, where = {}, {}
