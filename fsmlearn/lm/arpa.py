@@ -446,7 +446,7 @@ def _read_header(L: _Lines, path, size):
         if b"\0" in raw:
             # before the header: not an ARPA text at all (a KenLM binary, a compiled model, ...)
             raise ArpaSectionError("binary data (a NUL byte) before the \\data\\ header: not an ARPA "
-                                   "text file", path, L.line)
+                                   "text file", path, L.line - 1)
         if raw.strip() == b"\\data\\":
             break
     counts, where = {}, {}
