@@ -58,7 +58,6 @@ import gzip
 import json
 import math
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -71,6 +70,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fsmlearn.lm.tools import run_build_binary, run_lmplz  # noqa: E402
+from machine import loadavg as _loadavg, machine_facts  # noqa: E402 (bench/machine.py)
 
 TARGET_COMPILE_S = 60.0
 TARGET_COMPILE_GB = 8.0
@@ -162,25 +162,12 @@ def timed_compile(cmd: list[str], arpa: Path, log: Path) -> dict:
 
 
 def loadavg() -> list[float]:
-    try:
-        return [float(x) for x in os.getloadavg()]
-    except OSError:
-        return []
+    return _loadavg()
 
 
 def machine_info() -> dict:
-    info = {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                info["mem_gib"] = round(int(line.split()[1]) / 2**20, 1)
-                break
-    except OSError:
-        pass
+    info = machine_facts()
+    info["cpus"] = info["cores"]            # the key earlier reports used
     try:
         import kenlm  # noqa: F401
         import numba

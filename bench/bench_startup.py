@@ -41,7 +41,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import re
 import resource
 import shutil
@@ -54,6 +53,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from machine import loadavg as _loadavg, machine_facts  # noqa: E402 (bench/machine.py)
 
 TRAIN_SENTENCES = 6000      # the model's training text (Brown-LM train, from the first)
 TEST_SENTENCES = 10         # the scored / tagged input (Brown-LM test, from the first)
@@ -345,28 +345,11 @@ def cache_check(cmds: list[Cmd], runs: int) -> dict:
 # --------------------------------------------------------------------------- the machine
 
 def loadavg() -> list[float]:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return []
+    return _loadavg(2)
 
 
 def machine_info() -> dict:
-    info = {"platform": platform.platform(), "python": platform.python_version(), "cores": os.cpu_count(),
-            "processor": platform.processor()}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                info["mem_gib"] = round(int(line.split()[1]) / 2**20, 1)
-                break
-    except OSError:
-        pass
-    if not info.get("cpu"):
-        info["cpu"] = info["processor"]
+    info = machine_facts()
     r = subprocess.run([sys.executable, "-c", "import numpy, numba; print(numpy.__version__, numba.__version__)"],
                        capture_output=True, text=True)
     if r.returncode == 0 and len(r.stdout.split()) == 2:
