@@ -580,6 +580,28 @@ def parse_brown_lines(where: str, lines: Iterable[str]) -> Iterator[list[tuple[s
     Raises:
         CorpusFormatError: as for :func:`iter_brown`; names ``where`` and the line.
     """
+    def brown_tag(tag, tok, lineno):
+        if not _BROWN_TAG.fullmatch(tag):
+            raise CorpusFormatError(f"tag {tag!r} of token {tok!r} is not a Brown tag", where, lineno)
+
+    yield from word_tag_lines(where, lines, brown_tag)
+
+
+def word_tag_lines(where: str, lines: Iterable[str], check_tag=None, quote=None
+                   ) -> Iterator[list[tuple[str, str]]]:
+    """The sentences of ``word/TAG`` text, one per non-blank line (the tag after the last
+    ``/``): the one loop of the Brown reader and of a user's tagged files.
+
+    Args:
+        where: the file's name for error messages.
+        lines: its lines, decoded, without line ends.
+        check_tag: optional callable(tag, token, line number) that raises on a bad tag.
+        quote: optional callable giving the line as a malformed token's message quotes it.
+
+    Raises:
+        CorpusFormatError: a control character or a token that is not ``word/TAG``
+            (no ``/``, empty word or tag), naming ``where``, the line and the token.
+    """
     for lineno, line in enumerate(lines, 1):
         pieces = line.split()
         if not pieces:
@@ -587,14 +609,10 @@ def parse_brown_lines(where: str, lines: Iterable[str]) -> Iterator[list[tuple[s
         _no_control(where, lineno, line)
         sent = []
         for tok in pieces:
-            i = tok.rfind("/")
-            if i <= 0 or i == len(tok) - 1:
-                _split_token(tok, "/", where, lineno, line)   # raises
-            tag = tok[i + 1:]
-            if not _BROWN_TAG.fullmatch(tag):
-                raise CorpusFormatError(f"tag {tag!r} of token {tok!r} is not a Brown tag",
-                                        where, lineno)
-            sent.append((tok[:i], tag))
+            word, tag = _split_token(tok, "/", where, lineno, line if quote is None else quote(line))
+            if check_tag is not None:
+                check_tag(tag, tok, lineno)
+            sent.append((word, tag))
         yield sent
 
 

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from ..errors import ArgumentError, CorpusFormatError, CorpusNotFoundError
 from .locate import strict_lines
-from .readers import _clip, _no_control, _split_token, parse_conllu_lines
+from .readers import _clip, parse_conllu_lines, word_tag_lines
 from .text import open_text
 
 __all__ = ["TAGGED_FORMATS", "OUTPUT_FORMATS", "tagged_format", "read_tagged_file",
@@ -100,19 +100,13 @@ def parse_word_tag_lines(where: str, lines: Iterable[str], tags: Collection[str]
             ``where``, the line and the token.
     """
     accepted = None if tags is None else frozenset(tags)
-    for lineno, line in enumerate(lines, 1):
-        pieces = line.split()
-        if not pieces:
-            continue
-        _no_control(where, lineno, line)
-        sent = []
-        for tok in pieces:
-            word, tag = _split_token(tok, "/", where, lineno, _clip(line))
-            if accepted is not None and tag not in accepted:
-                raise CorpusFormatError(f"tag {tag!r} of token {tok!r} is not one of "
-                                        f"{_describe(accepted, tagset_name)}", where, lineno)
-            sent.append((word, tag))
-        yield sent
+
+    def in_tagset(tag, tok, lineno):
+        if tag not in accepted:
+            raise CorpusFormatError(f"tag {tag!r} of token {tok!r} is not one of "
+                                    f"{_describe(accepted, tagset_name)}", where, lineno)
+
+    yield from word_tag_lines(where, lines, None if accepted is None else in_tagset, _clip)
 
 
 def _read_bytes(p: Path) -> bytes:
