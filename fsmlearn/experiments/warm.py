@@ -58,75 +58,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..testing.machines import backoff_machine, random_machine
+
 # --------------------------------------------------------------------- helpers
 
 
 def _random_machine(rng, n, E, cyclic=True, mass=0.9, labels=5, semiring="log"):
-    from ..testing.machines import random_machine
     return random_machine(rng, n, E, cyclic=cyclic, mass=mass, labels=labels, semiring=semiring)
-
-
-def _backoff_machine(rng, V=3, order=3, keep=0.6):
-    """A normalised random backoff acceptor with failure arcs (histories shorter than
-    ``order``), every history with a final weight; for the seeds used here it also converges
-    with failure arcs read as epsilons, which the warm step runs too (the tests'
-    :func:`fsmlearn.testing.machines.backoff_machine` with these sizes does not)."""
-    from ..fsm import PHI, Machine
-    hist = [()]
-    for L in range(1, order):
-        hist += [h for h in itertools.product(range(1, V + 1), repeat=L) if rng.random() < keep]
-    idx = {h: i for i, h in enumerate(hist)}
-
-    def back(h):
-        h = h[1:]
-        while h not in idx:
-            h = h[1:]
-        return h
-
-    p_final = 0.3
-    own = {}
-    for h in hist:
-        labels = list(range(1, V + 1)) if h == () else [x for x in range(1, V + 1) if rng.random() < 0.5]
-        if h != () and len(labels) == V:
-            labels = labels[:-1]
-        p = rng.dirichlet(np.ones(len(labels) + (1 if h != () else 0))) * (1 - p_final)
-        own[h] = (labels, p)
-    eff = {}
-
-    def dist(h):
-        if h not in eff:
-            labels, p = own[h]
-            d = {x: p[i] for i, x in enumerate(labels)}
-            d["F"] = p_final
-            if h != ():
-                lower = dist(back(h))
-                avail = {e: q for e, q in lower.items() if e not in d}
-                alpha = (1.0 - sum(d.values())) / sum(avail.values())
-                d.update({e: alpha * q for e, q in avail.items()})
-                own[h] = (labels, p, alpha)
-            eff[h] = d
-        return eff[h]
-
-    for h in hist:
-        dist(h)
-    src, dst, lab, w = [], [], [], []
-    for h in hist:
-        labels, p = own[h][:2]
-        for i, x in enumerate(labels):
-            nh = (h + (x,))[-(order - 1):]
-            while nh not in idx:
-                nh = nh[1:]
-            src.append(idx[h])
-            dst.append(idx[nh])
-            lab.append(x)
-            w.append(-math.log(p[i]))
-        if h != ():
-            src.append(idx[h])
-            dst.append(idx[back(h)])
-            lab.append(PHI)
-            w.append(-math.log(own[h][2]))
-    final = np.full(len(hist), -math.log(p_final))
-    return Machine.from_arcs(len(hist), idx[()], final, src, dst, lab, weight=w)
 
 
 # ---------------------------------------------------------------------- engine
@@ -147,7 +85,10 @@ def warm_engine(tmp: Path) -> None:
             machines.append(_random_machine(rng, 12, 30, cyclic=cyclic, mass=0.8, semiring=sr))
     machines.append(_random_machine(rng, 300, 2000, cyclic=True, mass=0.9))      # one big component
     machines.append(_random_machine(rng, 1, 2, cyclic=True, mass=0.5))           # self-loops only
-    phis = [_backoff_machine(np.random.default_rng(s), V=3 + s, order=3 + s) for s in range(2)]
+    # normalised backoff machines whose backoff weights stay below 1 and which also converge
+    # with failure arcs read as epsilons (the warm step runs that too): seeds found so
+    phis = [backoff_machine(np.random.default_rng(seed), V=V, order=3, p_final=0.3)
+            for seed, V in ((23, 3), (13, 4))]
     phis.append(phis[0].replace(weight=np.exp(-phis[0].weight), final=np.exp(-phis[0].final),
                                 semiring="real"))
     for m in machines + phis:
