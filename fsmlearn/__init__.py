@@ -38,6 +38,7 @@ them; 2 ``semiring/``; 3 ``algo/`` (the engine); 4 the models, ``lm/``,
 ``tag/``, ``rcm/``, ``trf/``, ``mrf/``; 5 ``experiments/``; 6 ``cli/``.
 """
 
+from ._lazy import lazy_exports
 from .errors import FsmError, NoAcceptingPathError, NotAMachineError, SymbolTableError
 from .fsm import DEFAULT_OPENFST_PHI, EPSILON, PHI, Machine, SymbolTable
 
@@ -60,19 +61,6 @@ __all__ = ["Machine", "SymbolTable", "EPSILON", "PHI", "DEFAULT_OPENFST_PHI",
 
 _PACKAGES = ("algo", "semiring", "lm", "tag", "rcm", "trf", "mrf", "data", "experiments", "cli")
 
-
-def __getattr__(name: str):
-    """The engine's names from :mod:`fsmlearn.algo`, imported on first use (PEP 562)."""
-    if name in _ENGINE:
-        from . import algo
-        value = getattr(algo, name)
-        globals()[name] = value
-        return value
-    if name in _PACKAGES:               # fsmlearn.algo, fsmlearn.lm, ... after a bare ``import fsmlearn``
-        import importlib
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+# the engine's names from fsmlearn.algo, and the packages after a bare ``import fsmlearn``,
+# imported on first use (PEP 562)
+__getattr__, __dir__ = lazy_exports(__name__, {name: "algo" for name in _ENGINE}, globals(), _PACKAGES)
