@@ -25,13 +25,13 @@ from types import SimpleNamespace
 import numba as nb
 import numpy as np
 
-from ..errors import MachineError, SemiringError
+from ..errors import SemiringError
 from ..fsm.machine import PHI, Machine
-from ..semiring import Semiring, Tropical, get_semiring
+from ..semiring import Semiring, get_semiring
 from ..semiring.ops import fma, neg_scaled, times_scaled
 from .phi import LinearSystem, linear_system, phi_depths
 from .schedule import Schedule, csr_is_forward_ordered, schedule_for
-from .convergence import STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK, WHY_STAR, raise_for_status
+from .convergence import STATUS_NOT_CONVERGED, STATUS_OK, WHY_STAR, raise_for_status
 from .cuda import check_device
 from ._check import require_machine
 from .solve_acyclic import acyclic_neglog
@@ -54,11 +54,6 @@ class SolveInfo:
     last_change: float = 0.0
     rate: float = 0.0
     krylov: int = 0          # GMRES matrix-vector products (plain phi systems with slow modes)
-
-
-def _check_machine(m) -> None:
-    if not isinstance(m, Machine):
-        raise MachineError(f"expected a fsmlearn Machine, got {type(m).__name__}")
 
 
 def _graph(m: Machine, sr: Semiring, phi: str, phi_final: bool):
@@ -199,7 +194,7 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
         callable giving the graph's arc rows, and for the tropical semiring
         ``bp`` (int64 [N] back-pointer arc of each state, -1 for none).
     """
-    _check_machine(m)
+    require_machine(m, "solve_values", "m")
     device = check_device(device)
     sr = get_semiring(semiring, arc_values)
     if device == "cuda" and not sr.linear:
