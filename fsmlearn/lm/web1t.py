@@ -14,7 +14,7 @@ splits files every 10M lines (like Web1T), writes an ``Ngm.idx`` listing each
 file's first n-gram, applies per-order count cutoffs and replaces the target
 directory only when everything is written.
 
-Public names: read_web1t, write_web1t, cutoff_list, check_output_dir.
+Public names: read_web1t, read_vocab, write_web1t, cutoff_list, check_output_dir.
 """
 
 from __future__ import annotations
@@ -132,6 +132,34 @@ def _count(text: str, path, ln, line) -> int:
     return int(c)
 
 
+def read_vocab(vpath):
+    """(words, int64 counts) of a Web1T vocabulary file (``1gms/vocab[.gz]``), in its order, words
+    in our spelling (``<s>``, ``</s>``, ``<unk>``).
+
+    Raises:
+        CorpusFormatError: a line without one TAB, an empty word or one holding whitespace, a
+            word listed twice, a bad count, an empty vocabulary (file and line named).
+    """
+    vpath = Path(vpath)
+    vocab, counts1 = [], []
+    wid = {}
+    for ln, line in _lines(vpath):
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise CorpusFormatError(f"expected 'word<TAB>count': {line[:200]!r}", vpath, ln)
+        w = _TO_OURS.get(parts[0], parts[0])
+        if not w or _ASCII_SPACE.search(w):
+            raise CorpusFormatError(f"word {parts[0]!r} is empty or holds whitespace", vpath, ln)
+        if w in wid:
+            raise CorpusFormatError(f"word {w!r} listed twice", vpath, ln)
+        counts1.append(_count(parts[1], vpath, ln, line))
+        wid[w] = len(vocab)
+        vocab.append(w)
+    if not vocab:
+        raise CorpusFormatError("the vocabulary is empty", vpath, 1)
+    return vocab, np.asarray(counts1, np.int64)
+
+
 def read_web1t(root, max_order: int | None = None, progress=None) -> NGramCounts:
     """Read a Web1T-style count directory, checking all of it.
 
@@ -174,23 +202,8 @@ def read_web1t(root, max_order: int | None = None, progress=None) -> NGramCounts
     say = progress or (lambda msg: None)
     layout = _layout(root, max_order)
     vpath = layout[1][0]
-    vocab, counts1 = [], []
-    wid = {}
-    for ln, line in _lines(vpath):
-        parts = line.split("\t")
-        if len(parts) != 2:
-            raise CorpusFormatError(f"expected 'word<TAB>count': {line[:200]!r}", vpath, ln)
-        w = _TO_OURS.get(parts[0], parts[0])
-        if not w or _ASCII_SPACE.search(w):
-            raise CorpusFormatError(f"word {parts[0]!r} is empty or holds whitespace", vpath, ln)
-        if w in wid:
-            raise CorpusFormatError(f"word {w!r} listed twice", vpath, ln)
-        counts1.append(_count(parts[1], vpath, ln, line))
-        wid[w] = len(vocab)
-        vocab.append(w)
-    if not vocab:
-        raise CorpusFormatError("the vocabulary is empty", vpath, 1)
-    c1 = np.asarray(counts1, np.int64)
+    vocab, c1 = read_vocab(vpath)
+    wid = {w: i for i, w in enumerate(vocab)}
     ngrams = [np.arange(len(vocab), dtype=np.int32)[:, None]]
     cs = [c1]
     for k in sorted(layout)[1:]:

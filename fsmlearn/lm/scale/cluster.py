@@ -1,0 +1,286 @@
+"""Where the partitioned LM pipeline runs: a Dask cluster, or this process.
+
+:func:`open_runner` gives a :class:`Runner` for a ``--scheduler`` value:
+
+* ``local`` (the default): a ``distributed.LocalCluster`` started here, one worker
+  process per core, each held to ``memory`` bytes (Dask spills a worker's data to
+  ``tmp`` above 60 % of it, pauses it at 80 % and restarts it at 95 %), torn down
+  with its spill directory when the work is done;
+* ``tcp://HOST:PORT`` (or any address ``distributed.Client`` takes): an existing
+  cluster (``dask scheduler`` / ``dask worker``), whose workers keep their own limits;
+* ``synchronous``: every task run in this process, in submission order (for
+  debugging and for small inputs: no process is started).
+
+The runner's methods are Dask's futures API (``submit``, ``gather``, piece selection
+on the worker that holds a result) plus progress lines with rate and ETA per stage.
+Dask's scheduler does the scheduling, the data movement, the spilling and the
+recomputation of results lost with a worker; nothing here replaces any of it.
+
+Errors become one line each (:class:`~fsmlearn.errors.ArgumentError`): an unreachable
+scheduler, a worker that died repeatedly on a task (its memory budget, most often),
+a budget too small for one partition.
+
+Public names: Runner, open_runner, parse_memory, default_memory, cores.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import re
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+
+from ...errors import ArgumentError
+
+#: the smallest worker budget the pipeline accepts: an interpreter with numpy and numba
+#: (about 150 MB) and one partition of the smallest size
+MIN_MEMORY = 256 << 20
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
+          "tib": 1 << 40}
+
+
+def parse_memory(text) -> int:
+    """Bytes of a size such as ``2G``, ``512M``, ``1.5GiB`` or ``1000000`` (binary units).
+
+    Raises:
+        ArgumentError: not a size, or below :data:`MIN_MEMORY`.
+    """
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ArgumentError(f"--memory {text!r}: expected a size such as 2G, 512M or 1.5GiB")
+    n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if n < MIN_MEMORY:
+        raise ArgumentError(f"--memory {text}: a worker needs at least {MIN_MEMORY >> 20} MB (the interpreter "
+                            "with numpy and numba, and one partition)")
+    return n
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:          # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def total_memory() -> int:
+    """This machine's RAM in bytes (0 when unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def default_memory(workers: int | None = None) -> int:
+    """Each local worker's default budget: 60 % of this machine's RAM shared by ``workers``
+    (default: one per core), leaving the rest to the client, the system and the page cache."""
+    n = workers or cores()
+    ram = total_memory() or (4 << 30) * n
+    return max(MIN_MEMORY, int(ram * 0.6) // n)
+
+
+def human(n: float) -> str:
+    """Bytes as ``1.5 GB``."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+class _Done:
+    """The result of a task run in this process (a future that is already done)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+
+class Runner:
+    """Submit tasks to a Dask client (``client``) or run them here (``client=None``).
+
+    Attributes:
+        client: the ``distributed.Client`` (None: synchronous).
+        memory: each worker's budget in bytes (the local cluster's, or ``memory`` as
+            given for an existing cluster: it sizes the partitions).
+        workers: the number of workers (1 when synchronous).
+        tmp: a scratch folder that is removed when the runner closes.
+        say: the progress callable.
+    """
+
+    def __init__(self, client, memory: int, workers: int, tmp: str, say):
+        self.client = client
+        self.memory = memory
+        self.workers = workers
+        self.tmp = tmp
+        self.say = say
+
+    @property
+    def distributed(self) -> bool:
+        return self.client is not None
+
+    def submit(self, fn, *args, **kwargs):
+        """A future of ``fn(*args, **kwargs)``; futures among ``args`` are replaced by their
+        results on the worker that runs the task (lists of futures too)."""
+        if self.client is None:
+            return _Done(fn(*[_value(a) for a in args], **{k: _value(v) for k, v in kwargs.items()}))
+        return self.client.submit(fn, *args, pure=False, **kwargs)
+
+    def piece(self, future, i):
+        """A future of ``future``'s result's item ``i``, taken where that result lies (so that
+        a task which needs one piece of a larger result does not fetch all of it)."""
+        if self.client is None:
+            return _Done(future.value[i])
+        return self.client.submit(operator.getitem, future, i, pure=False)
+
+    def scatter(self, value):
+        """``value`` placed on every worker once (a future) or kept as it is (synchronous)."""
+        if self.client is None:
+            return _Done(value)
+        return self.client.scatter(value, broadcast=True, hash=False)
+
+    def gather(self, futures):
+        """Results of a list of futures, in order (raising a task's own error)."""
+        if self.client is None:
+            return [f.value for f in futures]
+        return _translate(lambda: self.client.gather(futures), self)
+
+    def wait(self, futures, stage: str, unit: str = "tasks") -> None:
+        """Wait for ``futures`` with a progress line (done/total, rate, ETA) every few seconds;
+        raise the first task error."""
+        n = len(futures)
+        if self.client is None or n == 0:
+            return
+        from distributed import as_completed
+
+        def run():
+            t0 = last = time.time()
+            done = 0
+            for f in as_completed(futures):
+                if f.status == "error":
+                    f.result()              # raises the task's own exception
+                done += 1
+                now = time.time()
+                if now - last >= 5 or done == n:
+                    rate = done / max(now - t0, 1e-9)
+                    eta = (n - done) / rate if rate > 0 else float("inf")
+                    self.say(f"{stage}: {done}/{n} {unit} ({rate:.2f}/s, ETA {eta:.0f} s)")
+                    last = now
+        _translate(run, self)
+
+
+def _value(a):
+    if isinstance(a, _Done):
+        return a.value
+    if isinstance(a, list):
+        return [_value(x) for x in a]
+    if isinstance(a, tuple):
+        return tuple(_value(x) for x in a)
+    return a
+
+
+def _translate(call, runner):
+    """Run ``call``; a task that killed its workers becomes one clear line."""
+    try:
+        from distributed.scheduler import KilledWorker
+    except ImportError:             # pragma: no cover (distributed is a dependency)
+        return call()
+    try:
+        return call()
+    except KilledWorker as e:
+        task = e.args[0] if e.args else "a task"
+        raise ArgumentError(f"the workers running {task} died repeatedly, most likely over their memory "
+                            f"budget of {human(runner.memory)} per worker: give --memory more, or run on "
+                            "more workers") from None
+
+
+def check_scheduler(text: str) -> str:
+    """``local``, ``synchronous``, or a scheduler address (``tcp://HOST:PORT``, ``HOST:PORT``)."""
+    if text in ("local", "synchronous"):
+        return text
+    if re.fullmatch(r"(tcp|tls|inproc|ws|wss|ucx)://\S+|[^\s:/]+:\d+", text):
+        return text
+    raise ArgumentError(f"--scheduler {text!r}: expected local, synchronous or a scheduler address such as "
+                        "tcp://HOST:8786")
+
+
+@contextmanager
+def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | None = None,
+                workers: int | None = None, threads: int = 1, progress=None):
+    """A :class:`Runner` for ``scheduler``, closed (cluster stopped, scratch removed) on exit.
+
+    Args:
+        scheduler: ``local``, ``synchronous`` or a scheduler address.
+        memory: each local worker's budget in bytes (default :func:`default_memory`).
+        tmp: the folder under which the scratch and spill folder is made (default: the
+            system's temporary folder).
+        workers: local workers (default: one per core).
+        threads: threads per local worker.
+        progress: callable(str) for progress lines.
+
+    Raises:
+        ArgumentError: an unknown scheduler, an unreachable address, a missing ``tmp``.
+    """
+    say = progress or (lambda msg: None)
+    scheduler = check_scheduler(scheduler)
+    base = tmp or tempfile.gettempdir()
+    if not os.path.isdir(base):
+        raise ArgumentError(f"--tmp {base}: no such folder")
+    try:
+        scratch = tempfile.mkdtemp(prefix="fsmlearn-dask-", dir=base)
+    except OSError as e:
+        raise ArgumentError(f"--tmp {base}: cannot make a scratch folder there: {e.strerror or e}") from None
+    cluster = client = None
+    try:
+        if scheduler == "synchronous":
+            yield Runner(None, memory or default_memory(1), 1, scratch, say)
+            return
+        import logging
+
+        from distributed import Client, LocalCluster
+        if scheduler == "local":
+            n = workers or cores()
+            mem = memory or default_memory(n)
+            dashboard = ":0" if _has_bokeh() else None
+            cluster = LocalCluster(n_workers=n, threads_per_worker=threads, processes=True,
+                                   memory_limit=mem, local_directory=scratch,
+                                   dashboard_address=dashboard, silence_logs=logging.ERROR)
+            client = Client(cluster)
+            say(f"Dask LocalCluster: {n} worker processes x {threads} thread(s), {human(mem)} each, "
+                f"spilling to {scratch}")
+        else:
+            try:
+                client = Client(scheduler, timeout="10s")
+            except (OSError, TimeoutError) as e:
+                raise ArgumentError(f"--scheduler {scheduler}: cannot reach the Dask scheduler "
+                                    f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'timed out'})"
+                                    ) from None
+            info = client.scheduler_info()
+            n = max(1, len(info.get("workers", {})))
+            limits = [w.get("memory_limit") or 0 for w in info.get("workers", {}).values()]
+            mem = memory or (min(limits) if limits and min(limits) > 0 else default_memory(n))
+            say(f"Dask cluster at {scheduler}: {n} workers, {human(mem)} budget per worker")
+        link = getattr(client, "dashboard_link", None) if _has_bokeh() else None
+        if link:
+            say(f"Dask dashboard: {link}")
+        yield Runner(client, mem, n, scratch, say)
+    finally:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _has_bokeh() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("bokeh") is not None

@@ -1,0 +1,536 @@
+"""Partitioned n-gram counting and Web1T files written by the workers.
+
+The input is read where it lies, one partition per task (:func:`text_parts`): a byte
+range of an uncompressed file (cut at line starts), a whole compressed file, or a
+block of lines the client read from stdin or a named dataset; a Web1T directory's
+own files are its partitions (:func:`web1t_parts`).  Nothing the client keeps
+grows with the number of n-grams:
+
+1. *count* (one task per partition): the partition's n-grams of orders 1..N counted
+   with its own word ids (:func:`fsmlearn.lm.counts.count_ngrams`);
+2. the client merges the partitions' vocabularies (words and unigram counts only) and
+   numbers the words in Web1T's byte order, so that the numeric order of id rows is
+   the byte order of their lines;
+3. *route* (one task per partition, where its counts lie): the rows in global ids,
+   split into B ranges of their first word (for Web1T files) or of their last word
+   (for estimation, :mod:`.kn`);
+4. *merge* (one task per range): the pieces of a range from every partition, sorted
+   and summed (exact integer counts), and for Web1T written as that range's file of
+   every order (``Kgms/Kgm-BBBB.gz``) into a temporary directory beside the output,
+   which the client completes (``1gms/vocab``, ``total``, the ``.idx`` files) and puts
+   in the output's place in one rename.
+
+A task that is run twice (a worker lost, Dask recomputing) writes the same bytes.
+
+Public names: text_parts, web1t_parts, count_parts, read_web1t_parts, GlobalVocab,
+route, merge_ranges, write_web1t_dist, count_to_web1t, reweb1t.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import CorpusFormatError
+from ..counts import count_ngrams
+from ..vocab import BOS, EOS, UNK, word_bytes
+
+#: Web1T's spelling of the sentence markers and the unknown word
+_TO_WEB1T = {BOS: "<S>", EOS: "</S>", UNK: "<UNK>"}
+_TO_OURS = {v: k for k, v in _TO_WEB1T.items()}
+
+
+# --- input partitions -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TextPart:
+    """One partition of text: ``path``'s bytes ``start``..``end`` (lines that start there),
+    the whole (compressed) file when ``end`` is -1, or ``lines`` read by the client (their
+    first line number ``first``)."""
+    path: str
+    start: int = 0
+    end: int = -1
+    lines: tuple | None = None
+    first: int = 1
+
+
+def _compressed(path: str) -> bool:
+    return path.endswith((".gz", ".bz2", ".xz"))
+
+
+def text_parts(paths, part_bytes: int, dataset: str | None = None) -> list:
+    """The partitions of text files (or of a named dataset), ``part_bytes`` of text each.
+
+    Uncompressed files are cut into byte ranges (each task finds its first line start);
+    compressed files are one partition each; stdin (``-``) and datasets are read here and
+    cut into blocks of lines.
+
+    Raises:
+        CorpusNotFoundError, CorpusFormatError: a missing file, a directory, an empty file.
+    """
+    from ...data.textin import byte_lines, open_input
+    parts = []
+    if dataset is not None:
+        from ...data import iter_dataset_words
+        block, size = [], 0
+        for s in iter_dataset_words(dataset):
+            line = " ".join(s)
+            block.append(line)
+            size += len(line) + 1
+            if size >= part_bytes:
+                parts.append(TextPart(dataset, lines=tuple(block)))
+                block, size = [], 0
+        if block:
+            parts.append(TextPart(dataset, lines=tuple(block)))
+        return parts
+    for p in paths:
+        p = str(p)
+        if p == "-":
+            block, size, first = [], 0, 1
+            for n, line in byte_lines("-", utf8=True):
+                if not block:
+                    first = n
+                block.append(line.decode("utf-8"))
+                size += len(line) + 1
+                if size >= part_bytes:
+                    parts.append(TextPart("<stdin>", lines=tuple(block), first=first))
+                    block, size = [], 0
+            if block:
+                parts.append(TextPart("<stdin>", lines=tuple(block), first=first))
+            continue
+        open_input(p).close()                   # missing, a directory, unreadable: named here
+        if _compressed(p):
+            parts.append(TextPart(p))
+            continue
+        size = os.path.getsize(p)
+        if size == 0:
+            raise CorpusFormatError("the file is empty", p)
+        for start in range(0, size, part_bytes):
+            parts.append(TextPart(p, start, min(size, start + part_bytes)))
+    return parts
+
+
+def _line_number(path: str, pos: int) -> int:
+    """The number (from 1) of the line holding byte ``pos`` of ``path``."""
+    n = 1
+    with open(path, "rb") as f:
+        left = pos
+        while left > 0:
+            b = f.read(min(left, 1 << 22))
+            if not b:
+                break
+            n += b.count(b"\n")
+            left -= len(b)
+    return n
+
+
+def _check(line: bytes, path: str, where) -> str:
+    """``line`` decoded; a NUL byte or bytes that are not UTF-8 raise, naming the file and line
+    (``where()`` gives the line number, computed only when needed)."""
+    if b"\0" in line:
+        col = line.find(b"\0") + 1
+        raise CorpusFormatError(f"binary data, not text (a NUL byte at column {col})", path, where())
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorpusFormatError(f"bytes that are not UTF-8 at column {e.start + 1}: "
+                                f"{line[e.start:e.start + 8]!r}", path, where()) from None
+
+
+def part_lines(part: TextPart):
+    """The lines (str) of a partition, checked as :func:`fsmlearn.data.textin.read_lines` checks them."""
+    if part.lines is not None:
+        yield from part.lines
+        return
+    if part.end < 0:
+        from ...data.textin import byte_lines
+        for n, line in byte_lines(part.path, utf8=False):
+            yield _check(line, part.path, lambda n=n: n)
+        return
+    with open(part.path, "rb") as f:
+        pos = part.start
+        if pos > 0:
+            f.seek(pos - 1)
+            if f.read(1) != b"\n":              # inside a line: it belongs to the partition before
+                rest = f.readline()
+                pos += len(rest)
+        f.seek(pos)
+        while pos < part.end:
+            line = f.readline()
+            if not line:
+                break
+            start = pos
+            pos += len(line)
+            yield _check(line.rstrip(b"\n"), part.path, lambda s=start: _line_number(part.path, s))
+
+
+def count_part(part: TextPart, order: int):
+    """Task: (words, unigram counts by word, [rows int32 [M_k, k], counts int64 [M_k]] for k = 2..N)
+    of one partition, in the partition's own word ids."""
+    c = count_ngrams(part_lines(part), order)
+    words = list(c.vocab)
+    uni = np.zeros(len(words), np.int64)
+    uni[c.ngrams[0][:, 0]] = c.counts[0]
+    return words, uni, [(c.ngrams[k], c.counts[k]) for k in range(1, order)]
+
+
+# --- the global vocabulary --------------------------------------------------------------------
+
+class GlobalVocab:
+    """The words of every partition, numbered in the byte order of their Web1T spelling (so that
+    id rows sort like their lines), with their unigram counts.
+
+    Attributes:
+        words: list of str (ours: ``<s>``, ``</s>``, ``<unk>``).
+        counts: int64 [V] unigram counts.
+        id: dict word -> id.
+    """
+
+    def __init__(self, counts: dict):
+        for w in (BOS, EOS, UNK):
+            counts.setdefault(w, 0)
+        self.words = sorted(counts, key=lambda w: _TO_WEB1T.get(w, w).encode("utf-8"))
+        self.id = {w: i for i, w in enumerate(self.words)}
+        self.counts = np.array([counts[w] for w in self.words], np.int64)
+
+    @property
+    def size(self) -> int:
+        return len(self.words)
+
+    def web1t_bytes(self):
+        """(wbuf, woff) of the words in Web1T's spelling (for rendering lines)."""
+        return word_bytes([_TO_WEB1T.get(w, w) for w in self.words])
+
+    def bounds(self, ranges: int, weights=None) -> np.ndarray:
+        """int64 [B + 1]: B word-id ranges of about equal ``weights`` (default: the counts)."""
+        w = (self.counts if weights is None else weights).astype(np.float64) + 1.0
+        cum = np.cumsum(w)
+        cuts = np.searchsorted(cum, cum[-1] * np.arange(1, ranges) / ranges, side="right")
+        b = np.unique(np.concatenate([[0], np.minimum(cuts, self.size), [self.size]]))
+        return b.astype(np.int64)
+
+
+def merge_vocabularies(parts) -> GlobalVocab:
+    """The global vocabulary of the partitions' (words, unigram counts) pairs."""
+    total: dict = {}
+    for words, uni in parts:
+        for w, c in zip(words, uni.tolist()):
+            total[w] = total.get(w, 0) + c
+    return GlobalVocab(total)
+
+
+# --- routing and merging ----------------------------------------------------------------------
+
+def route(counted, trans, bounds, key: int):
+    """Task: the partition's n-grams (orders 2..N) in global ids, split by ``key`` word (0 the
+    first, -1 the last) into the ranges ``bounds``; per range, per order (rows, counts)."""
+    orders = counted
+    B = bounds.size - 1
+    out = [[] for _ in range(B)]
+    for rows, cnt in orders:
+        g = trans[rows] if trans is not None else rows
+        k = g.shape[1]
+        r = np.searchsorted(bounds, g[:, key], side="right") - 1 if g.shape[0] else np.zeros(0, np.int64)
+        order = np.argsort(r, kind="stable")
+        edges = np.searchsorted(r[order], np.arange(B + 1))
+        for b in range(B):
+            sel = order[edges[b]:edges[b + 1]]
+            out[b].append((np.ascontiguousarray(g[sel], np.int32).reshape(-1, k), cnt[sel]))
+    return out
+
+
+def sum_rows(rows: np.ndarray, cnt: np.ndarray):
+    """Rows sorted lexicographically with equal rows merged (their counts summed)."""
+    if rows.shape[0] == 0:
+        return rows, cnt
+    o = np.lexsort(rows.T[::-1])
+    rows = rows[o]
+    cnt = cnt[o]
+    new = np.ones(rows.shape[0], bool)
+    new[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    starts = np.flatnonzero(new)
+    return np.ascontiguousarray(rows[starts]), np.add.reduceat(cnt, starts)
+
+
+def merge_range(pieces):
+    """Task: one range's pieces from every partition, per order (rows sorted, counts summed)."""
+    if not pieces:
+        return []
+    N1 = len(pieces[0])
+    out = []
+    for j in range(N1):
+        rows = np.concatenate([p[j][0] for p in pieces])
+        cnt = np.concatenate([p[j][1] for p in pieces])
+        out.append(sum_rows(rows, cnt))
+    return out
+
+
+# --- Web1T written by the workers -------------------------------------------------------------
+
+def write_range(merged, b: int, cut, wb, tmpdir: str, gzip_files: bool):
+    """Task: range ``b``'s file of each order 2..N (counts at least the order's cutoff ``cut[k - 1]``)
+    under ``tmpdir``; returns per order (lines written, the first n-gram's text)."""
+    return [_write_file(rows, cnt, j + 2, b, cut[j + 1], wb, tmpdir, gzip_files)
+            for j, (rows, cnt) in enumerate(merged)]
+
+
+def _new_output(root: Path) -> Path:
+    from ..web1t import check_output_dir
+    check_output_dir(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", suffix=".tmp", dir=root.parent))
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o777 & ~mask)
+    return tmp
+
+
+def write_web1t_dist(runner, vocab: GlobalVocab, routed, B: int, order: int, root, cut, gzip_files: bool = True,
+                     stage: str = "merging and writing") -> list[int]:
+    """Merge routed pieces (by first word) range by range into a Web1T directory ``root``,
+    replacing it atomically; the client writes only ``1gms/`` and the index files.
+
+    Returns:
+        The n-grams written per order.
+    """
+    from ..web1t import _replace_dir
+    root = Path(root)
+    tmp = _new_output(root)
+    try:
+        for k in range(2, order + 1):
+            (tmp / f"{k}gms").mkdir()
+        wb = runner.scatter(vocab.web1t_bytes())
+        writes = []
+        for b in range(B):
+            pieces = [runner.piece(r, b) for r in routed]
+            merged = runner.submit(merge_range, pieces)
+            writes.append(runner.submit(write_range, merged, b, cut, wb, str(tmp), gzip_files))
+        runner.wait(writes, stage, "ranges")
+        results = runner.gather(writes)
+        ext = ".gz" if gzip_files else ""
+        sizes = [_write_vocab(tmp, vocab, ext)]
+        for k in range(2, order + 1):
+            lines = [f"{k}gm-{b:04d}{ext}\t{results[b][k - 2][1]}\n" for b in range(B)]
+            (tmp / f"{k}gms" / f"{k}gm.idx").write_text("".join(lines), encoding="utf-8")
+            sizes.append(sum(results[b][k - 2][0] for b in range(B)))
+        _replace_dir(tmp, root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return sizes
+
+
+def _write_vocab(tmp: Path, vocab: GlobalVocab, ext: str) -> int:
+    """``1gms/vocab`` (count descending, then byte order, as :func:`~fsmlearn.lm.web1t.write_web1t`)
+    and ``1gms/total``; returns the words written."""
+    (tmp / "1gms").mkdir()
+    names = [_TO_WEB1T.get(w, w) for w in vocab.words]
+    c1 = vocab.counts
+    order1 = np.lexsort((np.array(names, dtype=object).astype(str), -c1))
+    opener = (lambda p: gzip.open(p, "wb", compresslevel=1)) if ext else (lambda p: open(p, "wb"))
+    with opener(tmp / "1gms" / f"vocab{ext}") as f:
+        f.write("".join(f"{names[i]}\t{c1[i]}\n" for i in order1 if c1[i] > 0).encode("utf-8"))
+    bos = vocab.id[BOS]
+    (tmp / "1gms" / "total").write_text(f"{int(c1.sum() - c1[bos])}\n")
+    return int(np.count_nonzero(c1 > 0))
+
+
+def count_parts(runner, parts, order: int):
+    """Count every partition and merge the vocabularies.
+
+    Returns:
+        (vocab, counted futures, translation arrays per partition).
+    """
+    counted = [runner.submit(count_part, p, order) for p in parts]
+    runner.wait(counted, "counting", "partitions")
+    heads = runner.gather([runner.submit(_head, c) for c in counted])
+    vocab = merge_vocabularies(heads)
+    trans = [np.array([vocab.id[w] for w in words], np.int32) for words, _ in heads]
+    return vocab, counted, trans
+
+
+def _head(counted):
+    return counted[0], counted[1]
+
+
+def ranges_for(runner, vocab: GlobalVocab, order: int, ranges: int | None) -> int:
+    """The number of merge ranges: ``ranges``, or enough that one range's n-grams (about
+    ``3 x`` the tokens per order, 4 bytes a word and 8 a count) fill a tenth of a worker."""
+    if ranges:
+        return ranges
+    tokens = int(vocab.counts.sum())
+    est = tokens * sum(4 * k + 8 for k in range(2, order + 1)) * 3
+    return max(2 * runner.workers, -(-est // max(1, runner.memory // 10)))
+
+
+def count_to_web1t(runner, parts, order: int, root, cutoffs=None, keep_bigrams: bool = False,
+                   ranges: int | None = None, gzip_files: bool = True) -> list[int]:
+    """Text partitions -> a Web1T directory (the distributed twin of ``count_ngrams`` followed by
+    ``write_web1t``: the same lines in each order, cut the same way).
+
+    Returns:
+        The n-grams written per order.
+    """
+    from ..web1t import cutoff_list
+    cut = cutoff_list(cutoffs, order, keep_bigrams)
+    vocab, counted, trans = count_parts(runner, parts, order)
+    bounds = vocab.bounds(ranges_for(runner, vocab, order, ranges))
+    routed = [runner.submit(route, runner.piece(c, 2), t, bounds, 0) for c, t in zip(counted, trans)]
+    del counted
+    return write_web1t_dist(runner, vocab, routed, bounds.size - 1, order, root, cut, gzip_files)
+
+
+# --- Web1T directories as partitions ----------------------------------------------------------
+
+def web1t_parts(root, max_order: int | None = None):
+    """(vocab, {order: [files]}) of a Web1T directory: the vocabulary read here (it is checked as
+    :func:`~fsmlearn.lm.web1t.read_web1t` checks it), the files left where they lie."""
+    from ..web1t import _layout, read_vocab
+    root = Path(root)
+    layout = _layout(root, max_order)
+    words, c1 = read_vocab(layout[1][0])
+    counts = dict(zip(words, c1.tolist()))
+    return GlobalVocab(counts), {k: [str(p) for p in v] for k, v in layout.items() if k > 1}
+
+
+def read_shard(path: str, k: int, wid: dict, c1):
+    """Task: (rows int32 [M, k] in global ids, counts int64 [M]) of one Web1T file, checked line
+    by line (errors name the file and line) and in order within the file."""
+    from ..web1t import _check_order_and_counts, _count, _lines
+    rows, cnt = [], []
+    p = Path(path)
+    for ln, line in _lines(p):
+        tab = line.find("\t")
+        if tab < 0 or line.find("\t", tab + 1) >= 0:
+            raise CorpusFormatError(f"expected 'w1 .. w{k}<TAB>count' with one TAB: {line[:200]!r}", p, ln)
+        ws = line[:tab].split(" ")
+        if len(ws) != k:
+            raise CorpusFormatError(f"expected {k} words separated by single spaces: {line[:200]!r}", p, ln)
+        try:
+            rows.extend([wid[_TO_OURS.get(w, w)] for w in ws])
+        except KeyError as e:
+            raise CorpusFormatError(f"word {e.args[0]!r} is not in 1gms/vocab: {line[:200]!r}", p, ln) from None
+        cnt.append(_count(line[tab + 1:], p, ln, line))
+    arr = np.array(rows, np.int32).reshape(-1, k)
+    c = np.array(cnt, np.int64)
+    words = [None] * len(wid)
+    for w, i in wid.items():
+        words[i] = w
+    _check_order_and_counts(arr, c, c1, words, k, [(p, 0)])
+    return [(arr, c)]
+
+
+def read_web1t_parts(runner, root, max_order: int | None = None):
+    """Every file of a Web1T directory read as a task.
+
+    Returns:
+        (vocab, order, {order: [futures of [(rows, counts)]]}).
+    """
+    vocab, files = web1t_parts(root, max_order)
+    order = max(files) if files else 1
+    wid = runner.scatter(vocab.id)
+    c1 = runner.scatter(vocab.counts)
+    reads = {k: [runner.submit(read_shard, f, k, wid, c1) for f in fs] for k, fs in files.items()}
+    runner.wait([f for fs in reads.values() for f in fs], "reading Web1T files", "files")
+    return vocab, order, reads
+
+
+def reweb1t(runner, root, out, max_order: int | None = None, cutoffs=None, keep_bigrams: bool = False,
+            ranges: int | None = None, gzip_files: bool = True):
+    """A Web1T directory read as partitions, its statistics, and (``out``) written again with
+    ``cutoffs``.
+
+    Returns:
+        (vocab size, order, per order (n-grams, smallest count), sizes written or None).
+    """
+    from ..web1t import cutoff_list
+    vocab, order, reads = read_web1t_parts(runner, root, max_order)
+    stats = runner.gather([runner.submit(_stats, f) for k in sorted(reads) for f in reads[k]])
+    per = {1: (int(np.count_nonzero(vocab.counts)), int(vocab.counts[vocab.counts > 0].min(initial=1)))}
+    i = 0
+    for k in sorted(reads):
+        n = sum(s[0] for s in stats[i:i + len(reads[k])])
+        m = min((s[1] for s in stats[i:i + len(reads[k])] if s[0]), default=1)
+        per[k] = (n, m)
+        i += len(reads[k])
+    sizes = None
+    if out is not None:
+        cut = cutoff_list(cutoffs, order, keep_bigrams)
+        bounds = vocab.bounds(ranges_for(runner, vocab, order, ranges))
+        B = bounds.size - 1
+        # one routing task per file: its rows as the only order present, then the orders joined
+        routed = []
+        for k in range(2, order + 1):
+            for f in reads[k]:
+                routed.append((k, runner.submit(route, f, None, bounds, 0)))
+        sizes = _write_orders(runner, vocab, routed, order, out, cut, B, gzip_files)
+    return vocab.size, order, per, sizes
+
+
+def _stats(pieces):
+    rows, c = pieces[0]
+    return int(c.size), int(c.min()) if c.size else 0
+
+
+def _merge_order(pieces):
+    """Task: one range of one order: every file's piece, sorted and summed."""
+    rows = np.concatenate([p[0][0] for p in pieces])
+    cnt = np.concatenate([p[0][1] for p in pieces])
+    return [sum_rows(rows, cnt)]
+
+
+def _write_orders(runner, vocab, routed, order, root, cut, B, gzip_files):
+    """Like :func:`write_web1t_dist` for pieces that each hold one order (Web1T files)."""
+    from ..web1t import _replace_dir
+    root = Path(root)
+    tmp = _new_output(root)
+    try:
+        wb = runner.scatter(vocab.web1t_bytes())
+        writes = {}
+        for k in range(2, order + 1):
+            (tmp / f"{k}gms").mkdir()
+            mine = [f for kk, f in routed if kk == k]
+            for b in range(B):
+                merged = runner.submit(_merge_order, [runner.piece(f, b) for f in mine])
+                writes[k, b] = runner.submit(_write_one, merged, k, b, cut[k - 1], wb, str(tmp), gzip_files)
+        keys = list(writes)
+        futs = [writes[x] for x in keys]
+        runner.wait(futs, "merging and writing", "files")
+        res = dict(zip(keys, runner.gather(futs)))
+        ext = ".gz" if gzip_files else ""
+        sizes = [_write_vocab(tmp, vocab, ext)]
+        for k in range(2, order + 1):
+            lines = [f"{k}gm-{b:04d}{ext}\t{res[k, b][1]}\n" for b in range(B)]
+            (tmp / f"{k}gms" / f"{k}gm.idx").write_text("".join(lines), encoding="utf-8")
+            sizes.append(sum(res[k, b][0] for b in range(B)))
+        _replace_dir(tmp, root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return sizes
+
+
+def _write_one(merged, k, b, cut, wb, tmpdir, gzip_files):
+    """Task: one order's file of range ``b`` (n-grams counted at least ``cut``)."""
+    return _write_file(merged[0][0], merged[0][1], k, b, cut, wb, tmpdir, gzip_files)
+
+
+def _write_file(rows, cnt, k, b, cut, wb, tmpdir, gzip_files):
+    from ..web1t import _render_lines
+    wbuf, woff = wb
+    ext = ".gz" if gzip_files else ""
+    keep = cnt >= cut
+    data = _render_lines(rows[keep], cnt[keep], wbuf, woff)
+    path = Path(tmpdir) / f"{k}gms" / f"{k}gm-{b:04d}{ext}"
+    part = path.with_name(path.name + f".{os.getpid()}.part")
+    with (gzip.open(part, "wb", compresslevel=1) if gzip_files else open(part, "wb")) as f:
+        f.write(data.tobytes())
+    os.replace(part, path)
+    first = data[:int(np.argmax(data == 9))].tobytes().decode("utf-8") if data.size else ""
+    return int(keep.sum()), first
