@@ -750,6 +750,27 @@ def _render_lines(rows, lp_txt, bo_txt, hb, zero_lp, zero_bo, wbuf, woff, lo, hi
     return out[:p]
 
 
+def arpa_lines(rows, lp, bo, hb, wbuf, woff, step: int = 1_000_000):
+    """Blocks (bytes) of ARPA n-gram lines ``logprob<TAB>w1 .. wk[<TAB>backoff]`` of one order,
+    numbers in their shortest round-trip form, zeros as ``0``.
+
+    Args:
+        rows: int32 [M, k] word ids; lp, bo: float64 [M]; hb: bool [M] (a backoff is written);
+        wbuf, woff: the words' bytes (:func:`fsmlearn.lm.vocab.word_bytes`).
+    """
+    rows = np.ascontiguousarray(rows)
+    lp = np.asarray(lp, np.float64)
+    bo = np.asarray(bo, np.float64)
+    hb = np.asarray(hb, np.bool_)
+    M = rows.shape[0]
+    for lo in range(0, M, step):
+        hi = min(M, lo + step)
+        lp_txt = lp[lo:hi].astype("S32").view(np.uint8).reshape(hi - lo, 32)
+        bo_txt = bo[lo:hi].astype("S32").view(np.uint8).reshape(hi - lo, 32)
+        yield _render_lines(rows[lo:hi], lp_txt, bo_txt, hb[lo:hi], lp[lo:hi] == 0.0,
+                            bo[lo:hi] == 0.0, wbuf, woff, 0, hi - lo).tobytes()
+
+
 def write_arpa(lm: BackoffLM, path, progress=None) -> None:
     """Write a model as an ARPA file (compressed by extension), atomically.
 
@@ -779,14 +800,8 @@ def write_arpa(lm: BackoffLM, path, progress=None) -> None:
                 bo = np.asarray(lm.backoff[k - 1], np.float64)
                 hb = np.asarray(lm.has_backoff[k - 1], np.bool_)
                 M = rows.shape[0]
-                step = 1_000_000
-                for lo in range(0, M, step):
-                    hi = min(M, lo + step)
-                    lp_txt = lp[lo:hi].astype("S32").view(np.uint8).reshape(hi - lo, 32)
-                    bo_txt = bo[lo:hi].astype("S32").view(np.uint8).reshape(hi - lo, 32)
-                    data = _render_lines(rows[lo:hi], lp_txt, bo_txt, hb[lo:hi], lp[lo:hi] == 0.0,
-                                         bo[lo:hi] == 0.0, bv.wbuf, bv.woff, 0, hi - lo)
-                    out.write(data.tobytes())
+                for data in arpa_lines(rows, lp, bo, hb, bv.wbuf, bv.woff):
+                    out.write(data)
                 say(f"wrote {M:,} {k}-grams")
             out.write(b"\n\\end\\\n")
 

@@ -51,7 +51,7 @@ be recovered from cut counts,
 with Kneser-Ney's three discounts per order, the fallback where the cut
 count-of-counts leave them out of range).
 
-Public names: estimate, kneser_ney_discounts, check_kn_discounts, METHODS.
+Public names: estimate, kneser_ney_discounts, discounts_from_counts_of_counts, check_kn_discounts, METHODS.
 """
 
 from __future__ import annotations
@@ -71,6 +71,14 @@ _FALLBACK = (0.5, 1.0, 1.5)
 def kneser_ney_discounts(adjusted: np.ndarray, fallback=_FALLBACK, order: int = 0):
     """(D1, D2, D3+) from adjusted counts; ``fallback`` when out of range (or None to raise)."""
     t = [int(np.count_nonzero(adjusted == j)) for j in (1, 2, 3, 4)]
+    return discounts_from_counts_of_counts(t, fallback, order)
+
+
+def discounts_from_counts_of_counts(t, fallback=_FALLBACK, order: int = 0):
+    """(D1, D2, D3+) and ``t`` from the count-of-counts t1..t4 (Chen and Goodman 1998, eq. 26 of
+    the technical report: Y = t1 / (t1 + 2 t2), Dj = j - (j + 1) Y t_{j+1} / t_j), ``fallback``
+    when out of range (or None to raise)."""
+    t = [int(x) for x in t]
     ok = all(x > 0 for x in t)
     if ok:
         Y = t[0] / (t[0] + 2 * t[1])

@@ -1,0 +1,601 @@
+"""Estimating a backoff model as Dask passes over partitions of the n-grams.
+
+The distributed twin of :func:`fsmlearn.lm.estimate.estimate`: the same three estimators
+(interpolated modified Kneser-Ney as lmplz computes it, Witten-Bell, absolute discounting),
+the same cutoffs, pruning and handling of counts cut before estimation, the same
+formulas evaluated in the same floating-point order, so that every probability is the
+in-memory one bit for bit (backoff weights of pruned contexts: to the rounding of a sum
+taken in another order).
+
+The n-grams are partitioned by their **last word** (ranges of word ids).  Inside a
+partition every n-gram's suffixes (w2..wk, w3..wk, ...) are present, so
+
+* continuation counts (the number of distinct words before an n-gram: the
+  (k+1)-grams whose suffix it is) and
+* the interpolation p(w | h) = u(w | h) + gamma(h) p(w | h') (h' = h without its first word)
+
+are local.  What a context h needs from its extensions h w (their total, their number, the
+numbers with adjusted count 1, 2 and 3+) crosses partitions: the extensions of h lie in
+the partitions of their last words, h in the partition of its own last word.  Passes:
+
+1. *build*: each range's pieces of every counting or Web1T task merged; rows given
+   suffix keys (id of w2..wk, then w1) so that the suffix of any n-gram is one binary search;
+2. *adjust*: Kneser-Ney's continuation counts; the client sums each order's
+   count-of-counts t1..t4 into the discounts (and the empty context's statistics);
+3. *context statistics*: per context, partial sums sent to the context's partition
+   (a shuffle keyed by the context), summed there into its total and interpolation
+   weight gamma(h), and sent back to the partitions that asked (a second shuffle);
+4. *interpolate*: p of every order, lowest first, locally;
+5. *prune* (with cutoffs, or counts cut before estimation): from the highest order
+   down, the kept extensions' probability sums sent to their context's partition, which
+   computes the context's backoff weight, alpha(h) = (1 - sum_kept p(w | h)) /
+   (1 - sum_kept p(w | h')), and keeps the context itself;
+6. *write*: each partition's ARPA lines of each order written by its worker; the client
+   writes the header and joins the pieces into the output (compressed by its name), which
+   appears only when complete.
+
+Public names: estimate_parts, estimate_text, estimate_web1t.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import ArgumentError
+from ..estimate import METHODS, _FALLBACK, check_kn_discounts, discounts_from_counts_of_counts
+from ..model import IMPOSSIBLE
+from ..vocab import BOS, EOS, UNK
+
+
+# --- lookups inside a partition ----------------------------------------------------------------
+
+def _find(st, rows):
+    """Index of each row (int32 [n, m]) in the partition's order-m table, -1 when absent.
+
+    The table of order 1 is keyed by the word; of order j by (index of w2..wj) * V + w1."""
+    n, m = rows.shape
+    V = st["V"]
+    keys = st["keys"][1]
+    w = rows[:, m - 1].astype(np.int64)
+    idx = np.searchsorted(keys, w)
+    ok = idx < keys.size
+    ok[ok] = keys[idx[ok]] == w[ok]
+    for j in range(2, m + 1):
+        keys = st["keys"][j]
+        q = np.where(ok, idx, 0) * V + rows[:, m - j].astype(np.int64)
+        idx = np.searchsorted(keys, q)
+        good = ok & (idx < keys.size)
+        good[good] = keys[idx[good]] == q[good]
+        ok = good
+    return np.where(ok, idx, -1)
+
+
+def _words(vocab_words, row) -> str:
+    return " ".join(vocab_words[int(w)] for w in row)
+
+
+# --- pass 1: build ------------------------------------------------------------------------------
+
+def build(lo: int, hi: int, uni, pieces, N: int, V: int, words):
+    """Task: the partition of last words ``lo``..``hi``: every order's rows, sorted by suffix key,
+    with their raw counts and the index of their suffix.
+
+    Args:
+        uni: int64 [hi - lo], the unigram counts of the range's words.
+        pieces: lists of (rows, counts) pieces (any orders 2..N), each already in global ids.
+        words: the vocabulary (for error messages).
+    """
+    from .count import sum_rows
+    by = {k: [] for k in range(2, N + 1)}
+    for piece in pieces:
+        for rows, cnt in piece:
+            if rows.shape[0]:
+                by[rows.shape[1]].append((rows, cnt))
+    st = {"lo": lo, "hi": hi, "N": N, "V": V, "rows": {}, "raw": {}, "suf": {}, "keys": {}}
+    w = np.arange(lo, hi, dtype=np.int32)
+    st["rows"][1] = w[:, None]
+    st["raw"][1] = np.asarray(uni, np.float64)
+    st["keys"][1] = w.astype(np.int64)
+    for k in range(2, N + 1):
+        if by[k]:
+            rows, cnt = sum_rows(np.concatenate([r for r, _ in by[k]]), np.concatenate([c for _, c in by[k]]))
+        else:
+            rows, cnt = np.zeros((0, k), np.int32), np.zeros(0, np.int64)
+        suf = _find(st, rows[:, 1:])
+        if (suf < 0).any():
+            i = int(np.argmax(suf < 0))
+            raise ArgumentError(f"the counts' {k}-gram {_words(words, rows[i])!r} has no suffix "
+                                f"{_words(words, rows[i, 1:])!r} among the {k - 1}-grams (a suffix's count is "
+                                "at least the n-gram's)")
+        key = suf * V + rows[:, 0].astype(np.int64)
+        o = np.argsort(key, kind="stable")
+        st["rows"][k] = np.ascontiguousarray(rows[o])
+        st["raw"][k] = cnt[o].astype(np.float64)
+        st["suf"][k] = suf[o]
+        st["keys"][k] = key[o]
+    summary = {k: (int(st["raw"][k].size), float(st["raw"][k].min()) if st["raw"][k].size else 0.0)
+               for k in range(2, N + 1)}
+    return st, summary
+
+
+# --- pass 2: adjusted counts --------------------------------------------------------------------
+
+def adjust(st, kn: bool, bos: int):
+    """Task: the counts the discounts apply to (``a``: continuation counts of Kneser-Ney's lower
+    orders, except n-grams starting with ``<s>``; raw counts otherwise) and, per order, the
+    count-of-counts t1..t4 of ``a`` and the empty context's statistics."""
+    N = st["N"]
+    st = dict(st)
+    st["a"] = {}
+    for k in range(1, N + 1):
+        raw = st["raw"][k]
+        if kn and k < N:
+            cont = np.bincount(st["suf"][k + 1], minlength=raw.size).astype(np.float64)
+            st["a"][k] = np.where(st["rows"][k][:, 0] == bos, raw, cont)
+        else:
+            st["a"][k] = raw
+    t = {}
+    for k in range(1, N + 1):
+        a = st["a"][k][st["rows"][k][:, -1] != bos]
+        t[k] = [int(np.count_nonzero(a == j)) for j in (1, 2, 3, 4)]
+    a1 = st["a"][1]
+    nb = st["rows"][1][:, 0] != bos
+    x = a1[nb]
+    uni = (float(x.sum()), int(np.count_nonzero(x > 0)), int(np.count_nonzero(x == 1)),
+           int(np.count_nonzero(x == 2)), int(np.count_nonzero(x >= 3)), float(st["raw"][1][nb].sum()))
+    return st, (t, uni)
+
+
+# --- pass 3: context statistics -----------------------------------------------------------------
+
+def ctx_map(st, bounds, bos: int):
+    """Task: per destination partition, per order k >= 2, the contexts h (rows [G, k-1]) of this
+    partition's k-grams with their partial statistics (sum of a, types, n1, n2, n3 over the
+    extensions that are not ``<s>``, and the number of extensions); and the state with each
+    row's context group."""
+    N = st["N"]
+    P = bounds.size - 1
+    out = [dict() for _ in range(P)]
+    st = dict(st)
+    st["grp"] = {}
+    for k in range(2, N + 1):
+        rows = st["rows"][k]
+        a = st["a"][k]
+        M = rows.shape[0]
+        if M == 0:
+            st["grp"][k] = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                            np.zeros((0, k - 1), np.int32))
+            for d in range(P):
+                out[d][k] = (np.zeros((0, k - 1), np.int32), np.zeros((0, 6)))
+            continue
+        h = rows[:, :-1]
+        o = np.lexsort(h.T[::-1])
+        hs = h[o]
+        new = np.ones(M, bool)
+        new[1:] = (hs[1:] != hs[:-1]).any(axis=1)
+        starts = np.flatnonzero(new)
+        gid = np.empty(M, np.int64)
+        gid[o] = np.cumsum(new) - 1
+        G = starts.size
+        x = np.where(rows[:, -1] != bos, a, 0.0)
+        nb = rows[:, -1] != bos
+        stats = np.zeros((G, 6))
+        np.add.at(stats[:, 0], gid, x)
+        np.add.at(stats[:, 1], gid, (nb & (x > 0)).astype(np.float64))
+        np.add.at(stats[:, 2], gid, (nb & (x == 1)).astype(np.float64))
+        np.add.at(stats[:, 3], gid, (nb & (x == 2)).astype(np.float64))
+        np.add.at(stats[:, 4], gid, (nb & (x >= 3)).astype(np.float64))
+        np.add.at(stats[:, 5], gid, 1.0)
+        hrows = np.ascontiguousarray(hs[starts])
+        dest = np.searchsorted(bounds, hrows[:, -1], side="right") - 1
+        pos = np.empty(G, np.int64)            # each group's position in its destination's list
+        for d in range(P):
+            sel = np.flatnonzero(dest == d)
+            pos[sel] = np.arange(sel.size)
+            out[d][k] = (hrows[sel], stats[sel])
+        st["grp"][k] = (gid, dest, pos, hrows)
+    return out, st
+
+
+def ctx_reduce(st, pieces, method: int, Ds, precut: bool, backoff_missing: bool, words):
+    """Task: this partition's contexts' totals and interpolation weights from every source's
+    partial statistics (summed exactly: integers in float64), as ``_group_probs`` computes
+    them; returns the state (gamma, short, extension counts of its n-grams as contexts) and per
+    source, per order, (total, types, gamma) aligned with that source's contexts."""
+    N = st["N"]
+    st = dict(st)
+    gamma = {k: np.ones(st["rows"][k].shape[0]) for k in range(1, N + 1)}
+    short = {k: np.zeros(st["rows"][k].shape[0], np.bool_) for k in range(1, N + 1)}
+    next_ = {k: np.zeros(st["rows"][k].shape[0]) for k in range(1, N + 1)}
+    replies = [dict() for _ in pieces]
+    for k in range(2, N + 1):
+        m = k - 1
+        hs = [p[k][0] for p in pieces]
+        ss = [p[k][1] for p in pieces]
+        if not any(h.shape[0] for h in hs):
+            for s in range(len(pieces)):
+                replies[s][k] = np.zeros((0, 3))
+            continue
+        allh = np.concatenate(hs)
+        idx = _find(st, allh)
+        if (idx < 0).any():
+            i = int(np.argmax(idx < 0))
+            raise ArgumentError(f"the counts' {k}-gram {_words(words, allh[i])!r} ... has no prefix among the "
+                                f"{m}-grams (a prefix's count is at least the n-gram's)")
+        M = st["rows"][m].shape[0]
+        tot = np.zeros(M)
+        acc = np.zeros((M, 5))
+        allS = np.concatenate(ss)
+        np.add.at(acc, idx, allS[:, 1:6])
+        np.add.at(tot, idx, allS[:, 0])
+        types, n1, n2, n3, nx = acc[:, 0], acc[:, 1], acc[:, 2], acc[:, 3], acc[:, 4]
+        nx_present = nx > 0
+        raw = st["raw"][m]
+        use_ctx = method != 0 or precut or k == N
+        missing = np.zeros(M)
+        if use_ctx:
+            more = nx_present & (raw > tot)
+            missing = np.where(more, raw - tot, 0.0)
+            tot = np.where(more, raw, tot)
+            if backoff_missing:
+                short[m] = more
+                missing = np.zeros(M)
+        D1, D2, D3 = Ds[k - 1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if method == 0:
+                gam = (D1 * n1 + D2 * n2 + D3 * n3 + missing) / tot
+            elif method == 1:
+                gam = (types + missing) / (tot + types)
+            else:
+                gam = (D1 * types + missing) / tot
+        gam = np.where(tot > 0, gam, 1.0)
+        gamma[m] = np.where(nx_present, gam, gamma[m])
+        next_[m] = nx
+        start = 0
+        for s, h in enumerate(hs):
+            sel = idx[start:start + h.shape[0]]
+            start += h.shape[0]
+            replies[s][k] = np.stack([tot[sel], types[sel], gamma[m][sel]], axis=1)
+    st["gamma"] = gamma
+    st["short"] = short
+    st["next"] = next_
+    return st, replies
+
+
+# --- pass 4: interpolation ----------------------------------------------------------------------
+
+def interpolate(st, replies, method: int, Ds, uni_ctx, V_uniform: float, smooth: float, bos: int):
+    """Task: p(w | h) of every n-gram of the partition, lowest order first (``_group_probs``'s
+    formulas, in its order of operations)."""
+    N = st["N"]
+    st = dict(st)
+    p = {}
+    tot0, types0, gam0, uni_raw_total = uni_ctx
+    for k in range(1, N + 1):
+        rows = st["rows"][k]
+        x = st["a"][k]
+        D1, D2, D3 = Ds[k - 1]
+        if k == 1:
+            tot = np.full(x.size, tot0)
+            types = np.full(x.size, float(types0))
+            gam = np.full(x.size, gam0)
+        else:
+            gid, dest, pos, _ = st["grp"][k]
+            G = dest.size
+            vals = np.zeros((G, 3))
+            for d in range(len(replies)):
+                sel = np.flatnonzero(dest == d)
+                if sel.size:
+                    vals[sel] = replies[d][k][pos[sel]]
+            tot, types, gam = vals[gid, 0], vals[gid, 1], vals[gid, 2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if method == 0:
+                d = np.where(x == 1, D1, np.where(x == 2, D2, np.where(x >= 3, D3, 0.0)))
+                u = (x - d) / tot
+            elif method == 1:
+                u = x / (tot + types)
+            else:
+                u = np.maximum(x - D1, 0.0) / tot
+        u = np.where(tot > 0, u, 0.0)
+        if k == 1:
+            if method == 2 and smooth > 0.0:
+                base = (st["raw"][1] + smooth) / (uni_raw_total + smooth * V_uniform)
+            else:
+                base = np.full(x.size, 1.0 / V_uniform)
+        else:
+            base = p[k - 1][st["suf"][k]]
+        pk = u + gam * base
+        pk[rows[:, -1] == bos] = 0.0
+        p[k] = pk
+    st["p"] = p
+    return st
+
+
+# --- pass 5: pruning ----------------------------------------------------------------------------
+
+def keep_init(st, cut):
+    """Task: the n-grams kept by the cutoffs (raw count >= the order's cutoff; every unigram)."""
+    st = dict(st)
+    st["keep"] = {k: (np.ones(st["raw"][k].size, np.bool_) if k == 1 else st["raw"][k] >= cut[k - 1])
+                  for k in range(1, st["N"] + 1)}
+    return st
+
+
+def prune_map(st, k: int, bounds):
+    """Task: the order-k rows' contributions to their contexts (sum of kept p, sum of kept p of
+    the suffixes, any pruned with p > 0, any kept) per destination; the suffixes of kept rows kept."""
+    P = bounds.size - 1
+    keep = st["keep"][k]
+    p = st["p"][k]
+    psuf = st["p"][k - 1][st["suf"][k]]
+    gid, dest, pos, hrows = st["grp"][k]
+    G = dest.size
+    acc = np.zeros((G, 4))
+    np.add.at(acc[:, 0], gid, np.where(keep, p, 0.0))
+    np.add.at(acc[:, 1], gid, np.where(keep, psuf, 0.0))
+    np.add.at(acc[:, 2], gid, ((~keep) & (p > 0.0)).astype(np.float64))
+    np.add.at(acc[:, 3], gid, keep.astype(np.float64))
+    st = dict(st)
+    st["keep"] = dict(st["keep"])
+    km = st["keep"][k - 1].copy()
+    km[st["suf"][k][keep]] = True
+    st["keep"][k - 1] = km
+    out = []
+    for d in range(P):
+        sel = np.flatnonzero(dest == d)
+        out.append((hrows[sel], acc[sel]))
+    return out, st
+
+
+def prune_reduce(st, k: int, pieces):
+    """Task: the backoff weights of this partition's (k-1)-grams as contexts (``_renormalise``),
+    whether they are contexts of kept n-grams, and the contexts of kept n-grams kept."""
+    m = k - 1
+    st = dict(st)
+    hs = np.concatenate([p[0] for p in pieces])
+    acc = np.concatenate([p[1] for p in pieces])
+    M = st["rows"][m].shape[0]
+    sums = np.zeros((M, 4))
+    if hs.shape[0]:
+        idx = _find(st, hs)
+        np.add.at(sums, idx, acc)
+    sp, sl, pruned, kept = sums[:, 0], sums[:, 1], sums[:, 2] > 0, sums[:, 3] > 0
+    gamma = st["gamma"][m]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        renorm = np.where(1.0 - sl > 0.0, (1.0 - sp) / (1.0 - sl), 0.0)
+    st.setdefault("alpha", {})
+    st["alpha"] = dict(st["alpha"])
+    st["alpha"][m] = np.where(pruned | st["short"][m], renorm, gamma)
+    st.setdefault("is_ctx", {})
+    st["is_ctx"] = dict(st["is_ctx"])
+    st["is_ctx"][m] = kept
+    st["keep"] = dict(st["keep"])
+    st["keep"][m] = st["keep"][m] | kept
+    return st
+
+
+def no_pruning(st):
+    """Task: without cutoffs or short contexts: every n-gram kept, alpha = gamma, a context is any
+    n-gram with an extension."""
+    N = st["N"]
+    st = dict(st)
+    st["keep"] = {k: np.ones(st["raw"][k].size, np.bool_) for k in range(1, N + 1)}
+    st["alpha"] = {k: st["gamma"][k] for k in range(1, N)}
+    st["is_ctx"] = {k: st["next"][k] > 0 for k in range(1, N)}
+    return st
+
+
+# --- pass 6: ARPA lines --------------------------------------------------------------------------
+
+def write_part(st, wb, bos: int, tmpdir: str, part: int):
+    """Task: this partition's ARPA lines of each order into ``tmpdir`` (one file per order);
+    returns the n-grams written per order."""
+    from ..arpa import arpa_lines
+    N = st["N"]
+    wbuf, woff = wb
+    sizes = []
+    for k in range(1, N + 1):
+        keep = st["keep"][k]
+        rows = st["rows"][k][keep]
+        with np.errstate(divide="ignore"):
+            lp = np.log10(st["p"][k][keep])
+        lp[rows[:, -1] == bos] = 0.0
+        lp[~np.isfinite(lp)] = IMPOSSIBLE
+        if k < N:
+            alpha = st["alpha"][k][keep]
+            bo = np.where(st["is_ctx"][k][keep], np.log10(np.maximum(alpha, 1e-300)), 0.0)
+            hb = np.ones(rows.shape[0], np.bool_)
+        else:
+            bo = np.zeros(rows.shape[0])
+            hb = np.zeros(rows.shape[0], np.bool_)
+        path = Path(tmpdir) / f"{k}-{part:05d}.arpa"
+        tmp = path.with_name(path.name + f".{os.getpid()}.part")
+        with open(tmp, "wb") as f:
+            for data in arpa_lines(rows, lp, bo, hb, wbuf, woff):
+                f.write(data)
+        os.replace(tmp, path)
+        sizes.append(int(rows.shape[0]))
+    return sizes
+
+
+# --- the driver ---------------------------------------------------------------------------------
+
+def _cut_list(cutoffs, N: int, keep_bigrams: bool):
+    if cutoffs is None:
+        return None
+    cut = [1] + [int(cutoffs)] * (N - 1) if isinstance(cutoffs, (int, np.integer)) else list(cutoffs)
+    cut = cut + [cut[-1]] * (N - len(cut))
+    cut[0] = 1
+    if keep_bigrams and N >= 2:
+        cut[1] = 1
+    return cut[:N]
+
+
+def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser-ney", *, discounts=None,
+                   discount_fallback=_FALLBACK, discount: float = 0.25, smoothing: float = 0.0, cutoffs=None,
+                   keep_bigrams: bool = False, cut_mass: str = "backoff", ranges: int | None = None,
+                   trans=None, precut: bool | None = None):
+    """Estimate from n-gram pieces already in global ids and write the ARPA file ``output``.
+
+    Args:
+        runner: a :class:`~fsmlearn.lm.scale.cluster.Runner`.
+        vocab: the :class:`~fsmlearn.lm.scale.count.GlobalVocab` (unigram counts).
+        N: the order.
+        sources: futures of lists of (rows, counts) pieces (orders 2..N, any mix), one per
+            counting task or Web1T file.
+        trans: per source, int32 [v] global id of each of its word ids (None: already global).
+        precut: whether the counts were cut before estimation (None: when some order >= 2's
+            smallest count is above 1, as :func:`~fsmlearn.lm.web1t.read_web1t` records it).
+        output: the ARPA path (``.gz``/``.bz2``/``.xz`` compress).
+        method ... cut_mass: as :func:`fsmlearn.lm.estimate.estimate`.
+        ranges: the number of last-word partitions (default: from the data and the budget).
+
+    Returns:
+        The n-grams written per order.
+    """
+    from .count import ranges_for, route
+    say = runner.say
+    if method not in METHODS:
+        raise ArgumentError(f"unknown estimation method {method!r}; expected one of {METHODS}")
+    if method == "absolute" and not (0 < discount < 1):
+        raise ArgumentError(f"absolute discounting needs 0 < discount < 1, got {discount}")
+    if smoothing < 0:
+        raise ArgumentError(f"smoothing must be >= 0, got {smoothing}")
+    if cut_mass not in ("interpolate", "backoff"):
+        raise ArgumentError(f"cut_mass must be 'interpolate' or 'backoff', got {cut_mass!r}")
+    if discounts is not None:
+        check_kn_discounts(discounts, N)
+    words = vocab.words
+    V = vocab.size
+    bos = vocab.id[BOS]
+    for w in (BOS, EOS, UNK):
+        if w not in vocab.id:
+            raise ArgumentError(f"the vocabulary has no {w}")
+    method_id = METHODS.index(method)
+    bounds = vocab.bounds(ranges_for(runner, vocab, N, ranges))
+    P = bounds.size - 1
+    wf = runner.scatter(words)
+    trans = trans or [None] * len(sources)
+    routed = [runner.submit(route, s, t, bounds, -1) for s, t in zip(sources, trans)]
+    built = []
+    for p in range(P):
+        lo, hi = int(bounds[p]), int(bounds[p + 1])
+        built.append(runner.submit(build, lo, hi, vocab.counts[lo:hi], [runner.piece(r, p) for r in routed],
+                                   N, V, wf))
+    runner.wait(built, "estimation: merging the n-grams by last word", "partitions")
+    del routed
+    summaries = runner.gather([runner.piece(b, 1) for b in built])
+    states = [runner.piece(b, 0) for b in built]
+    del built
+    if precut is None:
+        precut = any(min((s[k][1] for s in summaries if s[k][0]), default=1.0) > 1 for k in range(2, N + 1))
+    kn = method == "kneser-ney"
+    if kn and precut:
+        say("the counts were cut before estimation (e.g. Web1T): continuation counts cannot be recovered, "
+            "so every order uses raw counts (modified absolute discounting with Kneser-Ney's three discounts)")
+    adj = [runner.submit(adjust, s, kn and not precut, bos) for s in states]
+    stats = runner.gather([runner.piece(a, 1) for a in adj])
+    states = [runner.piece(a, 0) for a in adj]
+    del adj
+    Ds = []
+    for k in range(1, N + 1):
+        if kn:
+            given = None if discounts is None or k - 1 >= len(discounts) else discounts[k - 1]
+            if given is not None:
+                D = tuple(float(x) for x in given)
+            else:
+                t = [sum(s[0][k][j] for s in stats) for j in range(4)]
+                D, _ = discounts_from_counts_of_counts(t, discount_fallback, k)
+            say(f"order {k}: discounts {', '.join(f'{d:.4f}' for d in D)}")
+        else:
+            D = (discount, discount, discount)
+        Ds.append(D)
+    tot0 = sum(s[1][0] for s in stats)
+    types0, n1, n2, n3 = (sum(s[1][j] for s in stats) for j in (1, 2, 3, 4))
+    uni_raw_total = sum(s[1][5] for s in stats)
+    D1, D2, D3 = Ds[0]
+    if tot0 > 0:
+        gam0 = ((D1 * n1 + D2 * n2 + D3 * n3) / tot0 if method_id == 0 else
+                types0 / (tot0 + types0) if method_id == 1 else D1 * types0 / tot0)
+    else:
+        gam0 = 1.0
+    # context statistics: there and back
+    cm = [runner.submit(ctx_map, s, bounds, bos) for s in states]
+    states = [runner.piece(c, 1) for c in cm]
+    red = [runner.submit(ctx_reduce, states[d], [runner.piece(runner.piece(c, 0), d) for c in cm], method_id,
+                         Ds, precut, cut_mass == "backoff", wf) for d in range(P)]
+    del cm
+    states = [runner.piece(r, 0) for r in red]
+    inter = [runner.submit(interpolate, states[s], [runner.piece(runner.piece(r, 1), s) for r in red], method_id,
+                           Ds, (tot0, types0, gam0, uni_raw_total), float(V - 1), float(smoothing), bos)
+             for s in range(P)]
+    del red
+    runner.wait(inter, "estimation: context statistics and interpolation", "partitions")
+    states = inter
+    cut = _cut_list(cutoffs, N, keep_bigrams)
+    any_short = cut_mass == "backoff" and precut
+    if cut is None and not any_short:
+        states = [runner.submit(no_pruning, s) for s in states]
+    else:
+        states = [runner.submit(keep_init, s, cut or [1] * N) for s in states]
+        for k in range(N, 1, -1):
+            pm = [runner.submit(prune_map, s, k, bounds) for s in states]
+            mids = [runner.piece(x, 1) for x in pm]
+            states = [runner.submit(prune_reduce, mids[d], k, [runner.piece(runner.piece(x, 0), d) for x in pm])
+                      for d in range(P)]
+            del pm, mids
+        runner.wait(states, "estimation: pruning and backoff weights", "partitions")
+    return _write_arpa(runner, states, vocab, N, output, bos)
+
+
+def _write_arpa(runner, states, vocab, N: int, output, bos: int):
+    """The partitions' ARPA pieces joined under the header into ``output``, atomically."""
+    from ...data.text import open_text
+    from ...fsm.atomic import atomic_path
+    from ..arpa import _ext
+    from ..vocab import word_bytes
+    pieces = Path(runner.tmp) / "arpa"
+    pieces.mkdir(exist_ok=True)
+    try:
+        wb = runner.scatter(word_bytes(vocab.words))
+        writes = [runner.submit(write_part, s, wb, bos, str(pieces), p) for p, s in enumerate(states)]
+        runner.wait(writes, "writing ARPA lines", "partitions")
+        sizes = runner.gather(writes)
+        counts = [sum(s[k] for s in sizes) for k in range(N)]
+        output = Path(output)
+        with atomic_path(output, suffix=".tmp" + _ext(output)) as tmp:
+            with open_text(tmp, "wb") as out:
+                out.write(b"\\data\\\n")
+                for k, c in enumerate(counts, 1):
+                    out.write(f"ngram {k}={c}\n".encode())
+                for k in range(1, N + 1):
+                    out.write(f"\n\\{k}-grams:\n".encode())
+                    for p in range(len(states)):
+                        with open(pieces / f"{k}-{p:05d}.arpa", "rb") as f:
+                            shutil.copyfileobj(f, out, 1 << 22)
+                out.write(b"\n\\end\\\n")
+    finally:
+        shutil.rmtree(pieces, ignore_errors=True)
+    return counts
+
+
+def estimate_text(runner, parts, order: int, output, **kw):
+    """Text partitions -> counts -> an ARPA model (the twin of ``count_ngrams`` + ``estimate``)."""
+    from .count import count_parts
+    vocab, counted, trans = count_parts(runner, parts, order)
+    sources = [runner.piece(c, 2) for c in counted]
+    del counted
+    return estimate_parts(runner, vocab, order, sources, output, trans=trans, precut=False, **kw)
+
+
+def estimate_web1t(runner, root, output, max_order: int | None = None, **kw):
+    """A Web1T directory (its files the partitions) -> an ARPA model (the twin of ``read_web1t``
+    + ``estimate``)."""
+    from .count import read_web1t_parts
+    vocab, order, reads = read_web1t_parts(runner, root, max_order)
+    sources = [f for k in sorted(reads) for f in reads[k]]
+    return estimate_parts(runner, vocab, order, sources, output, **kw)
