@@ -47,6 +47,39 @@ def _sentences(args):
     return read_lines(args.text)
 
 
+def _scale(args, say, input_bytes: int | None = None):
+    """The runner for ``--scheduler``/``--memory``/``--tmp``/``--workers`` (None: in-memory); a
+    local cluster is not started for inputs under SMALL_INPUT bytes (the same passes run here)."""
+    from ..lm.scale.cluster import SMALL_INPUT, open_runner, parse_memory
+    if args.scheduler == "in-memory":
+        return None
+    memory = parse_memory(args.memory) if args.memory else None
+    scheduler = args.scheduler
+    if scheduler == "local" and input_bytes is not None and input_bytes < SMALL_INPUT and not args.workers:
+        scheduler = "synchronous"
+    return open_runner(scheduler, memory=memory, tmp=args.tmp, workers=args.workers, progress=say)
+
+
+def _input_bytes(args) -> int | None:
+    """The size of the text files (None when unknown: stdin, a dataset, a Web1T directory)."""
+    import os
+    if getattr(args, "dataset", None) or not getattr(args, "text", None) or "-" in args.text:
+        return None
+    return sum(os.path.getsize(p) for p in args.text if os.path.isfile(p))
+
+
+def _parts(args, runner):
+    from ..lm.scale.count import text_parts
+    from ..lm.scale.cluster import part_bytes
+    if getattr(args, "dataset", None):
+        if args.text:
+            raise ArgumentError("give text files or --dataset NAME, not both")
+        return text_parts([], part_bytes(runner.memory), dataset=args.dataset)
+    if not args.text:
+        raise ArgumentError("give text files or --dataset NAME")
+    return text_parts(args.text, part_bytes(runner.memory))
+
+
 def _count(args) -> int:
     from ..lm.web1t import check_output_dir, cutoff_list, write_web1t
     from ..lm.counts import count_ngrams
@@ -54,8 +87,15 @@ def _count(args) -> int:
     cutoffs = _cutoffs(args.cutoffs)
     cutoff_list(cutoffs, args.order, args.keep_bigrams)      # refused before counting
     check_output_dir(args.output)
-    c = count_ngrams(_sentences(args), args.order, progress=say)
-    sizes = write_web1t(c, args.output, cutoffs=cutoffs, keep_bigrams=args.keep_bigrams, progress=say)
+    scale = _scale(args, say, _input_bytes(args))
+    if scale is None:
+        c = count_ngrams(_sentences(args), args.order, progress=say)
+        sizes = write_web1t(c, args.output, cutoffs=cutoffs, keep_bigrams=args.keep_bigrams, progress=say)
+    else:
+        from ..lm.scale.count import count_to_web1t
+        with scale as runner:
+            sizes = count_to_web1t(runner, _parts(args, runner), args.order, args.output, cutoffs=cutoffs,
+                                   keep_bigrams=args.keep_bigrams)
     say(f"wrote {args.output}: " + ngram_sizes(sizes))
     return 0
 
@@ -66,6 +106,17 @@ def _web1t(args) -> int:
     cutoffs = _cutoffs(args.cutoffs)
     if args.output:
         check_output_dir(args.output)                        # refused before reading
+    scale = _scale(args, say, _dir_bytes(args.counts))
+    if scale is not None:
+        from ..lm.scale.count import reweb1t
+        with scale as runner:
+            V, order, per, sizes = reweb1t(runner, args.counts, args.output, max_order=args.order,
+                                           cutoffs=cutoffs, keep_bigrams=args.keep_bigrams)
+        print(f"{args.counts}: order {order}, {V:,} words, " + ngram_sizes([per[k][0] for k in sorted(per)]) +
+              f", smallest counts {[1] + [per[k][1] for k in sorted(per)][1:]}")
+        if args.output:
+            print(f"wrote {args.output}: " + ngram_sizes(sizes))
+        return 0
     c = read_web1t(args.counts, max_order=args.order, progress=say)
     print(f"{args.counts}: order {c.order}, {len(c.vocab):,} words, " +
           ngram_sizes(c.sizes) +
@@ -74,6 +125,13 @@ def _web1t(args) -> int:
         sizes = write_web1t(c, args.output, cutoffs=cutoffs, keep_bigrams=args.keep_bigrams, progress=say)
         print(f"wrote {args.output}: " + ngram_sizes(sizes))
     return 0
+
+
+def _dir_bytes(root) -> int | None:
+    import os
+    if not os.path.isdir(root):
+        return None
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(root) for f in fs)
 
 
 def _estimate(args) -> int:
@@ -92,17 +150,34 @@ def _estimate(args) -> int:
             raise ArgumentError("--kn-discounts takes three numbers (D1 D2 D3+) per order")
         kn = [tuple(vals[i:i + 3]) for i in range(0, len(vals), 3)]
         check_kn_discounts(kn, args.order if args.order is not None else (None if args.counts else 5))
+    opts = dict(discounts=kn, discount=args.discount, smoothing=args.smoothing, cutoffs=cutoffs,
+                keep_bigrams=args.keep_bigrams, cut_mass=args.cut_mass)
+    if args.counts:
+        from ..lm.web1t import _layout
+        if args.text or getattr(args, "dataset", None):
+            raise ArgumentError("give text files, --dataset NAME or --counts DIR, not two of them")
+        present = max(_layout(__import__("pathlib").Path(args.counts), None))
+        if args.order is not None and present < args.order:
+            raise ArgumentError(f"{args.counts}: the counts go up to {present}-grams; --order {args.order} "
+                                f"asks for {args.order}-grams (give --order {present} or less)")
+    scale = _scale(args, say, _dir_bytes(args.counts) if args.counts else _input_bytes(args))
+    if scale is not None:
+        from ..lm.scale.kn import estimate_text, estimate_web1t
+        with scale as runner:
+            if args.counts:
+                sizes = estimate_web1t(runner, args.counts, args.output, max_order=args.order,
+                                       method=args.method, **opts)
+            else:
+                sizes = estimate_text(runner, _parts(args, runner), args.order or 5, args.output,
+                                      method=args.method, **opts)
+        say(f"wrote {args.output}: " + ngram_sizes(sizes))
+        return 0
     if args.counts:
         from ..lm.web1t import read_web1t
         c = read_web1t(args.counts, max_order=args.order, progress=say)
-        if args.order is not None and c.order < args.order:
-            raise ArgumentError(f"{args.counts}: the counts go up to {c.order}-grams; --order {args.order} "
-                                f"asks for {args.order}-grams (give --order {c.order} or less)")
     else:
         c = count_ngrams(_sentences(args), args.order or 5, progress=say)
-    lm = estimate(c, args.method, discounts=kn, discount=args.discount, smoothing=args.smoothing,
-                  cutoffs=cutoffs, keep_bigrams=args.keep_bigrams, cut_mass=args.cut_mass,
-                  progress=say)
+    lm = estimate(c, args.method, progress=say, **opts)
     write_arpa(lm, args.output, progress=say)
     say(f"wrote {args.output}: " + ngram_sizes(lm.counts))
     return 0
@@ -202,6 +277,21 @@ def _add_cutoffs(p) -> None:
     p.add_argument("--keep-bigrams", action="store_true", help="keep every 2-gram whatever the cutoff")
 
 
+def _add_scale(p) -> None:
+    g = p.add_argument_group("where the work runs (docs/cluster.md)")
+    g.add_argument("--scheduler", default="local",
+                   help="local: a Dask LocalCluster started here, one worker process per core (inputs under "
+                        "64 MB run the same passes in this process); tcp://HOST:PORT: an existing Dask "
+                        "cluster; synchronous: every task in this process; in-memory: the one-process path "
+                        "that holds every n-gram (default: local)")
+    g.add_argument("--memory", help="each local worker's memory budget, e.g. 2G; sizes the partitions on any "
+                                    "cluster (default: 60%% of this machine's RAM shared by the workers)")
+    g.add_argument("--tmp", help="folder for the workers' spill files and the pieces of the output, removed "
+                                 "afterwards (default: the system's temporary folder)")
+    g.add_argument("--workers", type=positive_int, default=None,
+                   help="local worker processes (default: one per core)")
+
+
 def add_parser(sub) -> None:
     lm = sub.add_parser("lm", help="backoff n-gram language models")
     lsub = lm.add_subparsers(dest="lm_command", metavar="command")
@@ -212,6 +302,7 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", required=True, help="output directory")
     p.add_argument("--order", type=positive_int, default=5, help="highest n-gram order (default: 5)")
     _add_cutoffs(p)
+    _add_scale(p)
     add_quiet(p)
     p.set_defaults(func=_count)
 
@@ -220,6 +311,7 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", help="write the (cut) counts here (default: write nothing)")
     p.add_argument("--order", type=positive_int, default=None, help="read orders up to this one (default: all)")
     _add_cutoffs(p)
+    _add_scale(p)
     add_quiet(p)
     p.set_defaults(func=_web1t)
 
@@ -244,6 +336,7 @@ def add_parser(sub) -> None:
                    help="counts cut before estimation (Web1T): where a context's cut extensions' mass "
                         "goes: its backoff weight, as for --cutoffs, or its interpolation weight "
                         "(default: backoff)")
+    _add_scale(p)
     add_quiet(p)
     p.set_defaults(func=_estimate)
 

@@ -20,7 +20,7 @@ Errors become one line each (:class:`~fsmlearn.errors.ArgumentError`): an unreac
 scheduler, a worker that died repeatedly on a task (its memory budget, most often),
 a budget too small for one partition.
 
-Public names: Runner, open_runner, parse_memory, default_memory, cores.
+Public names: Runner, open_runner, parse_memory, default_memory, part_bytes, cores, SMALL_INPUT.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ from ...errors import ArgumentError
 #: the smallest worker budget the pipeline accepts: an interpreter with numpy and numba
 #: (about 150 MB) and one partition of the smallest size
 MIN_MEMORY = 256 << 20
+
+#: inputs smaller than this run their passes in the command's own process (no cluster is started)
+SMALL_INPUT = 64 << 20
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
@@ -82,6 +85,13 @@ def default_memory(workers: int | None = None) -> int:
     n = workers or cores()
     ram = total_memory() or (4 << 30) * n
     return max(MIN_MEMORY, int(ram * 0.6) // n)
+
+
+def part_bytes(memory: int) -> int:
+    """Bytes of text per counting partition for a worker budget: counting holds about 60 bytes
+    per byte of text at order 5 (packed keys, their sort, the counts), so a partition takes
+    about a sixth of the budget; between 1 MB and 64 MB."""
+    return int(min(64 << 20, max(1 << 20, memory // 400)))
 
 
 def human(n: float) -> str:

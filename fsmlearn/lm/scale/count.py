@@ -396,7 +396,9 @@ def web1t_parts(root, max_order: int | None = None):
     layout = _layout(root, max_order)
     words, c1 = read_vocab(layout[1][0])
     counts = dict(zip(words, c1.tolist()))
-    return GlobalVocab(counts), {k: [str(p) for p in v] for k, v in layout.items() if k > 1}
+    vocab = GlobalVocab(counts)
+    vocab.listed = len(words) + sum(w not in counts for w in (BOS, EOS))    # as read_web1t counts them
+    return vocab, {k: [str(p) for p in v] for k, v in layout.items() if k > 1}
 
 
 def read_shard(path: str, k: int, wid: dict, c1):
@@ -470,7 +472,7 @@ def reweb1t(runner, root, out, max_order: int | None = None, cutoffs=None, keep_
             for f in reads[k]:
                 routed.append((k, runner.submit(route, f, None, bounds, 0)))
         sizes = _write_orders(runner, vocab, routed, order, out, cut, B, gzip_files)
-    return vocab.size, order, per, sizes
+    return vocab.listed, order, per, sizes
 
 
 def _stats(pieces):
