@@ -48,23 +48,26 @@ def _sentences(args):
 
 
 def _scale(args, say, input_bytes: int | None = None):
-    """The runner for ``--scheduler``/``--memory``/``--tmp``/``--workers`` (None: in-memory); a
-    local cluster is not started for inputs under SMALL_INPUT bytes (the same passes run here)."""
+    """The runner for ``--scheduler``/``--memory``/``--tmp``/``--workers`` (None: the in-memory
+    path); by default, inputs under SMALL_INPUT bytes take the in-memory path (a cluster would
+    only add its start-up)."""
     from ..lm.scale.cluster import SMALL_INPUT, open_runner, parse_memory
     if args.scheduler == "in-memory":
         return None
     memory = parse_memory(args.memory) if args.memory else None
     scheduler = args.scheduler
-    if scheduler == "local" and input_bytes is not None and input_bytes < SMALL_INPUT and not args.workers:
-        scheduler = "synchronous"
+    if scheduler == "local" and input_bytes is not None and input_bytes < SMALL_INPUT and not args.workers \
+            and not args.memory:
+        return None
     return open_runner(scheduler, memory=memory, tmp=args.tmp, workers=args.workers, progress=say)
 
 
 def _input_bytes(args) -> int | None:
-    """The size of the text files (None when unknown: stdin, a dataset, a Web1T directory)."""
+    """The size of the text files; 0 for a named dataset (small) and for stdin (which the client
+    reads itself: the in-memory path unless --workers or --memory ask for a cluster)."""
     import os
     if getattr(args, "dataset", None) or not getattr(args, "text", None) or "-" in args.text:
-        return None
+        return 0
     return sum(os.path.getsize(p) for p in args.text if os.path.isfile(p))
 
 
@@ -281,7 +284,7 @@ def _add_scale(p) -> None:
     g = p.add_argument_group("where the work runs (docs/cluster.md)")
     g.add_argument("--scheduler", default="local",
                    help="local: a Dask LocalCluster started here, one worker process per core (inputs under "
-                        "64 MB run the same passes in this process); tcp://HOST:PORT: an existing Dask "
+                        "64 MB, without --workers or --memory, take the in-memory path); tcp://HOST:PORT: an existing Dask "
                         "cluster; synchronous: every task in this process; in-memory: the one-process path "
                         "that holds every n-gram (default: local)")
     g.add_argument("--memory", help="each local worker's memory budget, e.g. 2G; sizes the partitions on any "

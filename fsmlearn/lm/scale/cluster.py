@@ -39,7 +39,7 @@ from ...errors import ArgumentError
 #: (about 150 MB) and one partition of the smallest size
 MIN_MEMORY = 256 << 20
 
-#: inputs smaller than this run their passes in the command's own process (no cluster is started)
+#: by default the commands take the in-memory path for inputs smaller than this (no cluster is started)
 SMALL_INPUT = 64 << 20
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
@@ -133,6 +133,13 @@ class Runner:
         self.workers = workers
         self.tmp = tmp
         self.say = say
+        self._held = []
+
+    def release(self) -> None:
+        """Let go of every task of the job (called when its results are written): until then the
+        runner holds them all, so that Dask can recompute any result lost with a worker from the
+        tasks before it (a task the client has let go of is forgotten and cannot be rerun)."""
+        self._held = []
 
     @property
     def distributed(self) -> bool:
@@ -143,20 +150,26 @@ class Runner:
         results on the worker that runs the task (lists of futures too)."""
         if self.client is None:
             return _Done(fn(*[_value(a) for a in args], **{k: _value(v) for k, v in kwargs.items()}))
-        return self.client.submit(fn, *args, pure=False, **kwargs)
+        f = self.client.submit(fn, *args, pure=False, **kwargs)
+        self._held.append(f)
+        return f
 
     def piece(self, future, i):
         """A future of ``future``'s result's item ``i``, taken where that result lies (so that
         a task which needs one piece of a larger result does not fetch all of it)."""
         if self.client is None:
             return _Done(future.value[i])
-        return self.client.submit(operator.getitem, future, i, pure=False)
+        f = self.client.submit(operator.getitem, future, i, pure=False)
+        self._held.append(f)
+        return f
 
     def scatter(self, value):
         """``value`` placed on every worker once (a future) or kept as it is (synchronous)."""
         if self.client is None:
             return _Done(value)
-        return self.client.scatter(value, broadcast=True, hash=False)
+        f = self.client.scatter(value, broadcast=True, hash=False)
+        self._held.append(f)
+        return f
 
     def gather(self, futures):
         """Results of a list of futures, in order (raising a task's own error)."""

@@ -323,6 +323,8 @@ def write_web1t_dist(runner, vocab: GlobalVocab, routed, B: int, order: int, roo
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        runner.release()
     return sizes
 
 
@@ -515,6 +517,8 @@ def _write_orders(runner, vocab, routed, order, root, cut, B, gzip_files):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        runner.release()
     return sizes
 
 

@@ -51,6 +51,31 @@ from ..model import IMPOSSIBLE
 from ..vocab import BOS, EOS, UNK
 
 
+class MissingNGramError(ArgumentError):
+    """An n-gram whose prefix or suffix (``kind``) is not among the counts (``words``: its words)."""
+
+    def __init__(self, message: str, kind: str, words):
+        super().__init__(message)
+        self.kind = kind
+        self.words = list(words)
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.kind, self.words))
+
+
+def _missing(kind: str, words, row) -> MissingNGramError:
+    """``row``: the k-gram whose suffix is missing, or (``kind`` "prefix") the missing (k-1)-gram
+    that some k-grams extend."""
+    ws = [words[int(w)] for w in row]
+    if kind == "suffix":
+        k = len(ws)
+        return MissingNGramError(f"the counts' {k}-gram {' '.join(ws)!r} has no suffix {' '.join(ws[1:])!r} among "
+                                 f"the {k - 1}-grams (a suffix's count is at least the n-gram's)", kind, ws)
+    k = len(ws) + 1
+    return MissingNGramError(f"the counts have {k}-grams that extend {' '.join(ws)!r}, which is not among the "
+                             f"{k - 1}-grams (a prefix's count is at least the n-gram's)", kind, ws)
+
+
 # --- lookups inside a partition ----------------------------------------------------------------
 
 def _find(st, rows):
@@ -72,10 +97,6 @@ def _find(st, rows):
         good[good] = keys[idx[good]] == q[good]
         ok = good
     return np.where(ok, idx, -1)
-
-
-def _words(vocab_words, row) -> str:
-    return " ".join(vocab_words[int(w)] for w in row)
 
 
 # --- pass 1: build ------------------------------------------------------------------------------
@@ -107,10 +128,7 @@ def build(lo: int, hi: int, uni, pieces, N: int, V: int, words):
             rows, cnt = np.zeros((0, k), np.int32), np.zeros(0, np.int64)
         suf = _find(st, rows[:, 1:])
         if (suf < 0).any():
-            i = int(np.argmax(suf < 0))
-            raise ArgumentError(f"the counts' {k}-gram {_words(words, rows[i])!r} has no suffix "
-                                f"{_words(words, rows[i, 1:])!r} among the {k - 1}-grams (a suffix's count is "
-                                "at least the n-gram's)")
+            raise _missing("suffix", words, rows[int(np.argmax(suf < 0))])
         key = suf * V + rows[:, 0].astype(np.int64)
         o = np.argsort(key, kind="stable")
         st["rows"][k] = np.ascontiguousarray(rows[o])
@@ -224,8 +242,7 @@ def ctx_reduce(st, pieces, method: int, Ds, precut: bool, backoff_missing: bool,
         idx = _find(st, allh)
         if (idx < 0).any():
             i = int(np.argmax(idx < 0))
-            raise ArgumentError(f"the counts' {k}-gram {_words(words, allh[i])!r} ... has no prefix among the "
-                                f"{m}-grams (a prefix's count is at least the n-gram's)")
+            raise _missing("prefix", words, allh[i])
         M = st["rows"][m].shape[0]
         tot = np.zeros(M)
         acc = np.zeros((M, 5))
@@ -580,6 +597,7 @@ def _write_arpa(runner, states, vocab, N: int, output, bos: int):
                 out.write(b"\n\\end\\\n")
     finally:
         shutil.rmtree(pieces, ignore_errors=True)
+        runner.release()
     return counts
 
 
@@ -596,6 +614,36 @@ def estimate_web1t(runner, root, output, max_order: int | None = None, **kw):
     """A Web1T directory (its files the partitions) -> an ARPA model (the twin of ``read_web1t``
     + ``estimate``)."""
     from .count import read_web1t_parts
+    from .count import web1t_parts
     vocab, order, reads = read_web1t_parts(runner, root, max_order)
     sources = [f for k in sorted(reads) for f in reads[k]]
-    return estimate_parts(runner, vocab, order, sources, output, **kw)
+    try:
+        return estimate_parts(runner, vocab, order, sources, output, **kw)
+    except MissingNGramError as e:
+        raise _locate_missing(e, web1t_parts(root, max_order)[1]) from None
+
+
+def _locate_missing(e: MissingNGramError, files: dict):
+    """The Web1T line of the n-gram ``e`` names (the first that extends a missing prefix), as
+    :func:`~fsmlearn.lm.web1t.read_web1t` words the error; ``e`` itself when not found."""
+    from ...errors import CorpusFormatError
+    from ..web1t import _lines
+    from .count import _TO_WEB1T
+    ws = [_TO_WEB1T.get(w, w) for w in e.words]
+    k = len(ws) + (1 if e.kind == "prefix" else 0)
+    head = " ".join(ws) + (" " if e.kind == "prefix" else "\t")
+    for f in files.get(k, []):
+        for ln, line in _lines(Path(f)):
+            if line.startswith(head):
+                words = line.split("\t", 1)[0]
+                if e.kind == "prefix":
+                    held = files.get(k - 1, [])
+                    names = ", ".join(f"{Path(q).parent.name}/{Path(q).name}" for q in held[:2]) + \
+                        (", ..." if len(held) > 2 else "")
+                    reason = (f"{k}-gram without its prefix {' '.join(ws)!r} among the {k - 1}-grams ({names}; a "
+                              f"prefix's count is at least the n-gram's)")
+                else:
+                    reason = (f"{k}-gram without its suffix {' '.join(ws[1:])!r} among the {k - 1}-grams (a "
+                              f"suffix's count is at least the n-gram's)")
+                return CorpusFormatError(f"{reason}: {words!r}", Path(f), ln)
+    return e

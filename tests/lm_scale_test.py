@@ -1,0 +1,284 @@
+"""The partitioned LM pipeline (fsmlearn.lm.scale) against the in-memory one.
+
+The one-process twins are ``count_ngrams`` + ``write_web1t`` (counting), ``read_web1t`` +
+``write_web1t`` (Web1T rewriting) and ``estimate`` (every estimator, with and without
+cutoffs, from text and from counts cut before estimation).  Counts and Web1T lines must be
+the same exactly; log10 probabilities too (the same formulas in the same order of
+operations; asserted to 1e-9), backoff weights within 1e-6 (a pruned context's sums are
+taken in another order).
+
+Partitionings run in this process (``synchronous``) from byte ranges smaller than one
+line to one partition for the whole file; then the same on a real ``LocalCluster`` of
+two worker processes whose memory target is so small that they spill what they hold,
+with a worker killed in the middle of a count and of an estimate.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fsmlearn.lm.arpa import read_arpa
+from fsmlearn.lm.counts import count_ngrams
+from fsmlearn.lm.estimate import estimate
+from fsmlearn.lm.scale.cluster import open_runner
+from fsmlearn.lm.scale.count import count_to_web1t, reweb1t, text_parts
+from fsmlearn.lm.scale.kn import estimate_text, estimate_web1t
+from fsmlearn.lm.web1t import read_web1t, write_web1t
+
+FSMLEARN = [sys.executable, "-m", "fsmlearn.cli.main"]
+
+
+def _corpus(seed: int = 2, n: int = 300):
+    rng = random.Random(seed)
+    W = "a b c d e f g h the of x é".split()
+    return [" ".join(rng.choice(W[:rng.randint(3, len(W))]) for _ in range(rng.randint(0, 12)))
+            for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory):
+    d = tmp_path_factory.mktemp("scale")
+    lines = _corpus()
+    p = d / "in.txt"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p, lines
+
+
+def _lines(root):
+    """Every file's decompressed bytes per folder (the n-gram files of an order joined in order)."""
+    out = {}
+    for d in sorted(Path(root).iterdir()):
+        fs = sorted(d.glob("*gm-*")) + sorted(d.glob("vocab*"))
+        out[d.name] = b"".join(gzip.open(f).read() for f in fs)
+    out["total"] = (Path(root) / "1gms" / "total").read_bytes()
+    return out
+
+
+def _table(lm):
+    out = {}
+    for k in range(lm.order):
+        for row, lp, bo, hb in zip(lm.ngrams[k], lm.logprob[k], lm.backoff[k], lm.has_backoff[k]):
+            out[tuple(lm.vocab[w] for w in row)] = (float(lp), float(bo) if hb else None)
+    return out
+
+
+def assert_same_model(ref, path):
+    got = read_arpa(path)
+    A, B = _table(ref), _table(got)
+    assert set(A) == set(B)
+    assert ref.counts == got.counts
+    for g, (lp, bo) in A.items():
+        lp2, bo2 = B[g]
+        assert abs(lp - lp2) <= 1e-9, (g, lp, lp2)
+        assert (bo is None) == (bo2 is None), g
+        if bo is not None:
+            assert abs(bo - bo2) <= 1e-6, (g, bo, bo2)
+
+
+# --- in this process, several partitionings -----------------------------------------------------
+
+@pytest.mark.parametrize("part_bytes,ranges", [(7, 3), (100, 1), (333, 5), (1 << 20, 2)])
+def test_count_matches_in_memory_web1t(text, tmp_path, part_bytes, ranges):
+    path, lines = text
+    cut = [1, 2, 2, 3]
+    write_web1t(count_ngrams(lines, 4), tmp_path / "ref", cutoffs=cut)
+    with open_runner("synchronous") as r:
+        parts = text_parts([path], part_bytes)
+        if part_bytes == 7:
+            assert len(parts) > len(lines)              # partitions smaller than one sentence
+        count_to_web1t(r, parts, 4, tmp_path / "out", cutoffs=cut, ranges=ranges)
+    assert _lines(tmp_path / "out") == _lines(tmp_path / "ref")
+    a, b = read_web1t(tmp_path / "out"), read_web1t(tmp_path / "ref")
+    for x, y in zip(a.counts, b.counts):
+        assert np.array_equal(x, y)
+
+
+def test_reweb1t_matches_in_memory(text, tmp_path):
+    _, lines = text
+    write_web1t(count_ngrams(lines, 4), tmp_path / "w")
+    write_web1t(read_web1t(tmp_path / "w"), tmp_path / "ref", cutoffs=3)
+    with open_runner("synchronous") as r:
+        V, order, per, sizes = reweb1t(r, tmp_path / "w", tmp_path / "out", cutoffs=3, ranges=3)
+    assert _lines(tmp_path / "out") == _lines(tmp_path / "ref")
+    c = read_web1t(tmp_path / "w")
+    assert (V, order) == (len(c.vocab), c.order)
+    assert [per[k][0] for k in sorted(per)] == c.sizes
+
+
+METHODS = [("kneser-ney", None), ("kneser-ney", [1, 2, 2, 3]), ("witten-bell", None),
+           ("witten-bell", [1, 1, 3]), ("absolute", 2)]
+
+
+@pytest.mark.parametrize("method,cut", METHODS)
+@pytest.mark.parametrize("part_bytes,ranges", [(50, 3), (300, 7), (1 << 20, 1)])
+def test_estimate_from_text_matches_in_memory(text, tmp_path, method, cut, part_bytes, ranges):
+    path, lines = text
+    ref = estimate(count_ngrams(lines, 4), method, cutoffs=cut)
+    with open_runner("synchronous") as r:
+        estimate_text(r, text_parts([path], part_bytes), 4, tmp_path / "o.arpa", method=method, cutoffs=cut,
+                      ranges=ranges)
+    assert_same_model(ref, tmp_path / "o.arpa")
+
+
+@pytest.mark.parametrize("cut_mass", ["backoff", "interpolate"])
+@pytest.mark.parametrize("method", ["kneser-ney", "witten-bell", "absolute"])
+def test_estimate_from_cut_web1t_matches_in_memory(text, tmp_path, method, cut_mass):
+    _, lines = text
+    write_web1t(count_ngrams(lines, 4), tmp_path / "w", cutoffs=[1, 2, 2, 3])
+    ref = estimate(read_web1t(tmp_path / "w"), method, cut_mass=cut_mass, smoothing=0.01)
+    with open_runner("synchronous") as r:
+        estimate_web1t(r, tmp_path / "w", tmp_path / "o.arpa.gz", method=method, cut_mass=cut_mass,
+                       smoothing=0.01, ranges=4)
+    assert_same_model(ref, tmp_path / "o.arpa.gz")
+
+
+def test_kenlm_lmplz_agrees(text, tmp_path):
+    """lmplz on the same text: the same n-grams, log10 probabilities and backoffs within its
+    float precision (it computes in float32: 1e-4 is a few of its units at these magnitudes)."""
+    lmplz = Path(sys.executable).parent / "lmplz"
+    if not lmplz.exists():
+        pytest.fail(f"KenLM's lmplz is not at {lmplz}: run make install")
+    path, _ = text
+    with open(path, "rb") as f:
+        subprocess.run([str(lmplz), "-o", "3", "--discount_fallback", "-S", "100M", "-T", str(tmp_path)],
+                       stdin=f, stdout=open(tmp_path / "k.arpa", "wb"), stderr=subprocess.DEVNULL, check=True)
+    with open_runner("synchronous") as r:
+        estimate_text(r, text_parts([path], 200), 3, tmp_path / "o.arpa", ranges=3)
+    A, B = _table(read_arpa(tmp_path / "k.arpa")), _table(read_arpa(tmp_path / "o.arpa"))
+    assert set(A) == set(B)
+    for g in A:
+        assert abs(A[g][0] - B[g][0]) < 1e-4, g
+        assert abs((A[g][1] or 0.0) - (B[g][1] or 0.0)) < 1e-4, g
+
+
+# --- a real LocalCluster of two worker processes --------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cluster():
+    import dask
+    from distributed import Client, LocalCluster
+    # a managed-memory target of a few kilobytes: every result beyond it goes to the spill folder
+    with dask.config.set({"distributed.worker.memory.target": 0.00001,
+                          "distributed.worker.memory.spill": 0.00001}):
+        lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB",
+                          dashboard_address=None)
+    client = Client(lc)
+    yield lc, client
+    client.close()
+    lc.close()
+
+
+def _spilled(client) -> int:
+    return sum(client.run(lambda dask_worker: int(dask_worker.data.spilled_total.disk)).values())
+
+
+class _KillOnce:
+    """A progress callable that kills one worker process when the stage named ``at`` reports,
+    and records how much the workers hold on disk at each report."""
+
+    def __init__(self, client, at: str):
+        self.client, self.at, self.killed, self.spilled = client, at, None, 0
+
+    def __call__(self, msg: str) -> None:
+        self.spilled = max(self.spilled, _spilled(self.client))
+        if self.killed is None and msg.startswith(self.at):
+            pids = self.client.run(os.getpid)
+            addr, pid = sorted(pids.items())[0]
+            os.kill(pid, signal.SIGKILL)
+            self.killed = addr
+
+
+def test_count_on_a_local_cluster_with_a_worker_killed(cluster, text, tmp_path):
+    lc, client = cluster
+    path, lines = text
+    write_web1t(count_ngrams(lines, 4), tmp_path / "ref", cutoffs=2)
+    say = _KillOnce(client, "counting:")
+    with open_runner(lc.scheduler_address, memory=1 << 30, progress=say) as r:
+        count_to_web1t(r, text_parts([path], 500), 4, tmp_path / "out", cutoffs=2, ranges=4)
+    assert say.killed is not None
+    assert say.spilled > 0
+    assert _lines(tmp_path / "out") == _lines(tmp_path / "ref")
+    assert sorted(os.listdir(tmp_path)) == ["out", "ref"]          # no temporary folder left
+
+
+@pytest.mark.parametrize("method,cut", [("kneser-ney", [1, 2, 2, 3]), ("witten-bell", None)])
+def test_estimate_on_a_local_cluster_with_a_worker_killed(cluster, text, tmp_path, method, cut):
+    lc, client = cluster
+    path, lines = text
+    ref = estimate(count_ngrams(lines, 4), method, cutoffs=cut)
+    say = _KillOnce(client, "estimation: merging")
+    with open_runner(lc.scheduler_address, memory=1 << 30, progress=say) as r:
+        estimate_text(r, text_parts([path], 400), 4, tmp_path / "o.arpa", method=method, cutoffs=cut, ranges=3)
+    assert say.killed is not None
+    assert say.spilled > 0
+    assert_same_model(ref, tmp_path / "o.arpa")
+
+
+# --- the command line ----------------------------------------------------------------------------
+
+def _run(args, **kw):
+    return subprocess.run(FSMLEARN + args, capture_output=True, text=True, **kw)
+
+
+def test_cli_count_on_a_local_cluster_matches_in_memory(text, tmp_path):
+    path, _ = text
+    a = _run(["lm", "count", str(path), "-o", str(tmp_path / "a"), "--order", "3", "--workers", "2",
+              "--memory", "512M", "--tmp", str(tmp_path)])
+    assert a.returncode == 0, a.stderr
+    assert "Dask LocalCluster: 2 worker processes" in a.stderr
+    b = _run(["lm", "count", str(path), "-o", str(tmp_path / "b"), "--order", "3", "--scheduler", "in-memory"])
+    assert b.returncode == 0, b.stderr
+    assert _lines(tmp_path / "a") == _lines(tmp_path / "b")
+    assert sorted(os.listdir(tmp_path)) == ["a", "b"]               # the scratch folder is gone
+
+
+def test_cli_bad_line_found_by_a_worker_is_located(tmp_path):
+    p = tmp_path / "bad.txt"
+    p.write_bytes(b"a b c\n" * 40 + b"a \xff b\n" + b"c d\n" * 10)
+    out = tmp_path / "o"
+    r = _run(["lm", "count", str(p), "-o", str(out), "--order", "3", "--scheduler", "synchronous"])
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1] == (f"fsmlearn: error: {p}:41: bytes that are not UTF-8 at column 3: "
+                                                  "b'\\xff b'")
+    assert not out.exists() and sorted(os.listdir(tmp_path)) == ["bad.txt"]
+
+
+def test_cli_unreachable_scheduler_is_one_line(text, tmp_path):
+    path, _ = text
+    r = _run(["lm", "estimate", str(path), "-o", str(tmp_path / "o.arpa"), "--scheduler", "tcp://127.0.0.1:9"])
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "cannot reach the Dask scheduler" in r.stderr
+    assert not (tmp_path / "o.arpa").exists()
+
+
+@pytest.mark.parametrize("bad,expect", [("--memory=1M", "a worker needs at least 256 MB"),
+                                        ("--memory=lots", "expected a size such as 2G"),
+                                        ("--scheduler=nowhere", "expected local, synchronous")])
+def test_cli_bad_scale_options(text, tmp_path, bad, expect):
+    path, _ = text
+    r = _run(["lm", "count", str(path), "-o", str(tmp_path / "o"), bad])
+    assert r.returncode == 2 and expect in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_cli_web1t_without_a_prefix_is_located_by_the_partitioned_path(tmp_path):
+    d = tmp_path / "w"
+    for sub, name, body in [("1gms", "vocab", "<S>\t3\nthe\t3\ncat\t3\n</S>\t3\n"),
+                            ("2gms", "2gm-0000", "<S> the\t3\nthe cat\t2\n"),
+                            ("3gms", "3gm-0000", "<S> the cat\t2\nthe cat </S>\t2\n")]:
+        (d / sub).mkdir(parents=True, exist_ok=True)
+        (d / sub / name).write_text(body)
+    r = _run(["lm", "estimate", "--counts", str(d), "-o", str(tmp_path / "m.arpa"), "--scheduler", "synchronous"])
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"fsmlearn: error: {d / '3gms' / '3gm-0000'}:2: 3-gram without its suffix 'cat </S>' among the 2-grams "
+        "(a suffix's count is at least the n-gram's): 'the cat </S>'")
+    assert sorted(os.listdir(tmp_path)) == ["w"]
