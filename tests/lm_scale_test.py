@@ -114,6 +114,24 @@ def test_reweb1t_matches_in_memory(text, tmp_path):
     assert [per[k][0] for k in sorted(per)] == c.sizes
 
 
+@pytest.mark.parametrize("tokens_per_part,ranges", [(40, 3), (1000, 2), (10 ** 6, 1)])
+def test_integer_coded_corpus_counts_match_count_corpus(tmp_path, tokens_per_part, ranges):
+    """The counting stage of make tagger-giga200: sentence ranges of a memory-mapped corpus."""
+    from fsmlearn.lm.counts import count_corpus
+    from fsmlearn.lm.scale.count import count_ids_to_web1t
+    rng = np.random.default_rng(0)
+    vocab = tuple(f"w{i}" for i in range(40)) + ("<unk>", "é")
+    ptr = np.concatenate([[0], np.cumsum(rng.integers(0, 15, 400))]).astype(np.int64)
+    ids = (rng.zipf(1.5, int(ptr[-1])).clip(1, len(vocab)) - 1).astype(np.int32)
+    np.save(tmp_path / "ptr.npy", ptr)
+    np.save(tmp_path / "ids.npy", ids)
+    write_web1t(count_corpus(ptr, ids, vocab, 5, 3, keep_bigrams=True), tmp_path / "ref")
+    with open_runner("synchronous") as r:
+        count_ids_to_web1t(r, tmp_path / "ptr.npy", tmp_path / "ids.npy", vocab, 5, tmp_path / "out", cutoffs=3,
+                           keep_bigrams=True, ranges=ranges, tokens_per_part=tokens_per_part)
+    assert _lines(tmp_path / "out") == _lines(tmp_path / "ref")
+
+
 METHODS = [("kneser-ney", None), ("kneser-ney", [1, 2, 2, 3]), ("witten-bell", None),
            ("witten-bell", [1, 1, 3]), ("absolute", 2)]
 
@@ -232,7 +250,7 @@ def _run(args, **kw):
 def test_cli_count_on_a_local_cluster_matches_in_memory(text, tmp_path):
     path, _ = text
     a = _run(["lm", "count", str(path), "-o", str(tmp_path / "a"), "--order", "3", "--workers", "2",
-              "--memory", "512M", "--tmp", str(tmp_path)])
+              "--memory", "1G", "--tmp", str(tmp_path)])
     assert a.returncode == 0, a.stderr
     assert "Dask LocalCluster: 2 worker processes" in a.stderr
     b = _run(["lm", "count", str(path), "-o", str(tmp_path / "b"), "--order", "3", "--scheduler", "in-memory"])
@@ -260,7 +278,7 @@ def test_cli_unreachable_scheduler_is_one_line(text, tmp_path):
     assert not (tmp_path / "o.arpa").exists()
 
 
-@pytest.mark.parametrize("bad,expect", [("--memory=1M", "a worker needs at least 256 MB"),
+@pytest.mark.parametrize("bad,expect", [("--memory=1M", "a worker needs at least 1024 MB"),
                                         ("--memory=lots", "expected a size such as 2G"),
                                         ("--scheduler=nowhere", "expected local, synchronous")])
 def test_cli_bad_scale_options(text, tmp_path, bad, expect):

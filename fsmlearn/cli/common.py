@@ -1,6 +1,7 @@
 """What the subcommand modules share: progress lines and number formatting.
 
-Public names: DATASET_NAMES, positive_int, Progress, percent, add_quiet, add_threads, check_threads, ngram_sizes.
+Public names: DATASET_NAMES, positive_int, Progress, percent, add_quiet, add_scale, add_threads, check_threads,
+ngram_sizes.
 """
 
 from __future__ import annotations
@@ -65,3 +66,19 @@ def positive_int(text: str) -> int:
 def ngram_sizes(sizes) -> str:
     """``1-grams 1,234, 2-grams 5,678, ...``"""
     return ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(sizes))
+
+
+def add_scale(p) -> None:
+    """``--scheduler``, ``--memory``, ``--tmp`` and ``--workers``: where partitioned work runs."""
+    g = p.add_argument_group("where the work runs (docs/cluster.md)")
+    g.add_argument("--scheduler", default="local",
+                   help="local: a Dask LocalCluster started here, one worker process per core (inputs under "
+                        "64 MB, without --workers or --memory, take the in-memory path); tcp://HOST:PORT: an existing Dask "
+                        "cluster; synchronous: every task in this process; in-memory: the one-process path "
+                        "that holds every n-gram (default: local)")
+    g.add_argument("--memory", help="each local worker's memory budget, e.g. 2G; sizes the partitions on any "
+                                    "cluster (default: 60%% of this machine's RAM shared by the workers)")
+    g.add_argument("--tmp", help="folder for the workers' spill files and the pieces of the output, removed "
+                                 "afterwards (default: the system's temporary folder)")
+    g.add_argument("--workers", type=positive_int, default=None,
+                   help="local worker processes (default: one per core)")

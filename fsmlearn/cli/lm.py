@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from ..errors import ArgumentError
-from .common import DATASET_NAMES, positive_int, Progress, add_quiet, add_threads, check_threads, ngram_sizes
+from .common import DATASET_NAMES, positive_int, Progress, add_quiet, add_scale, add_threads, check_threads, ngram_sizes
 
 
 def _cutoffs(text):
@@ -280,21 +280,6 @@ def _add_cutoffs(p) -> None:
     p.add_argument("--keep-bigrams", action="store_true", help="keep every 2-gram whatever the cutoff")
 
 
-def _add_scale(p) -> None:
-    g = p.add_argument_group("where the work runs (docs/cluster.md)")
-    g.add_argument("--scheduler", default="local",
-                   help="local: a Dask LocalCluster started here, one worker process per core (inputs under "
-                        "64 MB, without --workers or --memory, take the in-memory path); tcp://HOST:PORT: an existing Dask "
-                        "cluster; synchronous: every task in this process; in-memory: the one-process path "
-                        "that holds every n-gram (default: local)")
-    g.add_argument("--memory", help="each local worker's memory budget, e.g. 2G; sizes the partitions on any "
-                                    "cluster (default: 60%% of this machine's RAM shared by the workers)")
-    g.add_argument("--tmp", help="folder for the workers' spill files and the pieces of the output, removed "
-                                 "afterwards (default: the system's temporary folder)")
-    g.add_argument("--workers", type=positive_int, default=None,
-                   help="local worker processes (default: one per core)")
-
-
 def add_parser(sub) -> None:
     lm = sub.add_parser("lm", help="backoff n-gram language models")
     lsub = lm.add_subparsers(dest="lm_command", metavar="command")
@@ -305,7 +290,7 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", required=True, help="output directory")
     p.add_argument("--order", type=positive_int, default=5, help="highest n-gram order (default: 5)")
     _add_cutoffs(p)
-    _add_scale(p)
+    add_scale(p)
     add_quiet(p)
     p.set_defaults(func=_count)
 
@@ -314,7 +299,7 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", help="write the (cut) counts here (default: write nothing)")
     p.add_argument("--order", type=positive_int, default=None, help="read orders up to this one (default: all)")
     _add_cutoffs(p)
-    _add_scale(p)
+    add_scale(p)
     add_quiet(p)
     p.set_defaults(func=_web1t)
 
@@ -339,7 +324,7 @@ def add_parser(sub) -> None:
                    help="counts cut before estimation (Web1T): where a context's cut extensions' mass "
                         "goes: its backoff weight, as for --cutoffs, or its interpolation weight "
                         "(default: backoff)")
-    _add_scale(p)
+    add_scale(p)
     add_quiet(p)
     p.set_defaults(func=_estimate)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import Progress, add_quiet, percent as _pct
+from .common import Progress, add_quiet, add_scale, percent as _pct
 
 # fsmlearn.data.tagged's TAGGED_FORMATS and OUTPUT_FORMATS (a test checks they agree), spelled out
 # here so that building the parser does not import the corpus readers
@@ -127,7 +127,8 @@ def _giga200(args) -> int:
                         tokens=args.tokens, seed=args.seed, order=args.order, cutoff=args.cutoff,
                         iterations=args.iterations, corpus_em=not args.no_corpus_em,
                         method=args.method, discount=args.discount, cut_mass=args.cut_mass,
-                        corpus_em_iterations=args.corpus_em_iterations, device=args.device)
+                        corpus_em_iterations=args.corpus_em_iterations, device=args.device,
+                        scheduler=args.scheduler, memory=args.memory, tmp=args.tmp, workers=args.workers)
     rep = run_giga200(cfg, progress=say)
     it = rep["iterations"][-1]
     line = (f"n-gram EM ({rep['ngrams']:,} n-grams): after {it['iteration']} iterations accuracy "
@@ -218,6 +219,7 @@ def add_parser(sub) -> None:
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="where n-gram EM and c's forward values run (default cpu; cuda: a CUDA GPU through "
                         "numba.cuda, see docs/cuda.md)")
+    add_scale(p)
     add_quiet(p)
     p.set_defaults(func=_giga200)
 

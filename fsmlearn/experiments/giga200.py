@@ -73,6 +73,10 @@ class Giga200Config:
     discount: float = 0.25
     cut_mass: str = "backoff"         # where the cut extensions' mass goes (lm.estimate)
     threads: int = 2
+    scheduler: str = "local"          # where the counting stage runs (fsmlearn.lm.scale): local, an
+    memory: str | None = None         # address, synchronous or in-memory; each worker's budget;
+    tmp: str | None = None            # the spill folder; local workers (default one per core)
+    workers: int | None = None
     device: str = "cpu"               # where n-gram EM (and c's forward values) run: "cpu" or "cuda"
     extra: dict = field(default_factory=dict)
 
@@ -136,10 +140,20 @@ def _count_dir(cfg: Giga200Config, cache: Path, corpus, say) -> Path:
     st.start()
     t0 = time.time()
     say(f"counting {cfg.order}-grams of the stand-in corpus at cutoff {cfg.cutoff} (2-grams all kept)")
-    counts = count_corpus(corpus.ptr, corpus.ids, corpus.vocab, cfg.order, cfg.cutoff,
-                          keep_bigrams=True, progress=say)
-    say(f"counted in {time.time() - t0:.0f} s: {counts.sizes} n-grams; writing {st.path}")
-    write_web1t(counts, st.path, progress=say)
+    if cfg.scheduler == "in-memory":
+        counts = count_corpus(corpus.ptr, corpus.ids, corpus.vocab, cfg.order, cfg.cutoff,
+                              keep_bigrams=True, progress=say)
+        say(f"counted in {time.time() - t0:.0f} s: {counts.sizes} n-grams; writing {st.path}")
+        write_web1t(counts, st.path, progress=say)
+    else:
+        from ..lm.scale.cluster import open_runner, parse_memory
+        from ..lm.scale.count import count_ids_to_web1t
+        folder = cache / "corpus"
+        with open_runner(cfg.scheduler, memory=parse_memory(cfg.memory) if cfg.memory else None, tmp=cfg.tmp,
+                         workers=cfg.workers, progress=say) as runner:
+            sizes = count_ids_to_web1t(runner, folder / "ptr.npy", folder / "ids.npy", corpus.vocab, cfg.order,
+                                       st.path, cutoffs=cfg.cutoff, keep_bigrams=True)
+        say(f"counted and wrote {st.path} in {time.time() - t0:.0f} s: {sizes} n-grams")
     st.done()
     return st.path
 

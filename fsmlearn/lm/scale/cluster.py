@@ -35,9 +35,13 @@ from contextlib import contextmanager
 
 from ...errors import ArgumentError
 
-#: the smallest worker budget the pipeline accepts: an interpreter with numpy and numba
-#: (about 150 MB) and one partition of the smallest size
-MIN_MEMORY = 256 << 20
+#: the smallest worker budget the pipeline accepts: a worker process with numpy, numba, Dask and
+#: the counting kernels holds about 180 MB before any data, and Dask spills above 60 % and pauses
+#: the worker above 80 % of its budget
+MIN_MEMORY = 1 << 30
+
+#: seconds every worker may stay paused (over 80 % of its budget) before the job gives up
+PAUSED_LIMIT = 120
 
 #: by default the commands take the in-memory path for inputs smaller than this (no cluster is started)
 SMALL_INPUT = 64 << 20
@@ -58,7 +62,7 @@ def parse_memory(text) -> int:
         raise ArgumentError(f"--memory {text!r}: expected a size such as 2G, 512M or 1.5GiB")
     n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
     if n < MIN_MEMORY:
-        raise ArgumentError(f"--memory {text}: a worker needs at least {MIN_MEMORY >> 20} MB (the interpreter "
+        raise ArgumentError(f"--memory {text}: a worker needs at least {MIN_MEMORY >> 20} MB (its interpreter "
                             "with numpy and numba, and one partition)")
     return n
 
@@ -183,22 +187,44 @@ class Runner:
         n = len(futures)
         if self.client is None or n == 0:
             return
-        from distributed import as_completed
+        from distributed import wait
 
         def run():
             t0 = last = time.time()
-            done = 0
-            for f in as_completed(futures):
-                if f.status == "error":
-                    f.result()              # raises the task's own exception
-                done += 1
+            pending = set(futures)
+            stalled = None              # since when every worker has been paused
+            while pending:
+                try:
+                    done, pending = wait(pending, timeout=5, return_when="FIRST_COMPLETED")
+                except TimeoutError:
+                    done = ()
+                for f in done:
+                    if f.status == "error":
+                        f.result()          # raises the task's own exception
                 now = time.time()
-                if now - last >= 5 or done == n:
-                    rate = done / max(now - t0, 1e-9)
-                    eta = (n - done) / rate if rate > 0 else float("inf")
-                    self.say(f"{stage}: {done}/{n} {unit} ({rate:.2f}/s, ETA {eta:.0f} s)")
+                if done:
+                    stalled = None
+                elif self._all_paused():
+                    stalled = stalled or now
+                    if now - stalled > PAUSED_LIMIT:
+                        raise ArgumentError(
+                            f"every worker has been paused for {PAUSED_LIMIT} s, over 80 % of its memory budget "
+                            f"of {human(self.memory)} with nothing left to spill: the budget is too small for "
+                            f"one partition of this job; give --memory more")
+                if now - last >= 5 or not pending:
+                    n_done = n - len(pending)
+                    rate = n_done / max(now - t0, 1e-9)
+                    eta = len(pending) / rate if rate > 0 else float("inf")
+                    self.say(f"{stage}: {n_done}/{n} {unit} ({rate:.2f}/s, ETA {eta:.0f} s)")
                     last = now
         _translate(run, self)
+
+    def _all_paused(self) -> bool:
+        try:
+            ws = self.client.scheduler_info().get("workers", {})
+        except Exception:           # the scheduler's answer is a hint here, never a failure
+            return False
+        return bool(ws) and all(str(w.get("status", "")).endswith("paused") for w in ws.values())
 
 
 def _value(a):

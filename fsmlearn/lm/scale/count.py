@@ -23,7 +23,7 @@ grows with the number of n-grams:
 A task that is run twice (a worker lost, Dask recomputing) writes the same bytes.
 
 Public names: text_parts, web1t_parts, count_parts, read_web1t_parts, GlobalVocab,
-route, merge_ranges, write_web1t_dist, count_to_web1t, reweb1t.
+route, merge_ranges, write_web1t_dist, count_to_web1t, count_ids_to_web1t, reweb1t.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import CorpusFormatError
+from ...errors import ArgumentError, CorpusFormatError
 from ..counts import count_ngrams
 from ..vocab import BOS, EOS, UNK, word_bytes
 
@@ -385,6 +385,74 @@ def count_to_web1t(runner, parts, order: int, root, cutoffs=None, keep_bigrams: 
     bounds = vocab.bounds(ranges_for(runner, vocab, order, ranges))
     routed = [runner.submit(route, runner.piece(c, 2), t, bounds, 0) for c, t in zip(counted, trans)]
     del counted
+    return write_web1t_dist(runner, vocab, routed, bounds.size - 1, order, root, cut, gzip_files)
+
+
+# --- integer-coded corpora (memory-mapped .npy arrays) -------------------------------------------
+
+def count_ids_part(ptr_path: str, ids_path: str, s0: int, s1: int, trans, bos: int, eos: int, V: int,
+                   order: int):
+    """Task: sentences ``s0``..``s1`` of an integer-coded corpus (``ptr.npy``, ``ids.npy``, read
+    memory-mapped where they lie), counted in global ids (``trans``: corpus id -> global id);
+    (unigram counts int64 [V], [(rows, counts) for orders 2..N])."""
+    from ..counts import count_token_ids
+    ptr = np.load(ptr_path, mmap_mode="r")
+    ids = np.load(ids_path, mmap_mode="r")
+    a, b = int(ptr[s0]), int(ptr[s1])
+    lens = np.diff(np.asarray(ptr[s0:s1 + 1], np.int64))
+    S = lens.size
+    starts = np.zeros(S + 1, np.int64)
+    np.cumsum(lens + 2, out=starts[1:])
+    tokens = np.empty(int(starts[-1]), np.int32)
+    tokens[starts[:-1]] = bos
+    tokens[starts[1:] - 1] = eos
+    inner = np.ones(tokens.size, bool)
+    inner[starts[:-1]] = False
+    inner[starts[1:] - 1] = False
+    part = np.asarray(ids[a:b])
+    if part.size and (int(part.min()) < 0 or int(part.max()) >= trans.size):
+        bad = int(part.min()) if int(part.min()) < 0 else int(part.max())
+        raise ArgumentError(f"{ids_path}: token id {bad} at position {a + int(np.flatnonzero(part == bad)[0])} is "
+                            f"outside the vocabulary of {trans.size} words")
+    tokens[inner] = trans[part]
+    words = [None] * V              # count_token_ids reads only len(words)
+    c = count_token_ids([(tokens, starts)], words, order)
+    uni = np.zeros(V, np.int64)
+    uni[c.ngrams[0][:, 0]] = c.counts[0]
+    return uni, [(c.ngrams[k], c.counts[k]) for k in range(1, order)]
+
+
+def count_ids_to_web1t(runner, ptr_path, ids_path, corpus_vocab, order: int, root, cutoffs=None,
+                       keep_bigrams: bool = False, ranges: int | None = None, tokens_per_part: int | None = None,
+                       gzip_files: bool = True) -> list[int]:
+    """An integer-coded corpus (each sentence padded with ``<s>``/``</s>``; ids index
+    ``corpus_vocab``) -> a Web1T directory, counted by sentence ranges on the workers: the
+    twin of :func:`~fsmlearn.lm.counts.count_corpus` + ``write_web1t``.
+
+    Returns:
+        The n-grams written per order.
+    """
+    from ..web1t import cutoff_list
+    cut = cutoff_list(cutoffs, order, keep_bigrams)
+    ptr = np.load(str(ptr_path), mmap_mode="r")
+    S = ptr.shape[0] - 1
+    N = int(ptr[-1])
+    vocab = GlobalVocab({w: 0 for w in corpus_vocab})
+    trans = np.array([vocab.id[w] for w in corpus_vocab], np.int32)
+    per = tokens_per_part or max(100_000, runner.memory // 400)
+    cuts = np.unique(np.searchsorted(np.asarray(ptr), np.arange(0, N, per), side="left").clip(0, S))
+    bounds_s = [int(x) for x in cuts] + [S]
+    bounds_s = sorted(set(bounds_s))
+    tf = runner.scatter(trans)
+    counted = [runner.submit(count_ids_part, str(ptr_path), str(ids_path), a, b, tf, vocab.id[BOS], vocab.id[EOS],
+                             vocab.size, order) for a, b in zip(bounds_s[:-1], bounds_s[1:]) if b > a]
+    runner.wait(counted, "counting", "partitions")
+    uni = np.zeros(vocab.size, np.int64)
+    for u in runner.gather([runner.piece(c, 0) for c in counted]):
+        uni += u
+    vocab.counts = uni
+    bounds = vocab.bounds(ranges_for(runner, vocab, order, ranges))
+    routed = [runner.submit(route, runner.piece(c, 1), None, bounds, 0) for c in counted]
     return write_web1t_dist(runner, vocab, routed, bounds.size - 1, order, root, cut, gzip_files)
 
 
