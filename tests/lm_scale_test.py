@@ -184,15 +184,16 @@ def test_kenlm_lmplz_agrees(text, tmp_path):
 def cluster():
     import dask
     from distributed import Client, LocalCluster
-    # a managed-memory target of a few kilobytes: every result beyond it goes to the spill folder
-    with dask.config.set({"distributed.worker.memory.target": 0.00001,
-                          "distributed.worker.memory.spill": 0.00001}):
+    # a managed-memory target of one byte: every result goes to the spill folder
+    # (held while the cluster lives: a worker the nanny restarts after a kill reads it again)
+    with dask.config.set({"distributed.worker.memory.target": 1e-9,
+                          "distributed.worker.memory.spill": 1e-9}):
         lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB",
-                          dashboard_address=None)
-    client = Client(lc)
-    yield lc, client
-    client.close()
-    lc.close()
+                          dashboard_address=":0")
+        client = Client(lc)
+        yield lc, client
+        client.close()
+        lc.close()
 
 
 def _spilled(client) -> int:
@@ -239,6 +240,22 @@ def test_estimate_on_a_local_cluster_with_a_worker_killed(cluster, text, tmp_pat
     assert say.killed is not None
     assert say.spilled > 0
     assert_same_model(ref, tmp_path / "o.arpa")
+    assert os.listdir(tmp_path) == ["o.arpa"]                       # the workers' pieces are gone
+
+
+def test_web1t_input_on_a_local_cluster(cluster, text, tmp_path):
+    """Web1T files read by the workers: rewritten with a cutoff, and estimated (counts cut before)."""
+    lc, client = cluster
+    _, lines = text
+    write_web1t(count_ngrams(lines, 4), tmp_path / "w", cutoffs=2)
+    write_web1t(read_web1t(tmp_path / "w"), tmp_path / "ref", cutoffs=3)
+    ref = estimate(read_web1t(tmp_path / "w"), "kneser-ney")
+    with open_runner(lc.scheduler_address, memory=1 << 30) as r:
+        reweb1t(r, tmp_path / "w", tmp_path / "out", cutoffs=3, ranges=3)
+        estimate_web1t(r, tmp_path / "w", tmp_path / "o.arpa.gz", ranges=3)
+    assert _lines(tmp_path / "out") == _lines(tmp_path / "ref")
+    assert_same_model(ref, tmp_path / "o.arpa.gz")
+    assert sorted(os.listdir(tmp_path)) == ["o.arpa.gz", "out", "ref", "w"]
 
 
 # --- the command line ----------------------------------------------------------------------------

@@ -167,11 +167,21 @@ class Runner:
         self._held.append(f)
         return f
 
-    def scatter(self, value):
-        """``value`` placed on every worker once (a future) or kept as it is (synchronous)."""
+    def piece2(self, future, i, j):
+        """A future of ``future``'s result's item ``[i][j]`` (one task, where that result lies)."""
+        if self.client is None:
+            return _Done(future.value[i][j])
+        f = self.client.submit(_item2, future, i, j, pure=False)
+        self._held.append(f)
+        return f
+
+    def share(self, value):
+        """``value`` as a future that many tasks read (a vocabulary, a translation table): a task
+        that returns it, so that Dask can compute it again if the worker holding it is lost
+        (scattered data cannot be), fetched once by each worker that needs it."""
         if self.client is None:
             return _Done(value)
-        f = self.client.scatter(value, broadcast=True, hash=False)
+        f = self.client.submit(_identity, value, pure=False)
         self._held.append(f)
         return f
 
@@ -227,6 +237,14 @@ class Runner:
         return bool(ws) and all(str(w.get("status", "")).endswith("paused") for w in ws.values())
 
 
+def _identity(x):
+    return x
+
+
+def _item2(x, i, j):
+    return x[i][j]
+
+
 def _value(a):
     if isinstance(a, _Done):
         return a.value
@@ -243,6 +261,8 @@ def _translate(call, runner):
         from distributed.scheduler import KilledWorker
     except ImportError:             # pragma: no cover (distributed is a dependency)
         return call()
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
     try:
         return call()
     except KilledWorker as e:
@@ -250,6 +270,11 @@ def _translate(call, runner):
         raise ArgumentError(f"the workers running {task} died repeatedly, most likely over their memory "
                             f"budget of {human(runner.memory)} per worker: give --memory more, or run on "
                             "more workers") from None
+    except FutureCancelledError as e:
+        raise ArgumentError(f"the cluster cancelled a task of this job ({str(e).splitlines()[0][:200]}): its "
+                            "scheduler or workers were stopped or lost data they could not compute again") from None
+    except CommClosedError as e:
+        raise ArgumentError(f"lost the connection to the Dask scheduler ({e})") from None
 
 
 def check_scheduler(text: str) -> str:
@@ -281,7 +306,7 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
     """
     say = progress or (lambda msg: None)
     scheduler = check_scheduler(scheduler)
-    base = tmp or tempfile.gettempdir()
+    base = os.path.abspath(tmp or tempfile.gettempdir())
     if not os.path.isdir(base):
         raise ArgumentError(f"--tmp {base}: no such folder")
     try:
@@ -299,7 +324,7 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
         if scheduler == "local":
             n = workers or cores()
             mem = memory or default_memory(n)
-            dashboard = ":0" if _has_bokeh() else None
+            dashboard = ":0"            # any free port (Dask serves its status pages there, bokeh or not)
             cluster = LocalCluster(n_workers=n, threads_per_worker=threads, processes=True,
                                    memory_limit=mem, local_directory=scratch,
                                    dashboard_address=dashboard, silence_logs=logging.ERROR)

@@ -90,7 +90,7 @@ def text_parts(paths, part_bytes: int, dataset: str | None = None) -> list:
             parts.append(TextPart(dataset, lines=tuple(block)))
         return parts
     for p in paths:
-        p = str(p)
+        p = str(p) if str(p) == "-" else os.path.abspath(str(p))     # workers may run elsewhere
         if p == "-":
             block, size, first = [], 0, 1
             for n, line in byte_lines("-", utf8=True):
@@ -283,6 +283,7 @@ def write_range(merged, b: int, cut, wb, tmpdir: str, gzip_files: bool):
 def _new_output(root: Path) -> Path:
     from ..web1t import check_output_dir
     check_output_dir(root)
+    root = Path(os.path.abspath(root))
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", suffix=".tmp", dir=root.parent))
     mask = os.umask(0)
@@ -305,7 +306,7 @@ def write_web1t_dist(runner, vocab: GlobalVocab, routed, B: int, order: int, roo
     try:
         for k in range(2, order + 1):
             (tmp / f"{k}gms").mkdir()
-        wb = runner.scatter(vocab.web1t_bytes())
+        wb = runner.share(vocab.web1t_bytes())
         writes = []
         for b in range(B):
             pieces = [runner.piece(r, b) for r in routed]
@@ -434,7 +435,8 @@ def count_ids_to_web1t(runner, ptr_path, ids_path, corpus_vocab, order: int, roo
     """
     from ..web1t import cutoff_list
     cut = cutoff_list(cutoffs, order, keep_bigrams)
-    ptr = np.load(str(ptr_path), mmap_mode="r")
+    ptr_path, ids_path = os.path.abspath(ptr_path), os.path.abspath(ids_path)
+    ptr = np.load(ptr_path, mmap_mode="r")
     S = ptr.shape[0] - 1
     N = int(ptr[-1])
     vocab = GlobalVocab({w: 0 for w in corpus_vocab})
@@ -443,7 +445,7 @@ def count_ids_to_web1t(runner, ptr_path, ids_path, corpus_vocab, order: int, roo
     cuts = np.unique(np.searchsorted(np.asarray(ptr), np.arange(0, N, per), side="left").clip(0, S))
     bounds_s = [int(x) for x in cuts] + [S]
     bounds_s = sorted(set(bounds_s))
-    tf = runner.scatter(trans)
+    tf = runner.share(trans)
     counted = [runner.submit(count_ids_part, str(ptr_path), str(ids_path), a, b, tf, vocab.id[BOS], vocab.id[EOS],
                              vocab.size, order) for a, b in zip(bounds_s[:-1], bounds_s[1:]) if b > a]
     runner.wait(counted, "counting", "partitions")
@@ -462,7 +464,7 @@ def web1t_parts(root, max_order: int | None = None):
     """(vocab, {order: [files]}) of a Web1T directory: the vocabulary read here (it is checked as
     :func:`~fsmlearn.lm.web1t.read_web1t` checks it), the files left where they lie."""
     from ..web1t import _layout, read_vocab
-    root = Path(root)
+    root = Path(os.path.abspath(root))
     layout = _layout(root, max_order)
     words, c1 = read_vocab(layout[1][0])
     counts = dict(zip(words, c1.tolist()))
@@ -506,8 +508,8 @@ def read_web1t_parts(runner, root, max_order: int | None = None):
     """
     vocab, files = web1t_parts(root, max_order)
     order = max(files) if files else 1
-    wid = runner.scatter(vocab.id)
-    c1 = runner.scatter(vocab.counts)
+    wid = runner.share(vocab.id)
+    c1 = runner.share(vocab.counts)
     reads = {k: [runner.submit(read_shard, f, k, wid, c1) for f in fs] for k, fs in files.items()}
     runner.wait([f for fs in reads.values() for f in fs], "reading Web1T files", "files")
     return vocab, order, reads
@@ -563,7 +565,7 @@ def _write_orders(runner, vocab, routed, order, root, cut, B, gzip_files):
     root = Path(root)
     tmp = _new_output(root)
     try:
-        wb = runner.scatter(vocab.web1t_bytes())
+        wb = runner.share(vocab.web1t_bytes())
         writes = {}
         for k in range(2, order + 1):
             (tmp / f"{k}gms").mkdir()

@@ -495,7 +495,7 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     method_id = METHODS.index(method)
     bounds = vocab.bounds(ranges_for(runner, vocab, N, ranges))
     P = bounds.size - 1
-    wf = runner.scatter(words)
+    wf = runner.share(words)
     trans = trans or [None] * len(sources)
     routed = [runner.submit(route, s, t, bounds, -1) for s, t in zip(sources, trans)]
     built = []
@@ -543,11 +543,11 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     # context statistics: there and back
     cm = [runner.submit(ctx_map, s, bounds, bos) for s in states]
     states = [runner.piece(c, 1) for c in cm]
-    red = [runner.submit(ctx_reduce, states[d], [runner.piece(runner.piece(c, 0), d) for c in cm], method_id,
+    red = [runner.submit(ctx_reduce, states[d], [runner.piece2(c, 0, d) for c in cm], method_id,
                          Ds, precut, cut_mass == "backoff", wf) for d in range(P)]
     del cm
     states = [runner.piece(r, 0) for r in red]
-    inter = [runner.submit(interpolate, states[s], [runner.piece(runner.piece(r, 1), s) for r in red], method_id,
+    inter = [runner.submit(interpolate, states[s], [runner.piece2(r, 1, s) for r in red], method_id,
                            Ds, (tot0, types0, gam0, uni_raw_total), float(V - 1), float(smoothing), bos)
              for s in range(P)]
     del red
@@ -562,7 +562,7 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
         for k in range(N, 1, -1):
             pm = [runner.submit(prune_map, s, k, bounds) for s in states]
             mids = [runner.piece(x, 1) for x in pm]
-            states = [runner.submit(prune_reduce, mids[d], k, [runner.piece(runner.piece(x, 0), d) for x in pm])
+            states = [runner.submit(prune_reduce, mids[d], k, [runner.piece2(x, 0, d) for x in pm])
                       for d in range(P)]
             del pm, mids
         runner.wait(states, "estimation: pruning and backoff weights", "partitions")
@@ -575,15 +575,20 @@ def _write_arpa(runner, states, vocab, N: int, output, bos: int):
     from ...fsm.atomic import atomic_path
     from ..arpa import _ext
     from ..vocab import word_bytes
-    pieces = Path(runner.tmp) / "arpa"
-    pieces.mkdir(exist_ok=True)
+    import tempfile
+    output = Path(os.path.abspath(output))
+    # the workers write their pieces beside the output (a folder the client reads and, on a
+    # cluster of several hosts, one the workers must see too: docs/cluster.md)
     try:
-        wb = runner.scatter(word_bytes(vocab.words))
+        pieces = Path(tempfile.mkdtemp(prefix=output.name + ".", suffix=".parts", dir=output.parent))
+    except OSError as e:
+        raise ArgumentError(f"{output}: cannot write beside it: {e.strerror or e}") from None
+    try:
+        wb = runner.share(word_bytes(vocab.words))
         writes = [runner.submit(write_part, s, wb, bos, str(pieces), p) for p, s in enumerate(states)]
         runner.wait(writes, "writing ARPA lines", "partitions")
         sizes = runner.gather(writes)
         counts = [sum(s[k] for s in sizes) for k in range(N)]
-        output = Path(output)
         with atomic_path(output, suffix=".tmp" + _ext(output)) as tmp:
             with open_text(tmp, "wb") as out:
                 out.write(b"\\data\\\n")
