@@ -750,6 +750,18 @@ def _render_lines(rows, lp_txt, bo_txt, hb, zero_lp, zero_bo, wbuf, woff, lo, hi
     return out[:p]
 
 
+def _digits(x, need):
+    """uint8 [n, 32]: the shortest round-trip text of ``x`` where ``need`` (the renderer reads no
+    other row: zeros are written as ``0``, a missing backoff not at all)."""
+    out = np.zeros((x.size, 32), np.uint8)
+    sel = np.flatnonzero(need)
+    if sel.size == x.size:
+        return x.astype("S32").view(np.uint8).reshape(x.size, 32)
+    if sel.size:
+        out[sel] = x[sel].astype("S32").view(np.uint8).reshape(sel.size, 32)
+    return out
+
+
 def arpa_lines(rows, lp, bo, hb, wbuf, woff, step: int = 1_000_000):
     """Blocks (bytes) of ARPA n-gram lines ``logprob<TAB>w1 .. wk[<TAB>backoff]`` of one order,
     numbers in their shortest round-trip form, zeros as ``0``.
@@ -765,8 +777,8 @@ def arpa_lines(rows, lp, bo, hb, wbuf, woff, step: int = 1_000_000):
     M = rows.shape[0]
     for lo in range(0, M, step):
         hi = min(M, lo + step)
-        lp_txt = lp[lo:hi].astype("S32").view(np.uint8).reshape(hi - lo, 32)
-        bo_txt = bo[lo:hi].astype("S32").view(np.uint8).reshape(hi - lo, 32)
+        lp_txt = _digits(lp[lo:hi], lp[lo:hi] != 0.0)
+        bo_txt = _digits(bo[lo:hi], hb[lo:hi] & (bo[lo:hi] != 0.0))
         yield _render_lines(rows[lo:hi], lp_txt, bo_txt, hb[lo:hi], lp[lo:hi] == 0.0,
                             bo[lo:hi] == 0.0, wbuf, woff, 0, hi - lo).tobytes()
 

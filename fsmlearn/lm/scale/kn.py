@@ -142,12 +142,20 @@ def build(lo: int, hi: int, uni, pieces, N: int, V: int, words):
 
 # --- pass 2: adjusted counts --------------------------------------------------------------------
 
-def adjust(st, kn: bool, bos: int):
+def _merged(parts):
+    """One partition's state from the pieces the passes returned (later ones add their arrays)."""
+    st = {}
+    for part in parts:
+        st.update(part)
+    return st
+
+
+def adjust(parts, kn: bool, bos: int):
     """Task: the counts the discounts apply to (``a``: continuation counts of Kneser-Ney's lower
     orders, except n-grams starting with ``<s>``; raw counts otherwise) and, per order, the
     count-of-counts t1..t4 of ``a`` and the empty context's statistics."""
+    st = _merged(parts)
     N = st["N"]
-    st = dict(st)
     st["a"] = {}
     for k in range(1, N + 1):
         raw = st["raw"][k]
@@ -165,20 +173,20 @@ def adjust(st, kn: bool, bos: int):
     x = a1[nb]
     uni = (float(x.sum()), int(np.count_nonzero(x > 0)), int(np.count_nonzero(x == 1)),
            int(np.count_nonzero(x == 2)), int(np.count_nonzero(x >= 3)), float(st["raw"][1][nb].sum()))
-    return st, (t, uni)
+    return {"a": st["a"]}, (t, uni)
 
 
 # --- pass 3: context statistics -----------------------------------------------------------------
 
-def ctx_map(st, bounds, bos: int):
+def ctx_map(parts, bounds, bos: int):
     """Task: per destination partition, per order k >= 2, the contexts h (rows [G, k-1]) of this
     partition's k-grams with their partial statistics (sum of a, types, n1, n2, n3 over the
     extensions that are not ``<s>``, and the number of extensions); and the state with each
     row's context group."""
+    st = _merged(parts)
     N = st["N"]
     P = bounds.size - 1
     out = [dict() for _ in range(P)]
-    st = dict(st)
     st["grp"] = {}
     for k in range(2, N + 1):
         rows = st["rows"][k]
@@ -216,16 +224,16 @@ def ctx_map(st, bounds, bos: int):
             pos[sel] = np.arange(sel.size)
             out[d][k] = (hrows[sel], stats[sel])
         st["grp"][k] = (gid, dest, pos, hrows)
-    return out, st
+    return out, {"grp": st["grp"]}
 
 
-def ctx_reduce(st, pieces, method: int, Ds, precut: bool, backoff_missing: bool, words):
+def ctx_reduce(parts, pieces, method: int, Ds, precut: bool, backoff_missing: bool, words):
     """Task: this partition's contexts' totals and interpolation weights from every source's
     partial statistics (summed exactly: integers in float64), as ``_group_probs`` computes
     them; returns the state (gamma, short, extension counts of its n-grams as contexts) and per
     source, per order, (total, types, gamma) aligned with that source's contexts."""
+    st = _merged(parts)
     N = st["N"]
-    st = dict(st)
     gamma = {k: np.ones(st["rows"][k].shape[0]) for k in range(1, N + 1)}
     short = {k: np.zeros(st["rows"][k].shape[0], np.bool_) for k in range(1, N + 1)}
     next_ = {k: np.zeros(st["rows"][k].shape[0]) for k in range(1, N + 1)}
@@ -277,19 +285,16 @@ def ctx_reduce(st, pieces, method: int, Ds, precut: bool, backoff_missing: bool,
             sel = idx[start:start + h.shape[0]]
             start += h.shape[0]
             replies[s][k] = np.stack([tot[sel], types[sel], gamma[m][sel]], axis=1)
-    st["gamma"] = gamma
-    st["short"] = short
-    st["next"] = next_
-    return st, replies
+    return {"gamma": gamma, "short": short, "next": next_}, replies
 
 
 # --- pass 4: interpolation ----------------------------------------------------------------------
 
-def interpolate(st, replies, method: int, Ds, uni_ctx, V_uniform: float, smooth: float, bos: int):
+def interpolate(parts, replies, method: int, Ds, uni_ctx, V_uniform: float, smooth: float, bos: int):
     """Task: p(w | h) of every n-gram of the partition, lowest order first (``_group_probs``'s
     formulas, in its order of operations)."""
+    st = _merged(parts)
     N = st["N"]
-    st = dict(st)
     p = {}
     tot0, types0, gam0, uni_raw_total = uni_ctx
     for k in range(1, N + 1):
@@ -328,23 +333,22 @@ def interpolate(st, replies, method: int, Ds, uni_ctx, V_uniform: float, smooth:
         pk = u + gam * base
         pk[rows[:, -1] == bos] = 0.0
         p[k] = pk
-    st["p"] = p
-    return st
+    return {"p": p}
 
 
 # --- pass 5: pruning ----------------------------------------------------------------------------
 
-def keep_init(st, cut):
+def keep_init(parts, cut):
     """Task: the n-grams kept by the cutoffs (raw count >= the order's cutoff; every unigram)."""
-    st = dict(st)
-    st["keep"] = {k: (np.ones(st["raw"][k].size, np.bool_) if k == 1 else st["raw"][k] >= cut[k - 1])
-                  for k in range(1, st["N"] + 1)}
-    return st
+    st = _merged(parts)
+    return {"keep": {k: (np.ones(st["raw"][k].size, np.bool_) if k == 1 else st["raw"][k] >= cut[k - 1])
+                     for k in range(1, st["N"] + 1)}, "alpha": {}, "is_ctx": {}}
 
 
-def prune_map(st, k: int, bounds):
+def prune_map(parts, k: int, bounds):
     """Task: the order-k rows' contributions to their contexts (sum of kept p, sum of kept p of
     the suffixes, any pruned with p > 0, any kept) per destination; the suffixes of kept rows kept."""
+    st = _merged(parts)
     P = bounds.size - 1
     keep = st["keep"][k]
     p = st["p"][k]
@@ -356,23 +360,22 @@ def prune_map(st, k: int, bounds):
     np.add.at(acc[:, 1], gid, np.where(keep, psuf, 0.0))
     np.add.at(acc[:, 2], gid, ((~keep) & (p > 0.0)).astype(np.float64))
     np.add.at(acc[:, 3], gid, keep.astype(np.float64))
-    st = dict(st)
-    st["keep"] = dict(st["keep"])
-    km = st["keep"][k - 1].copy()
+    keeps = dict(st["keep"])
+    km = keeps[k - 1].copy()
     km[st["suf"][k][keep]] = True
-    st["keep"][k - 1] = km
+    keeps[k - 1] = km
     out = []
     for d in range(P):
         sel = np.flatnonzero(dest == d)
         out.append((hrows[sel], acc[sel]))
-    return out, st
+    return out, {"keep": keeps}
 
 
-def prune_reduce(st, k: int, pieces):
+def prune_reduce(parts, k: int, pieces):
     """Task: the backoff weights of this partition's (k-1)-grams as contexts (``_renormalise``),
     whether they are contexts of kept n-grams, and the contexts of kept n-grams kept."""
+    st = _merged(parts)
     m = k - 1
-    st = dict(st)
     hs = np.concatenate([p[0] for p in pieces])
     acc = np.concatenate([p[1] for p in pieces])
     M = st["rows"][m].shape[0]
@@ -384,34 +387,32 @@ def prune_reduce(st, k: int, pieces):
     gamma = st["gamma"][m]
     with np.errstate(divide="ignore", invalid="ignore"):
         renorm = np.where(1.0 - sl > 0.0, (1.0 - sp) / (1.0 - sl), 0.0)
-    st.setdefault("alpha", {})
-    st["alpha"] = dict(st["alpha"])
-    st["alpha"][m] = np.where(pruned | st["short"][m], renorm, gamma)
-    st.setdefault("is_ctx", {})
-    st["is_ctx"] = dict(st["is_ctx"])
-    st["is_ctx"][m] = kept
-    st["keep"] = dict(st["keep"])
-    st["keep"][m] = st["keep"][m] | kept
-    return st
+    alpha = dict(st["alpha"])
+    alpha[m] = np.where(pruned | st["short"][m], renorm, gamma)
+    is_ctx = dict(st["is_ctx"])
+    is_ctx[m] = kept
+    keep = dict(st["keep"])
+    keep[m] = keep[m] | kept
+    return {"keep": keep, "alpha": alpha, "is_ctx": is_ctx}
 
 
-def no_pruning(st):
+def no_pruning(parts):
     """Task: without cutoffs or short contexts: every n-gram kept, alpha = gamma, a context is any
     n-gram with an extension."""
+    st = _merged(parts)
     N = st["N"]
-    st = dict(st)
-    st["keep"] = {k: np.ones(st["raw"][k].size, np.bool_) for k in range(1, N + 1)}
-    st["alpha"] = {k: st["gamma"][k] for k in range(1, N)}
-    st["is_ctx"] = {k: st["next"][k] > 0 for k in range(1, N)}
-    return st
+    return {"keep": {k: np.ones(st["raw"][k].size, np.bool_) for k in range(1, N + 1)},
+            "alpha": {k: st["gamma"][k] for k in range(1, N)},
+            "is_ctx": {k: st["next"][k] > 0 for k in range(1, N)}}
 
 
 # --- pass 6: ARPA lines --------------------------------------------------------------------------
 
-def write_part(st, wb, bos: int, tmpdir: str, part: int):
+def write_part(parts, wb, bos: int, tmpdir: str, part: int):
     """Task: this partition's ARPA lines of each order into ``tmpdir`` (one file per order);
     returns the n-grams written per order."""
     from ..arpa import arpa_lines
+    st = _merged(parts)
     N = st["N"]
     wbuf, woff = wb
     sizes = []
@@ -506,18 +507,17 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     runner.wait(built, "estimation: merging the n-grams by last word", "partitions")
     del routed
     summaries = runner.gather([runner.piece(b, 1) for b in built])
-    states = [runner.piece(b, 0) for b in built]
-    del built
+    B = [runner.piece(b, 0) for b in built]       # rows, raw counts, suffixes: the partition itself
     if precut is None:
         precut = any(min((s[k][1] for s in summaries if s[k][0]), default=1.0) > 1 for k in range(2, N + 1))
     kn = method == "kneser-ney"
     if kn and precut:
         say("the counts were cut before estimation (e.g. Web1T): continuation counts cannot be recovered, "
             "so every order uses raw counts (modified absolute discounting with Kneser-Ney's three discounts)")
-    adj = [runner.submit(adjust, s, kn and not precut, bos) for s in states]
+    # each pass returns only the arrays it adds; a task reads the ones it needs
+    adj = [runner.submit(adjust, [b], kn and not precut, bos) for b in B]
     stats = runner.gather([runner.piece(a, 1) for a in adj])
-    states = [runner.piece(a, 0) for a in adj]
-    del adj
+    A = [runner.piece(a, 0) for a in adj]
     Ds = []
     for k in range(1, N + 1):
         if kn:
@@ -541,31 +541,28 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     else:
         gam0 = 1.0
     # context statistics: there and back
-    cm = [runner.submit(ctx_map, s, bounds, bos) for s in states]
-    states = [runner.piece(c, 1) for c in cm]
-    red = [runner.submit(ctx_reduce, states[d], [runner.piece2(c, 0, d) for c in cm], method_id,
+    cm = [runner.submit(ctx_map, [B[p], A[p]], bounds, bos) for p in range(P)]
+    G = [runner.piece(c, 1) for c in cm]
+    red = [runner.submit(ctx_reduce, [B[d]], [runner.piece2(c, 0, d) for c in cm], method_id,
                          Ds, precut, cut_mass == "backoff", wf) for d in range(P)]
-    del cm
-    states = [runner.piece(r, 0) for r in red]
-    inter = [runner.submit(interpolate, states[s], [runner.piece2(r, 1, s) for r in red], method_id,
+    R = [runner.piece(r, 0) for r in red]
+    inter = [runner.submit(interpolate, [B[s], A[s], G[s]], [runner.piece2(r, 1, s) for r in red], method_id,
                            Ds, (tot0, types0, gam0, uni_raw_total), float(V - 1), float(smoothing), bos)
              for s in range(P)]
-    del red
     runner.wait(inter, "estimation: context statistics and interpolation", "partitions")
-    states = inter
+    Pr = inter
     cut = _cut_list(cutoffs, N, keep_bigrams)
     any_short = cut_mass == "backoff" and precut
     if cut is None and not any_short:
-        states = [runner.submit(no_pruning, s) for s in states]
+        K = [runner.submit(no_pruning, [B[p], R[p]]) for p in range(P)]
     else:
-        states = [runner.submit(keep_init, s, cut or [1] * N) for s in states]
+        K = [runner.submit(keep_init, [B[p]], cut or [1] * N) for p in range(P)]
         for k in range(N, 1, -1):
-            pm = [runner.submit(prune_map, s, k, bounds) for s in states]
-            mids = [runner.piece(x, 1) for x in pm]
-            states = [runner.submit(prune_reduce, mids[d], k, [runner.piece2(x, 0, d) for x in pm])
-                      for d in range(P)]
-            del pm, mids
-        runner.wait(states, "estimation: pruning and backoff weights", "partitions")
+            pm = [runner.submit(prune_map, [B[p], G[p], Pr[p], K[p]], k, bounds) for p in range(P)]
+            K = [runner.submit(prune_reduce, [B[d], R[d], K[d], runner.piece(pm[d], 1)], k,
+                               [runner.piece2(x, 0, d) for x in pm]) for d in range(P)]
+        runner.wait(K, "estimation: pruning and backoff weights", "partitions")
+    states = [[B[p], Pr[p], K[p]] for p in range(P)]
     return _write_arpa(runner, states, vocab, N, output, bos)
 
 
