@@ -142,6 +142,11 @@ def build(lo: int, hi: int, uni, pieces, N: int, V: int, words):
 
 # --- pass 2: adjusted counts --------------------------------------------------------------------
 
+def _sums(idx, values, n: int):
+    """float64 [n]: the sum of ``values`` at each index (in the order given; exact for integers)."""
+    return np.bincount(idx, weights=values, minlength=n)
+
+
 def _merged(parts):
     """One partition's state from the pieces the passes returned (later ones add their arrays)."""
     st = {}
@@ -204,21 +209,21 @@ def ctx_map(parts, bounds, bos: int):
         new = np.ones(M, bool)
         new[1:] = (hs[1:] != hs[:-1]).any(axis=1)
         starts = np.flatnonzero(new)
-        gid = np.empty(M, np.int64)
+        gid = np.empty(M, np.int32)
         gid[o] = np.cumsum(new) - 1
         G = starts.size
         x = np.where(rows[:, -1] != bos, a, 0.0)
         nb = rows[:, -1] != bos
         stats = np.zeros((G, 6))
-        np.add.at(stats[:, 0], gid, x)
-        np.add.at(stats[:, 1], gid, (nb & (x > 0)).astype(np.float64))
-        np.add.at(stats[:, 2], gid, (nb & (x == 1)).astype(np.float64))
-        np.add.at(stats[:, 3], gid, (nb & (x == 2)).astype(np.float64))
-        np.add.at(stats[:, 4], gid, (nb & (x >= 3)).astype(np.float64))
-        np.add.at(stats[:, 5], gid, 1.0)
+        stats[:, 0] = _sums(gid, x, G)
+        stats[:, 1] = _sums(gid, (nb & (x > 0)).astype(np.float64), G)
+        stats[:, 2] = _sums(gid, (nb & (x == 1)).astype(np.float64), G)
+        stats[:, 3] = _sums(gid, (nb & (x == 2)).astype(np.float64), G)
+        stats[:, 4] = _sums(gid, (nb & (x >= 3)).astype(np.float64), G)
+        stats[:, 5] = np.bincount(gid, minlength=G)
         hrows = np.ascontiguousarray(hs[starts])
-        dest = np.searchsorted(bounds, hrows[:, -1], side="right") - 1
-        pos = np.empty(G, np.int64)            # each group's position in its destination's list
+        dest = np.searchsorted(bounds, hrows[:, -1], side="right").astype(np.int32) - 1
+        pos = np.empty(G, np.int32)            # each group's position in its destination's list
         for d in range(P):
             sel = np.flatnonzero(dest == d)
             pos[sel] = np.arange(sel.size)
@@ -255,8 +260,9 @@ def ctx_reduce(parts, pieces, method: int, Ds, precut: bool, backoff_missing: bo
         tot = np.zeros(M)
         acc = np.zeros((M, 5))
         allS = np.concatenate(ss)
-        np.add.at(acc, idx, allS[:, 1:6])
-        np.add.at(tot, idx, allS[:, 0])
+        for j in range(5):
+            acc[:, j] = _sums(idx, allS[:, j + 1], M)
+        tot = _sums(idx, allS[:, 0], M)
         types, n1, n2, n3, nx = acc[:, 0], acc[:, 1], acc[:, 2], acc[:, 3], acc[:, 4]
         nx_present = nx > 0
         raw = st["raw"][m]
@@ -356,10 +362,10 @@ def prune_map(parts, k: int, bounds):
     gid, dest, pos, hrows = st["grp"][k]
     G = dest.size
     acc = np.zeros((G, 4))
-    np.add.at(acc[:, 0], gid, np.where(keep, p, 0.0))
-    np.add.at(acc[:, 1], gid, np.where(keep, psuf, 0.0))
-    np.add.at(acc[:, 2], gid, ((~keep) & (p > 0.0)).astype(np.float64))
-    np.add.at(acc[:, 3], gid, keep.astype(np.float64))
+    acc[:, 0] = _sums(gid, np.where(keep, p, 0.0), G)
+    acc[:, 1] = _sums(gid, np.where(keep, psuf, 0.0), G)
+    acc[:, 2] = _sums(gid, ((~keep) & (p > 0.0)).astype(np.float64), G)
+    acc[:, 3] = _sums(gid, keep.astype(np.float64), G)
     keeps = dict(st["keep"])
     km = keeps[k - 1].copy()
     km[st["suf"][k][keep]] = True
@@ -382,7 +388,8 @@ def prune_reduce(parts, k: int, pieces):
     sums = np.zeros((M, 4))
     if hs.shape[0]:
         idx = _find(st, hs)
-        np.add.at(sums, idx, acc)
+        for j in range(4):
+            sums[:, j] = _sums(idx, acc[:, j], M)
     sp, sl, pruned, kept = sums[:, 0], sums[:, 1], sums[:, 2] > 0, sums[:, 3] > 0
     gamma = st["gamma"][m]
     with np.errstate(divide="ignore", invalid="ignore"):
