@@ -71,11 +71,14 @@ bench-lm-small: $(STAMP)
 # the flagship job (issue 5): a tagger from n-grams alone.  The 200M-token stand-in corpus
 # and its Web1T-format counts are built once under GIGA_CACHE; NGRAMS=<dir> uses a
 # user's own Web1T/Gigaword count directory instead (corpus EM is then skipped).
+# SCHEDULER= and MEMORY= set where the counting stage runs (docs/cluster.md; default: a local
+# Dask cluster, one worker per core).
 GIGA_CACHE ?= data/cache/giga200
 NGRAMS ?=
 DEVICE ?= cpu
 tagger-giga200: $(STAMP)
 	$(VENV)/bin/fsmlearn tag giga200 --cache $(GIGA_CACHE) $(if $(NGRAMS),--ngrams $(NGRAMS)) \
+		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(MEMORY),--memory $(MEMORY)) \
 		--device $(DEVICE) --report reports/tagger-giga200.json --model models/tagger-giga200
 
 # reified context models, decipherment (issue 17, section 6 of the paper): exact, beam and RCMS

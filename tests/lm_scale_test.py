@@ -258,6 +258,25 @@ def test_web1t_input_on_a_local_cluster(cluster, text, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["o.arpa.gz", "out", "ref", "w"]
 
 
+def test_workers_paused_too_long_end_the_job_with_one_line(cluster, monkeypatch):
+    """The watchdog of Runner.wait: every worker paused (over 80 % of its budget) and nothing
+    finishing for PAUSED_LIMIT seconds is an ArgumentError naming the budget."""
+    import time as _time
+    from fsmlearn.errors import ArgumentError
+    from fsmlearn.lm.scale import cluster as cl
+    lc, client = cluster
+    monkeypatch.setattr(cl, "PAUSED_LIMIT", 1)
+    with open_runner(lc.scheduler_address, memory=1 << 30) as r:
+        assert r._all_paused() is False                 # a real answer from the scheduler: running
+        monkeypatch.setattr(r, "_all_paused", lambda: True)
+        f = r.submit(_time.sleep, 30)
+        t0 = _time.time()
+        with pytest.raises(ArgumentError, match=r"paused for 1 s, over 80 % of its memory budget of 1.1 GB"):
+            r.wait([f], "sleeping")
+        assert _time.time() - t0 < 20
+        client.cancel(f)
+
+
 # --- the command line ----------------------------------------------------------------------------
 
 def _run(args, **kw):
