@@ -52,11 +52,11 @@ bench-lm: $(STAMP)
 # the partitioned (Dask) LM estimation of issue 28 against lmplz on this machine (docs/cluster.md,
 # docs/bench-scale.md): a stand-in text of TOKENS tokens sampled once into bench/work/scale, then
 # lm estimate on 2 local workers, in memory, lmplz and 1 worker; writes reports/bench_scale.json
+# (MEMORY, when given, is each worker's budget here too; default 2G)
 TOKENS ?= 200000000
-MEMORY ?= 2G
 .PHONY: bench-scale
 bench-scale: $(STAMP)
-	$(PY) bench/bench_scale.py --tokens $(TOKENS) --memory $(MEMORY)
+	$(PY) bench/bench_scale.py --tokens $(TOKENS) --memory $(or $(MEMORY),2G)
 
 # process start-up (issue 27, docs/startup.md): every command against KenLM's tools on small inputs
 # built once in bench/work/startup; writes reports/bench_startup.json
