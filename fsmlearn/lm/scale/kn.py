@@ -49,6 +49,7 @@ from ...errors import ArgumentError
 from ..estimate import METHODS, _FALLBACK, check_kn_discounts, discounts_from_counts_of_counts
 from ..model import IMPOSSIBLE
 from ..vocab import BOS, EOS, UNK
+from .count import row_order
 
 
 class MissingNGramError(ArgumentError):
@@ -204,7 +205,7 @@ def ctx_map(parts, bounds, bos: int):
                 out[d][k] = (np.zeros((0, k - 1), np.int32), np.zeros((0, 6)))
             continue
         h = rows[:, :-1]
-        o = np.lexsort(h.T[::-1])
+        o = row_order(h)
         hs = h[o]
         new = np.ones(M, bool)
         new[1:] = (hs[1:] != hs[:-1]).any(axis=1)
@@ -463,7 +464,7 @@ def _cut_list(cutoffs, N: int, keep_bigrams: bool):
 def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser-ney", *, discounts=None,
                    discount_fallback=_FALLBACK, discount: float = 0.25, smoothing: float = 0.0, cutoffs=None,
                    keep_bigrams: bool = False, cut_mass: str = "backoff", ranges: int | None = None,
-                   trans=None, precut: bool | None = None):
+                   trans=None, precut: bool | None = None, routed=None):
     """Estimate from n-gram pieces already in global ids and write the ARPA file ``output``.
 
     Args:
@@ -473,6 +474,8 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
         sources: futures of lists of (rows, counts) pieces (orders 2..N, any mix), one per
             counting task or Web1T file.
         trans: per source, int32 [v] global id of each of its word ids (None: already global).
+        routed: (bounds, futures) of sources already split by last word into the ranges
+            ``bounds`` (instead of ``sources``).
         precut: whether the counts were cut before estimation (None: when some order >= 2's
             smallest count is above 1, as :func:`~fsmlearn.lm.web1t.read_web1t` records it).
         output: the ARPA path (``.gz``/``.bz2``/``.xz`` compress).
@@ -501,11 +504,14 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
         if w not in vocab.id:
             raise ArgumentError(f"the vocabulary has no {w}")
     method_id = METHODS.index(method)
-    bounds = vocab.bounds(ranges_for(runner, vocab, N, ranges))
+    if routed is None:
+        bounds = vocab.bounds(ranges_for(runner, vocab, N, ranges))
+        trans = trans or [None] * len(sources)
+        routed = [runner.submit(route, s, t, bounds, -1) for s, t in zip(sources, trans)]
+    else:
+        bounds, routed = routed
     P = bounds.size - 1
     wf = runner.share(words)
-    trans = trans or [None] * len(sources)
-    routed = [runner.submit(route, s, t, bounds, -1) for s, t in zip(sources, trans)]
     built = []
     for p in range(P):
         lo, hi = int(bounds[p]), int(bounds[p + 1])
@@ -610,13 +616,11 @@ def _write_arpa(runner, states, vocab, N: int, output, bos: int):
     return counts
 
 
-def estimate_text(runner, parts, order: int, output, **kw):
+def estimate_text(runner, parts, order: int, output, ranges: int | None = None, **kw):
     """Text partitions -> counts -> an ARPA model (the twin of ``count_ngrams`` + ``estimate``)."""
     from .count import count_parts
-    vocab, counted, trans = count_parts(runner, parts, order)
-    sources = [runner.piece(c, 2) for c in counted]
-    del counted
-    return estimate_parts(runner, vocab, order, sources, output, trans=trans, precut=False, **kw)
+    vocab, bounds, routed = count_parts(runner, parts, order, -1, ranges)
+    return estimate_parts(runner, vocab, order, None, output, routed=(bounds, routed), precut=False, **kw)
 
 
 def estimate_web1t(runner, root, output, max_order: int | None = None, **kw):
