@@ -147,6 +147,21 @@ def test_estimate_from_text_matches_in_memory(text, tmp_path, method, cut, part_
     assert_same_model(ref, tmp_path / "o.arpa")
 
 
+def test_compiled_scores_match_in_memory(text, tmp_path):
+    """The model from the partitioned path, compiled, scores sentences as the in-memory one does."""
+    from fsmlearn.lm.model import compile_lm
+    path, lines = text
+    ref = compile_lm(estimate(count_ngrams(lines, 4), "kneser-ney", cutoffs=[1, 1, 2, 2]))
+    with open_runner("synchronous") as r:
+        estimate_text(r, text_parts([path], 120), 4, tmp_path / "o.arpa", cutoffs=[1, 1, 2, 2], ranges=5)
+    got = compile_lm(read_arpa(tmp_path / "o.arpa"))
+    probe = lines[:50] + ["the of x unseen-word a", "", "é é é"]
+    a, oov_a = ref.score(probe)
+    b, oov_b = got.score(probe)
+    assert np.array_equal(oov_a, oov_b)
+    assert np.allclose(a, b, rtol=0, atol=1e-9)
+
+
 @pytest.mark.parametrize("cut_mass", ["backoff", "interpolate"])
 @pytest.mark.parametrize("method", ["kneser-ney", "witten-bell", "absolute"])
 def test_estimate_from_cut_web1t_matches_in_memory(text, tmp_path, method, cut_mass):
