@@ -251,6 +251,20 @@ def warm_lm(tmp: Path) -> None:
     estimate(web, "absolute", discount=0.5, smoothing=0.1)
     estimate(cut, cut_mass="interpolate")
     estimate(counts, discounts=[(0.5, 1.0, 1.5)] * 3)
+    # the partitioned passes (lm.scale), in this process: the kernels the workers run
+    from ..lm.scale.cluster import open_runner
+    from ..lm.scale.count import count_ids_to_web1t, count_to_web1t, text_parts
+    from ..lm.scale.kn import estimate_text, estimate_web1t
+    (tmp / "train.txt").write_text("\n".join(" ".join(x) for x in train) + "\n", encoding="utf-8")
+    np.save(tmp / "ptr.npy", ptr)
+    np.save(tmp / "ids.npy", ids)
+    with open_runner("synchronous", tmp=str(tmp)) as runner:
+        parts = text_parts([tmp / "train.txt"], 2000)
+        count_to_web1t(runner, parts, 4, tmp / "scaled", cutoffs=[1, 1, 2], keep_bigrams=True, ranges=2)
+        count_ids_to_web1t(runner, tmp / "ptr.npy", tmp / "ids.npy", vocab, 3, tmp / "scaled-ids", cutoffs=2,
+                           keep_bigrams=True, ranges=2, tokens_per_part=1000)
+        estimate_text(runner, parts, 3, tmp / "scaled.arpa", ranges=2, cutoffs=[1, 1, 2])
+        estimate_web1t(runner, tmp / "cut", tmp / "scaled-web1t.arpa.gz", ranges=2)
     for a in arpas:
         check_arpa(a)
     bo = read_arpa(arpas[0])

@@ -43,9 +43,11 @@ import os
 import shutil
 from pathlib import Path
 
+import numba as nb
 import numpy as np
 
 from ...errors import ArgumentError
+from ...fsm.hashing import hash_insert, hash_lookup, new_table
 from ..estimate import METHODS, _FALLBACK, check_kn_discounts, discounts_from_counts_of_counts
 from ..model import IMPOSSIBLE
 from ..vocab import BOS, EOS, UNK
@@ -79,25 +81,45 @@ def _missing(kind: str, words, row) -> MissingNGramError:
 
 # --- lookups inside a partition ----------------------------------------------------------------
 
+@nb.njit(cache=True)
+def _fill(keys, tk, tv, mask):
+    """Hash every key (non-negative int64) to its position."""
+    for i in range(keys.shape[0]):
+        hash_insert(tk, tv, mask, keys[i], i)
+
+
+@nb.njit(cache=True)
+def _probe(tk, tv, mask, idx, w, V, out):
+    """out[i] = the position of key idx[i] * V + w[i] (-1 when absent or idx[i] < 0)."""
+    for i in range(idx.shape[0]):
+        out[i] = -1 if idx[i] < 0 else hash_lookup(tk, tv, mask, idx[i] * V + np.int64(w[i]))
+
+
+def _table(st, j: int):
+    """The hash of the order-j keys (built on first use in a task, never stored with the state)."""
+    tabs = st.setdefault("_tab", {})
+    if j not in tabs:
+        tk, tv, mask = new_table(st["keys"][j].size)
+        _fill(st["keys"][j], tk, tv, mask)
+        tabs[j] = (tk, tv, mask)
+    return tabs[j]
+
+
 def _find(st, rows):
     """Index of each row (int32 [n, m]) in the partition's order-m table, -1 when absent.
 
-    The table of order 1 is keyed by the word; of order j by (index of w2..wj) * V + w1."""
+    The table of order 1 is the range's words in order; of order j keyed by (index of
+    w2..wj) * V + w1, one hash probe per word."""
     n, m = rows.shape
     V = st["V"]
-    keys = st["keys"][1]
     w = rows[:, m - 1].astype(np.int64)
-    idx = np.searchsorted(keys, w)
-    ok = idx < keys.size
-    ok[ok] = keys[idx[ok]] == w[ok]
+    idx = np.where((w >= st["lo"]) & (w < st["hi"]), w - st["lo"], -1)
     for j in range(2, m + 1):
-        keys = st["keys"][j]
-        q = np.where(ok, idx, 0) * V + rows[:, m - j].astype(np.int64)
-        idx = np.searchsorted(keys, q)
-        good = ok & (idx < keys.size)
-        good[good] = keys[idx[good]] == q[good]
-        ok = good
-    return np.where(ok, idx, -1)
+        tk, tv, mask = _table(st, j)
+        out = np.empty(n, np.int64)
+        _probe(tk, tv, mask, idx, np.ascontiguousarray(rows[:, m - j]), V, out)
+        idx = out
+    return idx
 
 
 # --- pass 1: build ------------------------------------------------------------------------------
@@ -136,6 +158,7 @@ def build(lo: int, hi: int, uni, pieces, N: int, V: int, words):
         st["raw"][k] = cnt[o].astype(np.float64)
         st["suf"][k] = suf[o]
         st["keys"][k] = key[o]
+    st.pop("_tab", None)
     summary = {k: (int(st["raw"][k].size), float(st["raw"][k].min()) if st["raw"][k].size else 0.0)
                for k in range(2, N + 1)}
     return st, summary
