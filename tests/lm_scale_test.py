@@ -321,6 +321,32 @@ def test_cli_bad_line_found_by_a_worker_is_located(tmp_path):
     assert not out.exists() and sorted(os.listdir(tmp_path)) == ["bad.txt"]
 
 
+@pytest.mark.parametrize("args,expect", [
+    (["--scheduler", "tcp://127.0.0.1"], "expected local, synchronous, in-memory or a scheduler address"),
+    (["--scheduler", "tcp://127.0.0.1:9/x"], "expected local, synchronous, in-memory or a scheduler address"),
+    (["--scheduler", "in-memory", "--workers", "2"], "--workers starts that many local workers"),
+    (["--scheduler", "in-memory", "--memory", "2G"], "the in-memory path has no workers"),
+    (["--memory", "lots"], "expected a size such as 2G"),
+    (["--tmp", "IN"], "not a folder"),
+    (["--tmp", "/nonexistent/x"], "no such folder"),
+    (["--workers", "2", "--memory", "1000T"], "is more than this machine's")])
+def test_cli_scale_options_are_checked_on_every_path(text, tmp_path, args, expect):
+    path, _ = text
+    args = [str(path) if a == "IN" else a for a in args]
+    r = _run(["lm", "estimate", str(path), "-o", str(tmp_path / "o.arpa"), "-q"] + args)
+    assert r.returncode == 2 and expect in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "o.arpa").exists()
+
+
+def test_cli_bad_line_found_by_a_cluster_worker_is_one_line(tmp_path):
+    p = tmp_path / "bad.txt"
+    p.write_bytes(b"a b c\n" * 40 + b"a \xff b\n" + b"c d\n" * 10)
+    r = _run(["lm", "estimate", str(p), "-o", str(tmp_path / "o.arpa"), "--order", "3", "--workers", "2", "-q"])
+    assert r.returncode == 2
+    assert r.stderr == f"fsmlearn: error: {p}:41: bytes that are not UTF-8 at column 3: b'\\xff b'\n", r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["bad.txt"]
+
+
 def test_cli_unreachable_scheduler_is_one_line(text, tmp_path):
     path, _ = text
     r = _run(["lm", "estimate", str(path), "-o", str(tmp_path / "o.arpa"), "--scheduler", "tcp://127.0.0.1:9"])
@@ -351,3 +377,30 @@ def test_cli_web1t_without_a_prefix_is_located_by_the_partitioned_path(tmp_path)
         f"fsmlearn: error: {d / '3gms' / '3gm-0000'}:2: 3-gram without its suffix 'cat </S>' among the 2-grams "
         "(a suffix's count is at least the n-gram's): 'the cat </S>'")
     assert sorted(os.listdir(tmp_path)) == ["w"]
+
+
+def test_cli_ctrl_c_on_a_local_cluster_leaves_nothing(tmp_path):
+    """SIGINT to the whole process group (a terminal's Ctrl-C) once the counting has started:
+    exit 130 with one line, no worker traceback, no output, no temporary folder, no worker left."""
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(3000)]
+    big = tmp_path / "big.txt"
+    with open(big, "w") as f:
+        for _ in range(150_000):
+            f.write(" ".join(rng.choice(words) for _ in range(rng.randint(1, 15))) + "\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    p = subprocess.Popen(FSMLEARN + ["lm", "estimate", str(big), "-o", str(tmp_path / "o.arpa"), "--order", "4",
+                                     "--workers", "2", "--tmp", str(scratch)],
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines = []
+    for line in p.stderr:
+        lines.append(line)
+        if "counting:" in line or "estimation:" in line:
+            break
+    os.killpg(p.pid, signal.SIGINT)
+    rest = p.stderr.read()
+    assert p.wait(timeout=60) == 130, "".join(lines) + rest
+    assert rest.strip().splitlines()[-1] == "fsmlearn: interrupted", rest
+    assert "Traceback" not in rest and "ERROR" not in rest, rest
+    assert sorted(os.listdir(tmp_path)) == ["big.txt", "scratch"] and os.listdir(scratch) == []

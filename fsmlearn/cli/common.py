@@ -1,7 +1,7 @@
 """What the subcommand modules share: progress lines and number formatting.
 
-Public names: DATASET_NAMES, positive_int, Progress, percent, add_quiet, add_scale, add_threads, check_threads,
-ngram_sizes.
+Public names: DATASET_NAMES, positive_int, Progress, percent, add_quiet, add_scale, check_scale, add_threads,
+check_threads, ngram_sizes.
 """
 
 from __future__ import annotations
@@ -78,7 +78,30 @@ def add_scale(p) -> None:
                         "that holds every n-gram (default: local)")
     g.add_argument("--memory", help="each local worker's memory budget, e.g. 2G; sizes the partitions on any "
                                     "cluster (default: 60%% of this machine's RAM shared by the workers)")
-    g.add_argument("--tmp", help="folder for the workers' spill files and the pieces of the output, removed "
-                                 "afterwards (default: the system's temporary folder)")
+    g.add_argument("--tmp", help="folder under which a local cluster's workers spill, removed afterwards (the "
+                                 "pieces of an output are written beside it) (default: the system's temporary "
+                                 "folder)")
     g.add_argument("--workers", type=positive_int, default=None,
                    help="local worker processes (default: one per core)")
+
+
+def check_scale(args):
+    """Check ``--scheduler``, ``--memory``, ``--tmp`` and ``--workers`` together, whichever path the
+    work then takes; returns the budget in bytes (None when not given).
+
+    Raises:
+        ArgumentError: a bad value, or options that do not go together (one line each).
+    """
+    from ..errors import ArgumentError
+    from ..lm.scale.cluster import check_scheduler, check_tmp, parse_memory
+    memory = parse_memory(args.memory) if args.memory else None
+    if args.tmp is not None:
+        check_tmp(args.tmp)
+    if args.scheduler != "in-memory":
+        check_scheduler(args.scheduler)
+    if args.workers and args.scheduler != "local":
+        raise ArgumentError(f"--workers starts that many local workers: it needs --scheduler local, not "
+                            f"{args.scheduler}")
+    if args.scheduler == "in-memory" and memory is not None:
+        raise ArgumentError("--memory sets the workers' budget: the in-memory path has no workers")
+    return memory

@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from ..errors import ArgumentError
-from .common import DATASET_NAMES, positive_int, Progress, add_quiet, add_scale, add_threads, check_threads, ngram_sizes
+from .common import (DATASET_NAMES, positive_int, Progress, add_quiet, add_scale, add_threads, check_scale,
+                     check_threads, ngram_sizes)
 
 
 def _cutoffs(text):
@@ -51,11 +52,11 @@ def _scale(args, say, input_bytes: int | None = None):
     """The runner for ``--scheduler``/``--memory``/``--tmp``/``--workers`` (None: the in-memory
     path); by default, inputs under SMALL_INPUT bytes take the in-memory path (a cluster would
     only add its start-up)."""
-    from ..lm.scale.cluster import SMALL_INPUT, open_runner, parse_memory
-    if args.scheduler == "in-memory":
-        return None
-    memory = parse_memory(args.memory) if args.memory else None
+    from ..lm.scale.cluster import SMALL_INPUT, open_runner
+    memory = check_scale(args)
     scheduler = args.scheduler
+    if scheduler == "in-memory":
+        return None
     if scheduler == "local" and input_bytes is not None and input_bytes < SMALL_INPUT and not args.workers \
             and not args.memory:
         return None

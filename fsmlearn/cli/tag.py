@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import Progress, add_quiet, add_scale, percent as _pct
+from .common import Progress, add_quiet, add_scale, check_scale, percent as _pct
 
 # fsmlearn.data.tagged's TAGGED_FORMATS and OUTPUT_FORMATS (a test checks they agree), spelled out
 # here so that building the parser does not import the corpus readers
@@ -122,6 +122,7 @@ def _em(args) -> int:
 
 def _giga200(args) -> int:
     from ..experiments.giga200 import Giga200Config, run_giga200
+    check_scale(args)
     say = Progress(args.quiet)
     cfg = Giga200Config(cache=args.cache, report=args.report, model=args.model, ngrams=args.ngrams or None,
                         tokens=args.tokens, seed=args.seed, order=args.order, cutoff=args.cutoff,

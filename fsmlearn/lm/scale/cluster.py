@@ -29,7 +29,9 @@ import operator
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 
@@ -99,12 +101,12 @@ def part_bytes(memory: int) -> int:
 
 
 def human(n: float) -> str:
-    """Bytes as ``1.5 GB``."""
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
+    """Bytes in binary units, as ``--memory`` takes them (``1.5 GiB``)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
+        n /= 1024
+    return f"{n:.1f} TiB"
 
 
 class _Done:
@@ -138,6 +140,7 @@ class Runner:
         self.tmp = tmp
         self.say = say
         self._held = []
+        self.leftovers = []         # folders to remove when the runner closes, whatever happened
 
     def release(self) -> None:
         """Let go of every task of the job (called when its results are written): until then the
@@ -277,14 +280,37 @@ def _translate(call, runner):
         raise ArgumentError(f"lost the connection to the Dask scheduler ({e})") from None
 
 
+def check_tmp(tmp) -> str:
+    """The absolute path of ``--tmp`` (default: the system's temporary folder), an existing folder.
+
+    Raises:
+        ArgumentError: no such folder, or not a folder.
+    """
+    base = os.path.abspath(tmp or tempfile.gettempdir())
+    if not os.path.exists(base):
+        raise ArgumentError(f"--tmp {base}: no such folder")
+    if not os.path.isdir(base):
+        raise ArgumentError(f"--tmp {base}: not a folder")
+    return base
+
+
+def check_memory(memory: int, workers: int) -> None:
+    """Refuse local workers whose budgets add up to more than this machine's RAM."""
+    ram = total_memory()
+    if ram and memory * workers > ram:
+        raise ArgumentError(f"--memory {human(memory)} for each of {workers} local workers is more than this "
+                            f"machine's {human(ram)}")
+
+
 def check_scheduler(text: str) -> str:
     """``local``, ``synchronous``, or a scheduler address (``tcp://HOST:PORT``, ``HOST:PORT``)."""
     if text in ("local", "synchronous"):
         return text
-    if re.fullmatch(r"(tcp|tls|inproc|ws|wss|ucx)://\S+|[^\s:/]+:\d+", text):
+    m = re.fullmatch(r"(?:(tcp|ws|wss|ucx)://)?(\[[0-9a-fA-F:]+\]|[^\s:/\[\]]+):(\d{1,5})", text)
+    if m and 0 < int(m.group(3)) < 65536:
         return text
-    raise ArgumentError(f"--scheduler {text!r}: expected local, synchronous or a scheduler address such as "
-                        "tcp://HOST:8786")
+    raise ArgumentError(f"--scheduler {text!r}: expected local, synchronous, in-memory or a scheduler address "
+                        "HOST:PORT such as tcp://HOST:8786")
 
 
 @contextmanager
@@ -306,17 +332,16 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
     """
     say = progress or (lambda msg: None)
     scheduler = check_scheduler(scheduler)
-    base = os.path.abspath(tmp or tempfile.gettempdir())
-    if not os.path.isdir(base):
-        raise ArgumentError(f"--tmp {base}: no such folder")
+    base = check_tmp(tmp)
     try:
         scratch = tempfile.mkdtemp(prefix="fsmlearn-dask-", dir=base)
     except OSError as e:
         raise ArgumentError(f"--tmp {base}: cannot make a scratch folder there: {e.strerror or e}") from None
-    cluster = client = None
+    cluster = client = runner = None
     try:
         if scheduler == "synchronous":
-            yield Runner(None, memory or default_memory(1), 1, scratch, say)
+            runner = Runner(None, memory or default_memory(1), 1, scratch, say)
+            yield runner
             return
         import logging
 
@@ -324,17 +349,28 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
         if scheduler == "local":
             n = workers or cores()
             mem = memory or default_memory(n)
+            check_memory(mem, n)
             dashboard = ":0"            # any free port (Dask serves its status pages there, bokeh or not)
-            cluster = LocalCluster(n_workers=n, threads_per_worker=threads, processes=True,
-                                   memory_limit=mem, local_directory=scratch,
-                                   dashboard_address=dashboard, silence_logs=logging.ERROR)
+            # the workers' own log lines (a task's error, which the command reports itself in one
+            # line; a heartbeat lost while the cluster stops) are not the user's business; and a
+            # Ctrl-C reaches the command alone: processes started while SIGINT is ignored keep
+            # ignoring it (Python installs its handler only over the default one), and the
+            # command stops them
+            old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+            try:
+                cluster = LocalCluster(n_workers=n, threads_per_worker=threads, processes=True,
+                                       memory_limit=mem, local_directory=scratch,
+                                       dashboard_address=dashboard, silence_logs=logging.CRITICAL)
+            finally:
+                if old is not None:
+                    signal.signal(signal.SIGINT, old)
             client = Client(cluster)
             say(f"Dask LocalCluster: {n} worker processes x {threads} thread(s), {human(mem)} each, "
                 f"spilling to {scratch}")
         else:
             try:
-                client = Client(scheduler, timeout="10s")
-            except (OSError, TimeoutError) as e:
+                client = Client(scheduler if "://" in scheduler else "tcp://" + scheduler, timeout="10s")
+            except (OSError, TimeoutError, ValueError, TypeError) as e:
                 raise ArgumentError(f"--scheduler {scheduler}: cannot reach the Dask scheduler "
                                     f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'timed out'})"
                                     ) from None
@@ -346,13 +382,24 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
         link = getattr(client, "dashboard_link", None) if _has_bokeh() else None
         if link:
             say(f"Dask dashboard: {link}")
-        yield Runner(client, mem, n, scratch, say)
+        runner = Runner(client, mem, n, scratch, say)
+        yield runner
     finally:
         if client is not None:
             client.close()
         if cluster is not None:
             cluster.close()
-        shutil.rmtree(scratch, ignore_errors=True)
+        # folders the workers wrote into (the output's pieces), removed once no worker can write
+        for path in ([] if runner is None else runner.leftovers) + [scratch]:
+            for _ in range(5):
+                shutil.rmtree(path, ignore_errors=True)
+                if not os.path.exists(path):
+                    break
+                time.sleep(0.2)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def _has_bokeh() -> bool:

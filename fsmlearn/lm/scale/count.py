@@ -317,6 +317,7 @@ def write_web1t_dist(runner, vocab: GlobalVocab, routed, B: int, order: int, roo
     from ..web1t import _replace_dir
     root = Path(root)
     tmp = _new_output(root)
+    runner.leftovers.append(str(tmp))           # removed after the workers stop, if still there
     try:
         for k in range(2, order + 1):
             (tmp / f"{k}gms").mkdir()
@@ -603,6 +604,7 @@ def _write_orders(runner, vocab, routed, order, root, cut, B, gzip_files):
     from ..web1t import _replace_dir
     root = Path(root)
     tmp = _new_output(root)
+    runner.leftovers.append(str(tmp))           # removed after the workers stop, if still there
     try:
         wb = runner.share(vocab.web1t_bytes())
         writes = {}

@@ -612,10 +612,14 @@ def _write_arpa(runner, states, vocab, N: int, output, bos: int):
     output = Path(os.path.abspath(output))
     # the workers write their pieces beside the output (a folder the client reads and, on a
     # cluster of several hosts, one the workers must see too: docs/cluster.md)
+    if output.is_dir():
+        raise ArgumentError(f"{output}: cannot write here: a directory is in the way")
     try:
         pieces = Path(tempfile.mkdtemp(prefix=output.name + ".", suffix=".parts", dir=output.parent))
     except OSError as e:
-        raise ArgumentError(f"{output}: cannot write beside it: {e.strerror or e}") from None
+        why = f"no such folder ({output.parent})" if isinstance(e, FileNotFoundError) else (e.strerror or str(e))
+        raise ArgumentError(f"{output}: cannot write here: {why}") from None
+    runner.leftovers.append(str(pieces))        # removed after the workers stop, whatever happens
     try:
         wb = runner.share(word_bytes(vocab.words))
         writes = [runner.submit(write_part, s, wb, bos, str(pieces), p) for p, s in enumerate(states)]
