@@ -286,7 +286,7 @@ def test_workers_paused_too_long_end_the_job_with_one_line(cluster, monkeypatch)
         monkeypatch.setattr(r, "_all_paused", lambda: True)
         f = r.submit(_time.sleep, 30)
         t0 = _time.time()
-        with pytest.raises(ArgumentError, match=r"paused for 1 s, over 80 % of its memory budget of 1.1 GB"):
+        with pytest.raises(ArgumentError, match=r"paused for 1 s, over 80 % of its memory budget of 1.0 GiB"):
             r.wait([f], "sleeping")
         assert _time.time() - t0 < 20
         client.cancel(f)
