@@ -81,7 +81,7 @@ def _parts(args, runner):
         return text_parts([], part_bytes(runner.memory), dataset=args.dataset)
     if not args.text:
         raise ArgumentError("give text files or --dataset NAME")
-    return text_parts(args.text, part_bytes(runner.memory))
+    return text_parts(args.text, part_bytes(runner.memory, _input_bytes(args), runner.workers))
 
 
 def _count(args) -> int:

@@ -93,11 +93,16 @@ def default_memory(workers: int | None = None) -> int:
     return max(MIN_MEMORY, int(ram * 0.6) // n)
 
 
-def part_bytes(memory: int) -> int:
+def part_bytes(memory: int, total: int | None = None, workers: int = 1) -> int:
     """Bytes of text per counting partition for a worker budget: counting holds about 60 bytes
     per byte of text at order 5 (packed keys, their sort, the counts), so a partition takes
-    about a sixth of the budget; between 1 MB and 64 MB."""
-    return int(min(64 << 20, max(1 << 20, memory // 400)))
+    about a sixth of the budget; between 1 MB and 64 MB, and small enough that an input of
+    ``total`` bytes gives every one of ``workers`` about four partitions (so that none waits
+    for another's last one)."""
+    size = min(64 << 20, memory // 400)
+    if total:
+        size = min(size, -(-total // (4 * workers)))
+    return int(max(1 << 20, size))
 
 
 def human(n: float) -> str:
