@@ -51,7 +51,8 @@ be recovered from cut counts,
 with Kneser-Ney's three discounts per order, the fallback where the cut
 count-of-counts leave them out of range).
 
-Public names: estimate, kneser_ney_discounts, discounts_from_counts_of_counts, check_kn_discounts, METHODS.
+Public names: estimate, kneser_ney_discounts, discounts_from_counts_of_counts, check_options, check_kn_discounts,
+METHODS.
 """
 
 from __future__ import annotations
@@ -90,6 +91,23 @@ def discounts_from_counts_of_counts(t, fallback=_FALLBACK, order: int = 0):
         raise ArgumentError(f"order {order}: Kneser-Ney discounts are out of range (count-of-counts t1..t4 = {t}); "
                        "use a discount fallback")
     return tuple(float(x) for x in fallback), t
+
+
+def check_options(method: str, discount: float, smoothing: float, cut_mass: str) -> None:
+    """The estimator's options, as :func:`estimate` takes them.
+
+    Raises:
+        ArgumentError: an unknown method or ``cut_mass``, a discount outside (0, 1) for
+            absolute discounting, a negative smoothing.
+    """
+    if method not in METHODS:
+        raise ArgumentError(f"unknown estimation method {method!r}; expected one of {METHODS}")
+    if method == "absolute" and not (0 < discount < 1):
+        raise ArgumentError(f"absolute discounting needs 0 < discount < 1, got {discount}")
+    if smoothing < 0:
+        raise ArgumentError(f"smoothing must be >= 0, got {smoothing}")
+    if cut_mass not in ("interpolate", "backoff"):
+        raise ArgumentError(f"cut_mass must be 'interpolate' or 'backoff', got {cut_mass!r}")
 
 
 def check_kn_discounts(discounts, order: int | None = None) -> None:
@@ -286,14 +304,7 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
             or an n-gram without its prefix or listed twice (the words named).
     """
     say = progress or (lambda msg: None)
-    if method not in METHODS:
-        raise ArgumentError(f"unknown estimation method {method!r}; expected one of {METHODS}")
-    if method == "absolute" and not (0 < discount < 1):
-        raise ArgumentError(f"absolute discounting needs 0 < discount < 1, got {discount}")
-    if smoothing < 0:
-        raise ArgumentError(f"smoothing must be >= 0, got {smoothing}")
-    if cut_mass not in ("interpolate", "backoff"):
-        raise ArgumentError(f"cut_mass must be 'interpolate' or 'backoff', got {cut_mass!r}")
+    check_options(method, discount, smoothing, cut_mass)
     vocab = list(counts.vocab)
     wid = {w: i for i, w in enumerate(vocab)}
     for w in (BOS, EOS):

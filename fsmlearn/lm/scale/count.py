@@ -314,7 +314,6 @@ def write_web1t_dist(runner, vocab: GlobalVocab, routed, B: int, order: int, roo
     Returns:
         The n-grams written per order.
     """
-    from ..web1t import _replace_dir
     root = Path(root)
     tmp = _new_output(root)
     runner.leftovers.append(str(tmp))           # removed after the workers stop, if still there
@@ -329,18 +328,27 @@ def write_web1t_dist(runner, vocab: GlobalVocab, routed, B: int, order: int, roo
             writes.append(runner.submit(write_range, merged, b, cut, wb, str(tmp), gzip_files))
         runner.wait(writes, stage, "ranges")
         results = runner.gather(writes)
-        ext = ".gz" if gzip_files else ""
-        sizes = [_write_vocab(tmp, vocab, ext)]
-        for k in range(2, order + 1):
-            lines = [f"{k}gm-{b:04d}{ext}\t{results[b][k - 2][1]}\n" for b in range(B)]
-            (tmp / f"{k}gms" / f"{k}gm.idx").write_text("".join(lines), encoding="utf-8")
-            sizes.append(sum(results[b][k - 2][0] for b in range(B)))
-        _replace_dir(tmp, root)
+        sizes = _finish(tmp, root, vocab, order, B, lambda k, b: results[b][k - 2], gzip_files)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
         runner.release()
+    return sizes
+
+
+def _finish(tmp: Path, root: Path, vocab: GlobalVocab, order: int, B: int, result, gzip_files: bool) -> list[int]:
+    """The client's part of a Web1T directory the workers filled: ``1gms/``, each order's ``.idx``
+    (``result(k, b)``: (lines, first n-gram) of range b's file of order k), then the folder put in
+    ``root``'s place; returns the n-grams written per order."""
+    from ..web1t import _replace_dir
+    ext = ".gz" if gzip_files else ""
+    sizes = [_write_vocab(tmp, vocab, ext)]
+    for k in range(2, order + 1):
+        lines = [f"{k}gm-{b:04d}{ext}\t{result(k, b)[1]}\n" for b in range(B)]
+        (tmp / f"{k}gms" / f"{k}gm.idx").write_text("".join(lines), encoding="utf-8")
+        sizes.append(sum(result(k, b)[0] for b in range(B)))
+    _replace_dir(tmp, root)
     return sizes
 
 
@@ -601,7 +609,6 @@ def _merge_order(pieces):
 
 def _write_orders(runner, vocab, routed, order, root, cut, B, gzip_files):
     """Like :func:`write_web1t_dist` for pieces that each hold one order (Web1T files)."""
-    from ..web1t import _replace_dir
     root = Path(root)
     tmp = _new_output(root)
     runner.leftovers.append(str(tmp))           # removed after the workers stop, if still there
@@ -618,13 +625,7 @@ def _write_orders(runner, vocab, routed, order, root, cut, B, gzip_files):
         futs = [writes[x] for x in keys]
         runner.wait(futs, "merging and writing", "files")
         res = dict(zip(keys, runner.gather(futs)))
-        ext = ".gz" if gzip_files else ""
-        sizes = [_write_vocab(tmp, vocab, ext)]
-        for k in range(2, order + 1):
-            lines = [f"{k}gm-{b:04d}{ext}\t{res[k, b][1]}\n" for b in range(B)]
-            (tmp / f"{k}gms" / f"{k}gm.idx").write_text("".join(lines), encoding="utf-8")
-            sizes.append(sum(res[k, b][0] for b in range(B)))
-        _replace_dir(tmp, root)
+        sizes = _finish(tmp, root, vocab, order, B, lambda k, b: res[k, b], gzip_files)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

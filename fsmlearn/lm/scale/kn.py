@@ -48,7 +48,7 @@ import numpy as np
 
 from ...errors import ArgumentError
 from ...fsm.hashing import hash_insert, hash_lookup, new_table
-from ..estimate import METHODS, _FALLBACK, check_kn_discounts, discounts_from_counts_of_counts
+from ..estimate import METHODS, _FALLBACK, check_kn_discounts, check_options, discounts_from_counts_of_counts
 from ..model import IMPOSSIBLE
 from ..vocab import BOS, EOS, UNK
 from .count import row_order
@@ -510,14 +510,7 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     """
     from .count import ranges_for, route
     say = runner.say
-    if method not in METHODS:
-        raise ArgumentError(f"unknown estimation method {method!r}; expected one of {METHODS}")
-    if method == "absolute" and not (0 < discount < 1):
-        raise ArgumentError(f"absolute discounting needs 0 < discount < 1, got {discount}")
-    if smoothing < 0:
-        raise ArgumentError(f"smoothing must be >= 0, got {smoothing}")
-    if cut_mass not in ("interpolate", "backoff"):
-        raise ArgumentError(f"cut_mass must be 'interpolate' or 'backoff', got {cut_mass!r}")
+    check_options(method, discount, smoothing, cut_mass)
     if discounts is not None:
         check_kn_discounts(discounts, N)
     words = vocab.words
