@@ -147,6 +147,18 @@ def test_estimate_from_text_matches_in_memory(text, tmp_path, method, cut, part_
     assert_same_model(ref, tmp_path / "o.arpa")
 
 
+@pytest.mark.parametrize("method", ["kneser-ney", "witten-bell", "absolute"])
+def test_sentence_markers_inside_a_line_match_in_memory(tmp_path, method):
+    """A literal <s> or </s> inside a sentence: a context's raw count exceeds its extensions'
+    (those ending in <s> are not counted), and lm.estimate renormalises it, cutoffs or not."""
+    lines = ["a <s> b", "b a", "a b </s> a", "<s> a b"] * 3 + ["b b a"]
+    (tmp_path / "m.txt").write_text("\n".join(lines) + "\n")
+    ref = estimate(count_ngrams(lines, 3), method)
+    with open_runner("synchronous") as r:
+        estimate_text(r, text_parts([tmp_path / "m.txt"], 10), 3, tmp_path / "o.arpa", method=method, ranges=2)
+    assert_same_model(ref, tmp_path / "o.arpa")
+
+
 def test_compiled_scores_match_in_memory(text, tmp_path):
     """The model from the partitioned path, compiled, scores sentences as the in-memory one does."""
     from fsmlearn.lm.model import compile_lm
@@ -404,3 +416,25 @@ def test_cli_ctrl_c_on_a_local_cluster_leaves_nothing(tmp_path):
     assert rest.strip().splitlines()[-1] == "fsmlearn: interrupted", rest
     assert "Traceback" not in rest and "ERROR" not in rest, rest
     assert sorted(os.listdir(tmp_path)) == ["big.txt", "scratch"] and os.listdir(scratch) == []
+
+
+@pytest.mark.parametrize("second,why", [("a b\t1\nb </S>\t2\n", "listed twice: 'a b'"),
+                                        ("<S> b\t1\n", "out of order (the lines must be in byte order): '<S> b'")])
+def test_web1t_files_out_of_order_across_files_are_located(tmp_path, second, why):
+    """Each file is checked in a task; the order across files by the client, as read_web1t checks
+    the order's lines as a whole."""
+    from fsmlearn.errors import CorpusFormatError
+    d = tmp_path / "w"
+    (d / "1gms").mkdir(parents=True)
+    (d / "2gms").mkdir()
+    (d / "1gms" / "vocab").write_text("<S>\t3\na\t3\nb\t3\n</S>\t3\n")
+    (d / "2gms" / "2gm-0000").write_text("<S> a\t2\na b\t1\n")
+    (d / "2gms" / "2gm-0001").write_text(second)
+    with pytest.raises(CorpusFormatError) as ref:
+        read_web1t(d)
+    with open_runner("synchronous") as r:
+        with pytest.raises(CorpusFormatError) as got:
+            estimate_web1t(r, d, tmp_path / "o.arpa")
+    assert str(got.value) == f"{d / '2gms' / '2gm-0001'}:1: {why}"
+    assert str(ref.value) == str(got.value)
+    assert sorted(os.listdir(tmp_path)) == ["w"]

@@ -205,6 +205,7 @@ class Runner:
         n = len(futures)
         if self.client is None or n == 0:
             return
+        from distributed import TimeoutError as DaskTimeout
         from distributed import wait
 
         def run():
@@ -214,7 +215,7 @@ class Runner:
             while pending:
                 try:
                     done, pending = wait(pending, timeout=5, return_when="FIRST_COMPLETED")
-                except TimeoutError:
+                except (TimeoutError, DaskTimeout):   # (asyncio's own class before Python 3.11)
                     done = ()
                 for f in done:
                     if f.status == "error":
@@ -239,7 +240,7 @@ class Runner:
 
     def _all_paused(self) -> bool:
         try:
-            ws = self.client.scheduler_info().get("workers", {})
+            ws = _workers(self.client)
         except Exception:           # the scheduler's answer is a hint here, never a failure
             return False
         return bool(ws) and all(str(w.get("status", "")).endswith("paused") for w in ws.values())
@@ -269,7 +270,7 @@ def _translate(call, runner):
         from distributed.scheduler import KilledWorker
     except ImportError:             # pragma: no cover (distributed is a dependency)
         return call()
-    from distributed.client import FutureCancelledError
+    from concurrent.futures import CancelledError as FutureCancelledError   # Dask's is a subclass
     from distributed.comm.core import CommClosedError
     try:
         return call()
@@ -352,7 +353,8 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
 
         from distributed import Client, LocalCluster
         if scheduler == "local":
-            n = workers or cores()
+            # one per core, but no more than 60 % of RAM gives the smallest budget each
+            n = workers or max(1, min(cores(), int(total_memory() * 0.6) // MIN_MEMORY or cores()))
             mem = memory or default_memory(n)
             check_memory(mem, n)
             dashboard = ":0"            # any free port (Dask serves its status pages there, bokeh or not)
@@ -379,9 +381,9 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
                 raise ArgumentError(f"--scheduler {scheduler}: cannot reach the Dask scheduler "
                                     f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'timed out'})"
                                     ) from None
-            info = client.scheduler_info()
-            n = max(1, len(info.get("workers", {})))
-            limits = [w.get("memory_limit") or 0 for w in info.get("workers", {}).values()]
+            ws = _workers(client)
+            n = max(1, len(ws))
+            limits = [w.get("memory_limit") or 0 for w in ws.values()]
             mem = memory or (min(limits) if limits and min(limits) > 0 else default_memory(n))
             say(f"Dask cluster at {scheduler}: {n} workers, {human(mem)} budget per worker")
         link = getattr(client, "dashboard_link", None) if _has_bokeh() else None
@@ -401,6 +403,16 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
                 if not os.path.exists(path):
                     break
                 time.sleep(0.2)
+
+
+def _workers(client) -> dict:
+    """Every worker's entry of the scheduler's information (some releases list only five
+    unless asked for all)."""
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:               # a release without the argument lists them all
+        info = client.scheduler_info()
+    return info.get("workers", {})
 
 
 def _main_thread() -> bool:

@@ -32,6 +32,7 @@ import gzip
 import os
 import shutil
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -343,6 +344,8 @@ def _finish(tmp: Path, root: Path, vocab: GlobalVocab, order: int, B: int, resul
     ``root``'s place; returns the n-grams written per order."""
     from ..web1t import _replace_dir
     ext = ".gz" if gzip_files else ""
+    for stray in tmp.glob("*gms/*.part"):      # a file a worker was writing when it was lost
+        stray.unlink()
     sizes = [_write_vocab(tmp, vocab, ext)]
     for k in range(2, order + 1):
         lines = [f"{k}gm-{b:04d}{ext}\t{result(k, b)[1]}\n" for b in range(B)]
@@ -392,7 +395,11 @@ def count_route(part: TextPart, order: int, wid: dict, bounds, key: int):
     return route(orders, trans, bounds, key)
 
 
-def count_parts(runner, parts, order: int, key: int, ranges: int | None = None):
+#: Web1T numbers its files with four digits
+WEB1T_FILES = 9999
+
+
+def count_parts(runner, parts, order: int, key: int, ranges: int | None = None, most: int | None = None):
     """The vocabulary of every partition (one pass), then every partition counted and routed by
     its ``key`` word (a second pass over the text).
 
@@ -406,7 +413,7 @@ def count_parts(runner, parts, order: int, key: int, ranges: int | None = None):
         for w, c in d.items():
             total[w] = total.get(w, 0) + c
     vocab = GlobalVocab(total)
-    bounds = vocab.bounds(ranges_for(runner, vocab, order, ranges))
+    bounds = vocab.bounds(min(ranges_for(runner, vocab, order, ranges), most or 1 << 62))
     wid = runner.share(vocab.id)
     routed = [runner.submit(count_route, p, order, wid, bounds, key) for p in parts]
     runner.wait(routed, "counting", "partitions")
@@ -433,7 +440,7 @@ def count_to_web1t(runner, parts, order: int, root, cutoffs=None, keep_bigrams: 
     """
     from ..web1t import cutoff_list
     cut = cutoff_list(cutoffs, order, keep_bigrams)
-    vocab, bounds, routed = count_parts(runner, parts, order, 0, ranges)
+    vocab, bounds, routed = count_parts(runner, parts, order, 0, ranges, most=WEB1T_FILES)
     return write_web1t_dist(runner, vocab, routed, bounds.size - 1, order, root, cut, gzip_files)
 
 
@@ -501,7 +508,7 @@ def count_ids_to_web1t(runner, ptr_path, ids_path, corpus_vocab, order: int, roo
     for u in runner.gather([runner.piece(c, 0) for c in counted]):
         uni += u
     vocab.counts = uni
-    bounds = vocab.bounds(ranges_for(runner, vocab, order, ranges))
+    bounds = vocab.bounds(min(ranges_for(runner, vocab, order, ranges), WEB1T_FILES))
     routed = [runner.submit(route, runner.piece(c, 1), None, bounds, 0) for c in counted]
     return write_web1t_dist(runner, vocab, routed, bounds.size - 1, order, root, cut, gzip_files)
 
@@ -560,7 +567,25 @@ def read_web1t_parts(runner, root, max_order: int | None = None):
     c1 = runner.share(vocab.counts)
     reads = {k: [runner.submit(read_shard, f, k, wid, c1) for f in fs] for k, fs in files.items()}
     runner.wait([f for fs in reads.values() for f in fs], "reading Web1T files", "files")
+    for k, fs in reads.items():             # each file is in order; so must be the files
+        prev = None
+        for i, (first, last) in enumerate(runner.gather([runner.submit(_ends, f) for f in fs])):
+            if first is None:
+                continue
+            if prev is not None and first <= prev:
+                words = " ".join(_TO_WEB1T.get(vocab.words[w], vocab.words[w]) for w in first)
+                why = "listed twice" if first == prev else "out of order (the lines must be in byte order)"
+                raise CorpusFormatError(f"{why}: {words!r}", files[k][i], 1)
+            prev = last
     return vocab, order, reads
+
+
+def _ends(pieces):
+    """Task: the first and last rows of a file's rows (tuples of ids; None when empty)."""
+    rows = pieces[0][0]
+    if rows.shape[0] == 0:
+        return None, None
+    return tuple(int(x) for x in rows[0]), tuple(int(x) for x in rows[-1])
 
 
 def reweb1t(runner, root, out, max_order: int | None = None, cutoffs=None, keep_bigrams: bool = False,
@@ -584,7 +609,7 @@ def reweb1t(runner, root, out, max_order: int | None = None, cutoffs=None, keep_
     sizes = None
     if out is not None:
         cut = cutoff_list(cutoffs, order, keep_bigrams)
-        bounds = vocab.bounds(ranges_for(runner, vocab, order, ranges))
+        bounds = vocab.bounds(min(ranges_for(runner, vocab, order, ranges), WEB1T_FILES))
         B = bounds.size - 1
         # one routing task per file: its rows as the only order present, then the orders joined
         routed = []
@@ -646,9 +671,13 @@ def _write_file(rows, cnt, k, b, cut, wb, tmpdir, gzip_files):
     keep = cnt >= cut
     data = _render_lines(rows[keep], cnt[keep], wbuf, woff)
     path = Path(tmpdir) / f"{k}gms" / f"{k}gm-{b:04d}{ext}"
-    part = path.with_name(path.name + f".{os.getpid()}.part")
-    with (gzip.open(part, "wb", compresslevel=1) if gzip_files else open(part, "wb")) as f:
-        f.write(data.tobytes())
+    part = path.with_name(path.name + f".{uuid.uuid4().hex}.part")   # _finish removes any a lost worker left
+    with open(part, "wb") as raw:
+        if gzip_files:              # no name, no time in the header: a rerun writes the same bytes
+            with gzip.GzipFile(filename="", mode="wb", compresslevel=1, fileobj=raw, mtime=0) as f:
+                f.write(data.tobytes())
+        else:
+            raw.write(data.tobytes())
     os.replace(part, path)
     first = data[:int(np.argmax(data == 9))].tobytes().decode("utf-8") if data.size else ""
     return int(keep.sum()), first

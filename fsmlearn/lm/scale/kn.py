@@ -19,7 +19,7 @@ numbers with adjusted count 1, 2 and 3+) crosses partitions: the extensions of h
 the partitions of their last words, h in the partition of its own last word.  Passes:
 
 1. *build*: each range's pieces of every counting or Web1T task merged; rows given
-   suffix keys (id of w2..wk, then w1) so that the suffix of any n-gram is one binary search;
+   suffix keys (id of w2..wk, then w1) so that the suffix of any n-gram is a few hash probes away;
 2. *adjust*: Kneser-Ney's continuation counts; the client sums each order's
    count-of-counts t1..t4 into the discounts (and the empty context's statistics);
 3. *context statistics*: per context, partial sums sent to the context's partition
@@ -281,7 +281,6 @@ def ctx_reduce(parts, pieces, method: int, Ds, precut: bool, backoff_missing: bo
             i = int(np.argmax(idx < 0))
             raise _missing("prefix", words, allh[i])
         M = st["rows"][m].shape[0]
-        tot = np.zeros(M)
         acc = np.zeros((M, 5))
         allS = np.concatenate(ss)
         for j in range(5):
@@ -315,7 +314,8 @@ def ctx_reduce(parts, pieces, method: int, Ds, precut: bool, backoff_missing: bo
             sel = idx[start:start + h.shape[0]]
             start += h.shape[0]
             replies[s][k] = np.stack([tot[sel], types[sel], gamma[m][sel]], axis=1)
-    return {"gamma": gamma, "short": short, "next": next_}, replies
+    any_short = any(bool(x.any()) for x in short.values())
+    return {"gamma": gamma, "short": short, "next": next_}, replies, any_short
 
 
 # --- pass 4: interpolation ----------------------------------------------------------------------
@@ -581,7 +581,9 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     runner.wait(inter, "estimation: context statistics and interpolation", "partitions")
     Pr = inter
     cut = _cut_list(cutoffs, N, keep_bigrams)
-    any_short = cut_mass == "backoff" and precut
+    # contexts whose raw count exceeds their extensions' (counts cut before estimation, or an
+    # <s> inside a sentence) are renormalised as pruned ones are, as lm.estimate does
+    any_short = any(runner.gather([runner.piece(r, 2) for r in red]))
     if cut is None and not any_short:
         K = [runner.submit(no_pruning, [B[p], R[p]]) for p in range(P)]
     else:
@@ -595,6 +597,16 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     return _write_arpa(runner, states, vocab, N, output, bos)
 
 
+def check_output(output) -> None:
+    """Refuse, before any work, an ARPA output that cannot be written: a directory in the way, a
+    folder that does not exist."""
+    output = Path(os.path.abspath(output))
+    if output.is_dir():
+        raise ArgumentError(f"{output}: cannot write here: a directory is in the way")
+    if not output.parent.is_dir():
+        raise ArgumentError(f"{output}: cannot write here: no such folder ({output.parent})")
+
+
 def _write_arpa(runner, states, vocab, N: int, output, bos: int):
     """The partitions' ARPA pieces joined under the header into ``output``, atomically."""
     from ...data.text import open_text
@@ -605,8 +617,7 @@ def _write_arpa(runner, states, vocab, N: int, output, bos: int):
     output = Path(os.path.abspath(output))
     # the workers write their pieces beside the output (a folder the client reads and, on a
     # cluster of several hosts, one the workers must see too: docs/cluster.md)
-    if output.is_dir():
-        raise ArgumentError(f"{output}: cannot write here: a directory is in the way")
+    check_output(output)
     try:
         pieces = Path(tempfile.mkdtemp(prefix=output.name + ".", suffix=".parts", dir=output.parent))
     except OSError as e:
@@ -639,6 +650,7 @@ def _write_arpa(runner, states, vocab, N: int, output, bos: int):
 def estimate_text(runner, parts, order: int, output, ranges: int | None = None, **kw):
     """Text partitions -> counts -> an ARPA model (the twin of ``count_ngrams`` + ``estimate``)."""
     from .count import count_parts
+    check_output(output)
     vocab, bounds, routed = count_parts(runner, parts, order, -1, ranges)
     return estimate_parts(runner, vocab, order, None, output, routed=(bounds, routed), precut=False, **kw)
 
@@ -648,6 +660,7 @@ def estimate_web1t(runner, root, output, max_order: int | None = None, **kw):
     + ``estimate``)."""
     from .count import read_web1t_parts
     from .count import web1t_parts
+    check_output(output)
     vocab, order, reads = read_web1t_parts(runner, root, max_order)
     sources = [f for k in sorted(reads) for f in reads[k]]
     try:
