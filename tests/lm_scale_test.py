@@ -112,6 +112,16 @@ def test_reweb1t_matches_in_memory(text, tmp_path):
     c = read_web1t(tmp_path / "w")
     assert (V, order) == (len(c.vocab), c.order)
     assert [per[k][0] for k in sorted(per)] == c.sizes
+    # a vocabulary without the sentence markers: counted as read_web1t counts them (added, count 0)
+    vocab = tmp_path / "w" / "1gms" / "vocab.gz"
+    kept = [ln for ln in gzip.open(vocab).read().decode().splitlines() if not ln.startswith(("<S>", "</S>"))]
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "1gms").mkdir()
+    (tmp_path / "v" / "1gms" / "vocab").write_text("\n".join(kept) + "\n")
+    with open_runner("synchronous") as r:
+        V2, _, per2, _ = reweb1t(r, tmp_path / "v", None)
+    c2 = read_web1t(tmp_path / "v")
+    assert (V2, per2[1][0]) == (len(c2.vocab), c2.sizes[0])
 
 
 @pytest.mark.parametrize("tokens_per_part,ranges", [(40, 3), (1000, 2), (10 ** 6, 1)])

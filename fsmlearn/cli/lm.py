@@ -160,7 +160,7 @@ def _estimate(args) -> int:
         from ..lm.web1t import _layout
         if args.text or getattr(args, "dataset", None):
             raise ArgumentError("give text files, --dataset NAME or --counts DIR, not two of them")
-        present = max(_layout(__import__("pathlib").Path(args.counts), None))
+        present = max(_layout(Path(args.counts), None))
         if args.order is not None and present < args.order:
             raise ArgumentError(f"{args.counts}: the counts go up to {present}-grams; --order {args.order} "
                                 f"asks for {args.order}-grams (give --order {present} or less)")

@@ -523,8 +523,9 @@ def web1t_parts(root, max_order: int | None = None):
     layout = _layout(root, max_order)
     words, c1 = read_vocab(layout[1][0])
     counts = dict(zip(words, c1.tolist()))
+    listed = len(words) + sum(w not in counts for w in (BOS, EOS))         # as read_web1t counts them
     vocab = GlobalVocab(counts)
-    vocab.listed = len(words) + sum(w not in counts for w in (BOS, EOS))    # as read_web1t counts them
+    vocab.listed = listed
     return vocab, {k: [str(p) for p in v] for k, v in layout.items() if k > 1}
 
 
@@ -599,7 +600,7 @@ def reweb1t(runner, root, out, max_order: int | None = None, cutoffs=None, keep_
     from ..web1t import cutoff_list
     vocab, order, reads = read_web1t_parts(runner, root, max_order)
     stats = runner.gather([runner.submit(_stats, f) for k in sorted(reads) for f in reads[k]])
-    per = {1: (int(np.count_nonzero(vocab.counts)), int(vocab.counts[vocab.counts > 0].min(initial=1)))}
+    per = {1: (vocab.listed, int(vocab.counts[vocab.counts > 0].min(initial=1)))}
     i = 0
     for k in sorted(reads):
         n = sum(s[0] for s in stats[i:i + len(reads[k])])
