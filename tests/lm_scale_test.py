@@ -414,7 +414,10 @@ def test_cli_ctrl_c_on_a_local_cluster_leaves_nothing(tmp_path):
     scratch.mkdir()
     p = subprocess.Popen(FSMLEARN + ["lm", "estimate", str(big), "-o", str(tmp_path / "o.arpa"), "--order", "4",
                                      "--workers", "2", "--tmp", str(scratch)],
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         # as a terminal starts it: SIGINT at its default (a test run in the background
+                         # inherits it ignored, and Python then installs no KeyboardInterrupt handler)
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     for line in p.stderr:
         lines.append(line)
