@@ -431,8 +431,12 @@ def test_cli_ctrl_c_on_a_local_cluster_leaves_nothing(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["big.txt", "scratch"] and os.listdir(scratch) == []
 
 
-@pytest.mark.parametrize("second,why", [("a b\t1\nb </S>\t2\n", "listed twice: 'a b'"),
-                                        ("<S> b\t1\n", "out of order (the lines must be in byte order): '<S> b'")])
+@pytest.mark.parametrize("second,why", [("a b\t1\nb </S>\t2\n", "1: listed twice: 'a b'"),
+                                        ("<S> b\t1\n", "1: out of order (the lines must be in byte order): '<S> b'"),
+                                        ("b a\t1\nb </S>\t2\n", "2: out of order (the lines must be in byte "
+                                                                  "order): 'b </S>'"),
+                                        ("b </S>\t9\n", "1: count 9 exceeds the vocabulary's count of one of its "
+                                                         "words: 'b </S>'")])
 def test_web1t_files_out_of_order_across_files_are_located(tmp_path, second, why):
     """Each file is checked in a task; the order across files by the client, as read_web1t checks
     the order's lines as a whole."""
@@ -448,6 +452,6 @@ def test_web1t_files_out_of_order_across_files_are_located(tmp_path, second, why
     with open_runner("synchronous") as r:
         with pytest.raises(CorpusFormatError) as got:
             estimate_web1t(r, d, tmp_path / "o.arpa")
-    assert str(got.value) == f"{d / '2gms' / '2gm-0001'}:1: {why}"
+    assert str(got.value) == f"{d / '2gms' / '2gm-0001'}:{why}"
     assert str(ref.value) == str(got.value)
     assert sorted(os.listdir(tmp_path)) == ["w"]

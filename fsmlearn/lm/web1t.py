@@ -289,8 +289,9 @@ def _first_missing_prefix(rows, prev):
     return -1
 
 
-def _check_order_and_counts(arr, c, c1, vocab, k, where) -> None:
-    """Rows in strictly increasing byte order of their words, counts at most each word's."""
+def _check_order_and_counts(arr, c, c1, vocab, k, where, ranked: bool = False) -> None:
+    """Rows in strictly increasing byte order of their words, counts at most each word's
+    (``ranked``: the word ids are already in byte order of the words' Web1T spelling)."""
     def locate(i, reason):
         return _locate(arr, i, where, vocab, reason)
     if arr.shape[0] == 0:
@@ -299,10 +300,13 @@ def _check_order_and_counts(arr, c, c1, vocab, k, where) -> None:
     if too_big.any():
         i = int(np.argmax(too_big))
         raise locate(i, f"count {int(c[i])} exceeds the vocabulary's count of one of its words")
-    enc = [_TO_WEB1T.get(w, w).encode("utf-8") for w in vocab]
-    rank = np.empty(len(enc), np.int64)
-    rank[sorted(range(len(enc)), key=enc.__getitem__)] = np.arange(len(enc))
-    r = rank[arr]
+    if ranked:
+        r = arr
+    else:
+        enc = [_TO_WEB1T.get(w, w).encode("utf-8") for w in vocab]
+        rank = np.empty(len(enc), np.int64)
+        rank[sorted(range(len(enc)), key=enc.__getitem__)] = np.arange(len(enc))
+        r = rank[arr]
     undecided = np.ones(r.shape[0] - 1, bool)
     bad = np.zeros(r.shape[0] - 1, bool)
     for j in range(k):

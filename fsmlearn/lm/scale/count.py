@@ -529,7 +529,7 @@ def web1t_parts(root, max_order: int | None = None):
     return vocab, {k: [str(p) for p in v] for k, v in layout.items() if k > 1}
 
 
-def read_shard(path: str, k: int, wid: dict, c1):
+def read_shard(path: str, k: int, wid: dict, c1, words):
     """Task: (rows int32 [M, k] in global ids, counts int64 [M]) of one Web1T file, checked line
     by line (errors name the file and line) and in order within the file."""
     from ..web1t import _check_order_and_counts, _count, _lines
@@ -549,10 +549,8 @@ def read_shard(path: str, k: int, wid: dict, c1):
         cnt.append(_count(line[tab + 1:], p, ln, line))
     arr = np.array(rows, np.int32).reshape(-1, k)
     c = np.array(cnt, np.int64)
-    words = [None] * len(wid)
-    for w, i in wid.items():
-        words[i] = w
-    _check_order_and_counts(arr, c, c1, words, k, [(p, 0)])
+    # global ids are in the byte order of the words' Web1T spelling: no ranking to compute
+    _check_order_and_counts(arr, c, c1, words, k, [(p, 0)], ranked=True)
     return [(arr, c)]
 
 
@@ -566,7 +564,8 @@ def read_web1t_parts(runner, root, max_order: int | None = None):
     order = max(files) if files else 1
     wid = runner.share(vocab.id)
     c1 = runner.share(vocab.counts)
-    reads = {k: [runner.submit(read_shard, f, k, wid, c1) for f in fs] for k, fs in files.items()}
+    words = runner.share(vocab.words)
+    reads = {k: [runner.submit(read_shard, f, k, wid, c1, words) for f in fs] for k, fs in files.items()}
     runner.wait([f for fs in reads.values() for f in fs], "reading Web1T files", "files")
     for k, fs in reads.items():             # each file is in order; so must be the files
         prev = None
