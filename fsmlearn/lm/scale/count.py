@@ -315,27 +315,33 @@ def write_web1t_dist(runner, vocab: GlobalVocab, routed, B: int, order: int, roo
     Returns:
         The n-grams written per order.
     """
+    def submit(tmp, wb):
+        writes = [runner.submit(write_range, runner.submit(merge_range, [runner.piece(r, b) for r in routed]),
+                                b, cut, wb, tmp, gzip_files) for b in range(B)]
+        return writes, lambda got, k, b: got[b][k - 2]
+    return _web1t_job(runner, vocab, order, B, root, gzip_files, submit, stage)
+
+
+def _web1t_job(runner, vocab: GlobalVocab, order: int, B: int, root, gzip_files: bool, submit, stage: str):
+    """A Web1T directory the workers fill: a temporary folder beside ``root`` (removed on failure,
+    and after the workers stop whatever happens), ``submit(folder, word bytes)`` giving the
+    writing tasks and how to read (lines, first n-gram) of order k's file b from their results,
+    then :func:`_finish`."""
     root = Path(root)
     tmp = _new_output(root)
-    runner.leftovers.append(str(tmp))           # removed after the workers stop, if still there
+    runner.leftovers.append(str(tmp))
     try:
         for k in range(2, order + 1):
             (tmp / f"{k}gms").mkdir()
-        wb = runner.share(vocab.web1t_bytes())
-        writes = []
-        for b in range(B):
-            pieces = [runner.piece(r, b) for r in routed]
-            merged = runner.submit(merge_range, pieces)
-            writes.append(runner.submit(write_range, merged, b, cut, wb, str(tmp), gzip_files))
-        runner.wait(writes, stage, "ranges")
-        results = runner.gather(writes)
-        sizes = _finish(tmp, root, vocab, order, B, lambda k, b: results[b][k - 2], gzip_files)
+        writes, result = submit(str(tmp), runner.share(vocab.web1t_bytes()))
+        runner.wait(writes, stage, "files")
+        got = runner.gather(writes)
+        return _finish(tmp, root, vocab, order, B, lambda k, b: result(got, k, b), gzip_files)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
         runner.release()
-    return sizes
 
 
 def _finish(tmp: Path, root: Path, vocab: GlobalVocab, order: int, B: int, result, gzip_files: bool) -> list[int]:
@@ -634,29 +640,17 @@ def _merge_order(pieces):
 
 def _write_orders(runner, vocab, routed, order, root, cut, B, gzip_files):
     """Like :func:`write_web1t_dist` for pieces that each hold one order (Web1T files)."""
-    root = Path(root)
-    tmp = _new_output(root)
-    runner.leftovers.append(str(tmp))           # removed after the workers stop, if still there
-    try:
-        wb = runner.share(vocab.web1t_bytes())
-        writes = {}
+    def submit(tmp, wb):
+        keys, writes = [], []
         for k in range(2, order + 1):
-            (tmp / f"{k}gms").mkdir()
             mine = [f for kk, f in routed if kk == k]
             for b in range(B):
                 merged = runner.submit(_merge_order, [runner.piece(f, b) for f in mine])
-                writes[k, b] = runner.submit(_write_one, merged, k, b, cut[k - 1], wb, str(tmp), gzip_files)
-        keys = list(writes)
-        futs = [writes[x] for x in keys]
-        runner.wait(futs, "merging and writing", "files")
-        res = dict(zip(keys, runner.gather(futs)))
-        sizes = _finish(tmp, root, vocab, order, B, lambda k, b: res[k, b], gzip_files)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        runner.release()
-    return sizes
+                keys.append((k, b))
+                writes.append(runner.submit(_write_one, merged, k, b, cut[k - 1], wb, tmp, gzip_files))
+        where = {key: i for i, key in enumerate(keys)}
+        return writes, lambda got, k, b: got[where[k, b]]
+    return _web1t_job(runner, vocab, order, B, root, gzip_files, submit, "merging and writing")
 
 
 def _write_one(merged, k, b, cut, wb, tmpdir, gzip_files):
