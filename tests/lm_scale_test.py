@@ -102,6 +102,18 @@ def test_count_matches_in_memory_web1t(text, tmp_path, part_bytes, ranges):
         assert np.array_equal(x, y)
 
 
+def test_dataset_sentences_keep_their_tokens(tmp_path):
+    """A named dataset's sentences reach the counter as token lists, as count_ngrams gets them in
+    memory: a token holding a space (or none at all) stays one token."""
+    from fsmlearn.lm.scale.count import TextPart
+    sents = [("a b", "c"), ("c", ""), ("c", "a b", "a")] * 3
+    write_web1t(count_ngrams([list(x) for x in sents], 3), tmp_path / "ref")
+    with open_runner("synchronous") as r:
+        count_to_web1t(r, [TextPart("toy", lines=tuple(sents[:4])), TextPart("toy", lines=tuple(sents[4:]))], 3,
+                       tmp_path / "out", ranges=2)
+    assert _lines(tmp_path / "out") == _lines(tmp_path / "ref")
+
+
 def test_reweb1t_matches_in_memory(text, tmp_path):
     _, lines = text
     write_web1t(count_ngrams(lines, 4), tmp_path / "w")

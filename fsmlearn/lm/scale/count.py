@@ -52,8 +52,8 @@ _TO_OURS = {v: k for k, v in _TO_WEB1T.items()}
 @dataclass(frozen=True)
 class TextPart:
     """One partition of text: ``path``'s bytes ``start``..``end`` (lines that start there),
-    the whole (compressed) file when ``end`` is -1, or ``lines`` read by the client (their
-    first line number ``first``)."""
+    the whole (compressed) file when ``end`` is -1, or ``lines`` read by the client (str lines,
+    or a dataset's sentences as tuples of tokens; their first line number ``first``)."""
     path: str
     start: int = 0
     end: int = -1
@@ -81,9 +81,8 @@ def text_parts(paths, part_bytes: int, dataset: str | None = None) -> list:
         from ...data import iter_dataset_words
         block, size = [], 0
         for s in iter_dataset_words(dataset):
-            line = " ".join(s)
-            block.append(line)
-            size += len(line) + 1
+            block.append(tuple(s))          # the tokens as the corpus has them (count_ngrams takes lists)
+            size += sum(len(w) + 1 for w in s)
             if size >= part_bytes:
                 parts.append(TextPart(dataset, lines=tuple(block)))
                 block, size = [], 0
@@ -383,7 +382,7 @@ def vocab_part(part: TextPart) -> dict:
     c = Counter()
     n = 0
     for line in part_lines(part):
-        c.update(line.split())
+        c.update(line.split() if isinstance(line, str) else line)
         n += 1
     out = dict(c)
     for w in (BOS, EOS):
