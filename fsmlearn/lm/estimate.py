@@ -52,7 +52,7 @@ with Kneser-Ney's three discounts per order, the fallback where the cut
 count-of-counts leave them out of range).
 
 Public names: estimate, kneser_ney_discounts, discounts_from_counts_of_counts, check_options, check_kn_discounts,
-METHODS.
+cutoff_per_order, METHODS.
 """
 
 from __future__ import annotations
@@ -91,6 +91,20 @@ def discounts_from_counts_of_counts(t, fallback=_FALLBACK, order: int = 0):
         raise ArgumentError(f"order {order}: Kneser-Ney discounts are out of range (count-of-counts t1..t4 = {t}); "
                        "use a discount fallback")
     return tuple(float(x) for x in fallback), t
+
+
+def cutoff_per_order(cutoffs, N: int, keep_bigrams: bool = False) -> list[int] | None:
+    """The minimum raw count of each order 1..N that :func:`estimate` keeps (None: no cutoffs):
+    an int for orders >= 2 or a list from the 1-grams (its last value repeated); 1-grams never
+    cut, 2-grams not with ``keep_bigrams``."""
+    if cutoffs is None:
+        return None
+    cut = [1] + [int(cutoffs)] * (N - 1) if isinstance(cutoffs, (int, np.integer)) else list(cutoffs)
+    cut = cut + [cut[-1]] * (N - len(cut))
+    cut[0] = 1
+    if keep_bigrams and N >= 2:
+        cut[1] = 1
+    return cut[:N]
 
 
 def check_options(method: str, discount: float, smoothing: float, cut_mass: str) -> None:
@@ -391,11 +405,7 @@ def estimate(counts: NGramCounts, method: str = "kneser-ney", *, discounts=None,
     # cutoffs
     keep = np.ones(total, np.bool_)
     if cutoffs is not None:
-        cut = [1] + [int(cutoffs)] * (N - 1) if isinstance(cutoffs, (int, np.integer)) else list(cutoffs)
-        cut = cut + [cut[-1]] * (N - len(cut))
-        cut[0] = 1
-        if keep_bigrams and N >= 2:
-            cut[1] = 1
+        cut = cutoff_per_order(cutoffs, N, keep_bigrams)
         for k in range(2, N + 1):
             lo, hi = int(off[k - 1]), int(off[k])
             keep[lo:hi] = raw[lo:hi] >= cut[k - 1]

@@ -389,6 +389,19 @@ def check_output_dir(root) -> None:
                             "output must be a new path or an earlier Web1T output, which is replaced")
 
 
+def new_output_folder(root) -> Path:
+    """A new empty folder beside ``root`` (checked by :func:`check_output_dir`; its parents made)
+    that will take ``root``'s place by :func:`_replace_dir`, with an ordinary folder's mode."""
+    root = Path(root)
+    check_output_dir(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", suffix=".tmp", dir=root.parent))
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o777 & ~mask)          # mkdtemp's 0700 would make the counts private
+    return tmp
+
+
 def _replace_dir(new: Path, root: Path) -> None:
     """Put folder ``new`` in the place of ``root``: one atomic exchange where the system has
     it (Linux renameat2 RENAME_EXCHANGE), else the old folder moved aside and moved back
@@ -478,12 +491,7 @@ def write_web1t(counts: NGramCounts, root, cutoffs=None, keep_bigrams: bool = Fa
     say = progress or (lambda msg: None)
     N = counts.order
     cut = cutoff_list(cutoffs, N, keep_bigrams)
-    check_output_dir(root)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", suffix=".tmp", dir=root.parent))
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o777 & ~mask)          # mkdtemp's 0700 would make the counts private
+    tmp = new_output_folder(root)
     names = [_TO_WEB1T.get(w, w) for w in counts.vocab]
     ext = ".gz" if gzip_files else ""
     opener = (lambda p: gzip.open(p, "wb", compresslevel=1)) if gzip_files else (lambda p: open(p, "wb"))

@@ -31,7 +31,6 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
-import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,10 +40,8 @@ import numpy as np
 from ...errors import ArgumentError, CorpusFormatError
 from ..counts import count_ngrams
 from ..vocab import BOS, EOS, UNK, word_bytes
+from ..web1t import _TO_OURS, _TO_WEB1T, new_output_folder   # Web1T's spelling of <s>, </s>, <unk>
 
-#: Web1T's spelling of the sentence markers and the unknown word
-_TO_WEB1T = {BOS: "<S>", EOS: "</S>", UNK: "<UNK>"}
-_TO_OURS = {v: k for k, v in _TO_WEB1T.items()}
 
 
 # --- input partitions -------------------------------------------------------------------------
@@ -294,18 +291,6 @@ def write_range(merged, b: int, cut, wb, tmpdir: str, gzip_files: bool):
             for j, (rows, cnt) in enumerate(merged)]
 
 
-def _new_output(root: Path) -> Path:
-    from ..web1t import check_output_dir
-    check_output_dir(root)
-    root = Path(os.path.abspath(root))
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", suffix=".tmp", dir=root.parent))
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o777 & ~mask)
-    return tmp
-
-
 def write_web1t_dist(runner, vocab: GlobalVocab, routed, B: int, order: int, root, cut, gzip_files: bool = True,
                      stage: str = "merging and writing") -> list[int]:
     """Merge routed pieces (by first word) range by range into a Web1T directory ``root``,
@@ -327,7 +312,7 @@ def _web1t_job(runner, vocab: GlobalVocab, order: int, B: int, root, gzip_files:
     writing tasks and how to read (lines, first n-gram) of order k's file b from their results,
     then :func:`_finish`."""
     root = Path(root)
-    tmp = _new_output(root)
+    tmp = Path(os.path.abspath(new_output_folder(root)))   # workers may run elsewhere
     runner.leftovers.append(str(tmp))
     try:
         for k in range(2, order + 1):

@@ -48,7 +48,8 @@ import numpy as np
 
 from ...errors import ArgumentError
 from ...fsm.hashing import hash_insert, hash_lookup, new_table
-from ..estimate import METHODS, _FALLBACK, check_kn_discounts, check_options, discounts_from_counts_of_counts
+from ..estimate import (METHODS, _FALLBACK, check_kn_discounts, check_options, cutoff_per_order,
+                        discounts_from_counts_of_counts)
 from ..model import IMPOSSIBLE
 from ..vocab import BOS, EOS, UNK
 from .count import row_order
@@ -473,17 +474,6 @@ def write_part(parts, wb, bos: int, tmpdir: str, part: int):
 
 # --- the driver ---------------------------------------------------------------------------------
 
-def _cut_list(cutoffs, N: int, keep_bigrams: bool):
-    if cutoffs is None:
-        return None
-    cut = [1] + [int(cutoffs)] * (N - 1) if isinstance(cutoffs, (int, np.integer)) else list(cutoffs)
-    cut = cut + [cut[-1]] * (N - len(cut))
-    cut[0] = 1
-    if keep_bigrams and N >= 2:
-        cut[1] = 1
-    return cut[:N]
-
-
 def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser-ney", *, discounts=None,
                    discount_fallback=_FALLBACK, discount: float = 0.25, smoothing: float = 0.0, cutoffs=None,
                    keep_bigrams: bool = False, cut_mass: str = "backoff", ranges: int | None = None,
@@ -580,7 +570,7 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
              for s in range(P)]
     runner.wait(inter, "estimation: context statistics and interpolation", "partitions")
     Pr = inter
-    cut = _cut_list(cutoffs, N, keep_bigrams)
+    cut = cutoff_per_order(cutoffs, N, keep_bigrams)
     # contexts whose raw count exceeds their extensions' (counts cut before estimation, or an
     # <s> inside a sentence) are renormalised as pruned ones are, as lm.estimate does
     any_short = any(runner.gather([runner.piece(r, 2) for r in red]))
