@@ -172,6 +172,13 @@ def _sums(idx, values, n: int):
     return np.bincount(idx, weights=values, minlength=n)
 
 
+def _split(dest, P: int):
+    """Per destination 0..P-1, the positions (ascending) whose ``dest`` it is: one sort, not P scans."""
+    o = np.argsort(dest, kind="stable")
+    edges = np.searchsorted(dest[o], np.arange(P + 1))
+    return [o[edges[d]:edges[d + 1]] for d in range(P)]
+
+
 def _merged(parts):
     """One partition's state from the pieces the passes returned (later ones add their arrays)."""
     st = {}
@@ -249,8 +256,7 @@ def ctx_map(parts, bounds, bos: int):
         hrows = np.ascontiguousarray(hs[starts])
         dest = np.searchsorted(bounds, hrows[:, -1], side="right").astype(np.int32) - 1
         pos = np.empty(G, np.int32)            # each group's position in its destination's list
-        for d in range(P):
-            sel = np.flatnonzero(dest == d)
+        for d, sel in enumerate(_split(dest, P)):
             pos[sel] = np.arange(sel.size)
             out[d][k] = (hrows[sel], stats[sel])
         st["grp"][k] = (gid, dest, pos, hrows)
@@ -340,8 +346,7 @@ def interpolate(parts, replies, method: int, Ds, uni_ctx, V_uniform: float, smoo
             gid, dest, pos, _ = st["grp"][k]
             G = dest.size
             vals = np.zeros((G, 3))
-            for d in range(len(replies)):
-                sel = np.flatnonzero(dest == d)
+            for d, sel in enumerate(_split(dest, len(replies))):
                 if sel.size:
                     vals[sel] = replies[d][k][pos[sel]]
             tot, types, gam = vals[gid, 0], vals[gid, 1], vals[gid, 2]
@@ -396,8 +401,7 @@ def prune_map(parts, k: int, bounds):
     km[st["suf"][k][keep]] = True
     keeps[k - 1] = km
     out = []
-    for d in range(P):
-        sel = np.flatnonzero(dest == d)
+    for sel in _split(dest, P):
         out.append((hrows[sel], acc[sel]))
     return out, {"keep": keeps}
 
