@@ -467,3 +467,27 @@ def test_web1t_files_out_of_order_across_files_are_located(tmp_path, second, why
     assert str(got.value) == f"{d / '2gms' / '2gm-0001'}:{why}"
     assert str(ref.value) == str(got.value)
     assert sorted(os.listdir(tmp_path)) == ["w"]
+
+
+def test_task_results_travel_as_files_and_read_back_exactly(tmp_path):
+    """A task's large arrays leave it as one file (a tuple's items: one file each), small values
+    inline; reading back gives the arrays bit for bit; discarding removes the files."""
+    from fsmlearn.lm.scale.cluster import FILE_BYTES, Saved, _load, _paths, _save
+    rng = np.random.default_rng(1)
+    big = rng.random(FILE_BYTES // 8 + 3)
+    rows = rng.integers(0, 1 << 30, (FILE_BYTES // 8, 3)).astype(np.int32)
+    empty = np.zeros((0, 4), np.int32)
+    small = np.arange(5)
+    x = ({"p": {1: big, 2: rows}, "n": 3, "e": empty}, [(rows[:, 1:], small)], "words")
+    saved = _save(x, str(tmp_path))
+    assert isinstance(saved[0]["p"][1], Saved) and isinstance(saved[1][0][0], Saved)
+    assert saved[0]["e"] is empty and saved[1][0][1] is small and saved[2] == "words"
+    files = _paths(saved, set())
+    assert len(files) == 2 and sorted(os.listdir(tmp_path)) == sorted(os.path.basename(f) for f in files)
+    back = _load(saved)
+    assert back[0]["p"][1].tobytes() == big.tobytes() and back[0]["p"][1].dtype == big.dtype
+    assert np.array_equal(back[0]["p"][2], rows) and back[0]["p"][2].dtype == np.int32
+    assert np.array_equal(back[1][0][0], rows[:, 1:]) and back[0]["n"] == 3
+    with open_runner("synchronous", tmp=str(tmp_path)) as r:
+        r.discard(saved)
+    assert os.listdir(tmp_path) == []

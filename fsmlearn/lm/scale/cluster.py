@@ -114,6 +114,119 @@ def human(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+#: arrays at least this large leave a task in a file of the job's scratch folder, not as Dask data
+FILE_BYTES = 1 << 15
+
+
+class Saved:
+    """An array a task wrote to a file (``path``, at byte ``offset``): what Dask holds and moves
+    instead of the array (a few dozen bytes), read back by the task that needs it."""
+
+    __slots__ = ("path", "offset", "dtype", "shape")
+
+    def __init__(self, path: str, offset: int, dtype: str, shape: tuple):
+        self.path, self.offset, self.dtype, self.shape = path, offset, dtype, shape
+
+    def __reduce__(self):
+        return (Saved, (self.path, self.offset, self.dtype, self.shape))
+
+    def load(self):
+        import numpy as np
+        a = np.empty(self.shape, np.dtype(self.dtype))
+        if a.nbytes:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                if f.readinto(memoryview(a).cast("B")) != a.nbytes:
+                    raise OSError(f"{self.path}: shorter than the data written to it")
+        return a
+
+
+class _Mark:
+    __slots__ = ("i",)
+
+    def __init__(self, i: int):
+        self.i = i
+
+
+def _save(x, folder: str):
+    """``x`` (nested dicts, lists, tuples) with every large numeric array written, one after
+    another, into one new file under ``folder`` (written beside it and renamed, so a reader never
+    sees it half-written), and replaced by its :class:`Saved`."""
+    import uuid
+
+    import numpy as np
+    arrays = []
+
+    def walk(v):
+        if isinstance(v, np.ndarray) and v.dtype.kind in "biuf" and v.nbytes >= FILE_BYTES:
+            arrays.append(np.ascontiguousarray(v))
+            return _Mark(len(arrays) - 1)
+        if isinstance(v, dict):
+            return {k: walk(u) for k, u in v.items()}
+        if isinstance(v, list):
+            return [walk(u) for u in v]
+        if isinstance(v, tuple):
+            return tuple(walk(u) for u in v)
+        return v
+
+    if isinstance(x, tuple):            # a task's several results: each its own file
+        return tuple(_save(u, folder) for u in x)
+    marked = walk(x)
+    if not arrays:
+        return x
+    path = os.path.join(folder, uuid.uuid4().hex + ".bin")
+    offsets = []
+    with open(path + ".part", "wb") as f:
+        for a in arrays:
+            offsets.append(f.tell())
+            f.write(memoryview(a).cast("B") if a.size else b"")
+    os.replace(path + ".part", path)
+
+    def fill(v):
+        if isinstance(v, _Mark):
+            a = arrays[v.i]
+            return Saved(path, offsets[v.i], a.dtype.str, a.shape)
+        if isinstance(v, dict):
+            return {k: fill(u) for k, u in v.items()}
+        if isinstance(v, list):
+            return [fill(u) for u in v]
+        if isinstance(v, tuple):
+            return tuple(fill(u) for u in v)
+        return v
+
+    return fill(marked)
+
+
+def _load(x):
+    """``x`` with every :class:`Saved` read back."""
+    if isinstance(x, Saved):
+        return x.load()
+    if isinstance(x, dict):
+        return {k: _load(u) for k, u in x.items()}
+    if isinstance(x, list):
+        return [_load(u) for u in x]
+    if isinstance(x, tuple):
+        return tuple(_load(u) for u in x)
+    return x
+
+
+def _paths(x, out: set) -> set:
+    if isinstance(x, Saved):
+        out.add(x.path)
+    elif isinstance(x, dict):
+        for u in x.values():
+            _paths(u, out)
+    elif isinstance(x, (list, tuple)):
+        for u in x:
+            _paths(u, out)
+    return out
+
+
+def _filed(fn, folder: str, *args, **kwargs):
+    """Run ``fn`` on its arguments read back from their files, its result's arrays written to files."""
+    return _save(fn(*_load(args), **_load(kwargs)), folder)
+
+
 class _Done:
     """The result of a task run in this process (a future that is already done)."""
 
@@ -145,6 +258,7 @@ class Runner:
         self.tmp = tmp
         self.say = say
         self._held = []
+        self.data = os.path.join(tmp, "data")   # the tasks' results (made by open_runner)
         self.leftovers = []         # folders to remove when the runner closes, whatever happened
 
     def release(self) -> None:
@@ -159,16 +273,23 @@ class Runner:
 
     def submit(self, fn, *args, **kwargs):
         """A future of ``fn(*args, **kwargs)``; futures among ``args`` are replaced by their
-        results on the worker that runs the task (lists of futures too)."""
+        results on the worker that runs the task (lists of futures too).  The result's large
+        arrays go to files in the scratch folder (:class:`Saved`): Dask holds, moves and
+        spills a few bytes per array, and a task reads only what it is given."""
         if self.client is None:
-            return _Done(fn(*[_value(a) for a in args], **{k: _value(v) for k, v in kwargs.items()}))
-        f = self.client.submit(fn, *args, pure=False, **kwargs)
+            return _Done(_filed(fn, self.data, *[_value(a) for a in args],
+                                **{k: _value(v) for k, v in kwargs.items()}))
+        import uuid
+        f = self.client.submit(_filed, fn, self.data, *args, key=f"{fn.__name__}-{uuid.uuid4().hex}",
+                               pure=False, **kwargs)
         self._held.append(f)
         return f
 
     def piece(self, future, i):
-        """A future of ``future``'s result's item ``i``, taken where that result lies (so that
-        a task which needs one piece of a larger result does not fetch all of it)."""
+        """A future of ``future``'s result's item ``i``, taken where that result lies (a
+        checkpointed value: its item)."""
+        if not self._is_future(future):
+            return future[i]
         if self.client is None:
             return _Done(future.value[i])
         f = self.client.submit(operator.getitem, future, i, pure=False)
@@ -177,11 +298,38 @@ class Runner:
 
     def piece2(self, future, i, j):
         """A future of ``future``'s result's item ``[i][j]`` (one task, where that result lies)."""
+        if not self._is_future(future):
+            return future[i][j]
         if self.client is None:
             return _Done(future.value[i][j])
         f = self.client.submit(_item2, future, i, j, pure=False)
         self._held.append(f)
         return f
+
+    def _is_future(self, x) -> bool:
+        if isinstance(x, _Done):
+            return True
+        if self.client is None:
+            return False
+        from distributed import Future
+        return isinstance(x, Future)
+
+    def checkpoint(self, futures) -> list:
+        """The results of finished ``futures`` as values (their arrays are files, so these are
+        small), and every finished task let go of: a worker lost from now on takes no result
+        with it that a later task needs, so nothing before this point is ever computed again,
+        and the files of what is no longer needed can be removed (:meth:`discard`)."""
+        values = self.gather(futures)
+        self._held = [f for f in self._held if f.status not in ("finished",)]
+        return values
+
+    def discard(self, values) -> None:
+        """Remove the files of checkpointed results no later task reads."""
+        for path in _paths(values, set()):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
 
     def share(self, value):
         """``value`` as a future that many tasks read (a vocabulary, a translation table): a task
@@ -196,7 +344,7 @@ class Runner:
     def gather(self, futures):
         """Results of a list of futures, in order (raising a task's own error)."""
         if self.client is None:
-            return [f.value for f in futures]
+            return [f.value if isinstance(f, _Done) else f for f in futures]
         return _translate(lambda: self.client.gather(futures), self)
 
     def wait(self, futures, stage: str, unit: str = "tasks") -> None:
@@ -341,6 +489,7 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
     base = check_tmp(tmp)
     try:
         scratch = tempfile.mkdtemp(prefix="fsmlearn-dask-", dir=base)
+        os.mkdir(os.path.join(scratch, "data"))
     except OSError as e:
         raise ArgumentError(f"--tmp {base}: cannot make a scratch folder there: {e.strerror or e}") from None
     cluster = client = runner = None
@@ -383,6 +532,7 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
                                     ) from None
             ws = _workers(client)
             n = max(1, len(ws))
+            _check_seen(client, scratch)
             limits = [w.get("memory_limit") or 0 for w in ws.values()]
             mem = memory or (min(limits) if limits and min(limits) > 0 else default_memory(n))
             say(f"Dask cluster at {scheduler}: {n} workers, {human(mem)} budget per worker")
@@ -403,6 +553,17 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
                 if not os.path.exists(path):
                     break
                 time.sleep(0.2)
+
+
+def _check_seen(client, scratch: str) -> None:
+    """Refuse a cluster whose workers cannot see the scratch folder (the tasks' results are
+    files there: on several hosts it must be on a file system they share)."""
+    seen = client.run(os.path.isdir, os.path.join(scratch, "data"))
+    blind = sorted(w for w, ok in seen.items() if not ok)
+    if blind:
+        raise ArgumentError(f"--tmp {os.path.dirname(scratch)}: the workers at {', '.join(blind[:3])}"
+                            f"{', ...' if len(blind) > 3 else ''} cannot see this folder; give --tmp a folder "
+                            "on a file system every worker shares (docs/cluster.md)")
 
 
 def _workers(client) -> dict:

@@ -407,7 +407,7 @@ def count_parts(runner, parts, order: int, key: int, ranges: int | None = None, 
     wid = runner.share(vocab.id)
     routed = [runner.submit(count_route, p, order, wid, bounds, key) for p in parts]
     runner.wait(routed, "counting", "partitions")
-    return vocab, bounds, routed
+    return vocab, bounds, runner.checkpoint(routed)
 
 
 def ranges_for(runner, vocab: GlobalVocab, order: int, ranges: int | None) -> int:

@@ -522,15 +522,18 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
         bounds, routed = routed
     P = bounds.size - 1
     wf = runner.share(words)
+    # every stage ends at a checkpoint: its results are files, the client holds their names
     built = []
     for p in range(P):
         lo, hi = int(bounds[p]), int(bounds[p + 1])
         built.append(runner.submit(build, lo, hi, vocab.counts[lo:hi], [runner.piece(r, p) for r in routed],
                                    N, V, wf))
     runner.wait(built, "estimation: merging the n-grams by last word", "partitions")
-    del routed
-    summaries = runner.gather([runner.piece(b, 1) for b in built])
-    B = [runner.piece(b, 0) for b in built]       # rows, raw counts, suffixes: the partition itself
+    built = runner.checkpoint(built)
+    runner.discard(runner.checkpoint(routed) + runner.checkpoint(list(sources or [])))
+    del routed, sources
+    summaries = [b[1] for b in built]
+    B = [b[0] for b in built]       # rows, raw counts, suffixes: the partition itself
     if precut is None:
         precut = any(min((s[k][1] for s in summaries if s[k][0]), default=1.0) > 1 for k in range(2, N + 1))
     kn = method == "kneser-ney"
@@ -539,8 +542,10 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
             "so every order uses raw counts (modified absolute discounting with Kneser-Ney's three discounts)")
     # each pass returns only the arrays it adds; a task reads the ones it needs
     adj = [runner.submit(adjust, [b], kn and not precut, bos) for b in B]
-    stats = runner.gather([runner.piece(a, 1) for a in adj])
-    A = [runner.piece(a, 0) for a in adj]
+    runner.wait(adj, "estimation: continuation counts", "partitions")
+    adj = runner.checkpoint(adj)
+    stats = [a[1] for a in adj]
+    A = [a[0] for a in adj]
     Ds = []
     for k in range(1, N + 1):
         if kn:
@@ -565,28 +570,41 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
         gam0 = 1.0
     # context statistics: there and back
     cm = [runner.submit(ctx_map, [B[p], A[p]], bounds, bos) for p in range(P)]
-    G = [runner.piece(c, 1) for c in cm]
-    red = [runner.submit(ctx_reduce, [B[d]], [runner.piece2(c, 0, d) for c in cm], method_id,
+    runner.wait(cm, "estimation: context statistics", "partitions")
+    cm = runner.checkpoint(cm)
+    G = [c[1] for c in cm]
+    red = [runner.submit(ctx_reduce, [B[d]], [c[0][d] for c in cm], method_id,
                          Ds, precut, cut_mass == "backoff", wf) for d in range(P)]
-    R = [runner.piece(r, 0) for r in red]
-    inter = [runner.submit(interpolate, [B[s], A[s], G[s]], [runner.piece2(r, 1, s) for r in red], method_id,
+    runner.wait(red, "estimation: context totals and weights", "partitions")
+    red = runner.checkpoint(red)
+    runner.discard([c[0] for c in cm])
+    R = [r[0] for r in red]
+    inter = [runner.submit(interpolate, [B[s], A[s], G[s]], [r[1][s] for r in red], method_id,
                            Ds, (tot0, types0, gam0, uni_raw_total), float(V - 1), float(smoothing), bos)
              for s in range(P)]
-    runner.wait(inter, "estimation: context statistics and interpolation", "partitions")
-    Pr = inter
+    runner.wait(inter, "estimation: interpolation", "partitions")
+    Pr = runner.checkpoint(inter)
+    runner.discard([r[1] for r in red] + A)
     cut = cutoff_per_order(cutoffs, N, keep_bigrams)
     # contexts whose raw count exceeds their extensions' (counts cut before estimation, or an
     # <s> inside a sentence) are renormalised as pruned ones are, as lm.estimate does
-    any_short = any(runner.gather([runner.piece(r, 2) for r in red]))
+    any_short = any(r[2] for r in red)
     if cut is None and not any_short:
         K = [runner.submit(no_pruning, [B[p], R[p]]) for p in range(P)]
+        runner.wait(K, "estimation: backoff weights", "partitions")
+        K = runner.checkpoint(K)
     else:
         K = [runner.submit(keep_init, [B[p]], cut or [1] * N) for p in range(P)]
         for k in range(N, 1, -1):
             pm = [runner.submit(prune_map, [B[p], G[p], Pr[p], K[p]], k, bounds) for p in range(P)]
-            K = [runner.submit(prune_reduce, [B[d], R[d], K[d], runner.piece(pm[d], 1)], k,
-                               [runner.piece2(x, 0, d) for x in pm]) for d in range(P)]
-        runner.wait(K, "estimation: pruning and backoff weights", "partitions")
+            runner.wait(pm, f"estimation: pruning order {k}", "partitions")
+            pm = runner.checkpoint(pm)
+            K2 = [runner.submit(prune_reduce, [B[d], R[d], K[d], pm[d][1]], k,
+                                [x[0][d] for x in pm]) for d in range(P)]
+            runner.wait(K2, f"estimation: backoff weights of order {k - 1}", "partitions")
+            K2 = runner.checkpoint(K2)
+            runner.discard(pm + runner.checkpoint(K))
+            K = K2
     states = [[B[p], Pr[p], K[p]] for p in range(P)]
     return _write_arpa(runner, states, vocab, N, output, bos)
 
