@@ -332,12 +332,13 @@ def _run(args, **kw):
     return subprocess.run(FSMLEARN + args, capture_output=True, text=True, **kw)
 
 
-def test_cli_count_on_a_local_cluster_matches_in_memory(text, tmp_path):
+@pytest.mark.parametrize("workers,threads", [(2, 1), (1, 2)])
+def test_cli_count_on_a_local_cluster_matches_in_memory(text, tmp_path, workers, threads):
     path, _ = text
-    a = _run(["lm", "count", str(path), "-o", str(tmp_path / "a"), "--order", "3", "--workers", "2",
-              "--memory", "1G", "--tmp", str(tmp_path)])
+    a = _run(["lm", "count", str(path), "-o", str(tmp_path / "a"), "--order", "3", "--workers", str(workers),
+              "--worker-threads", str(threads), "--memory", "1G", "--tmp", str(tmp_path)])
     assert a.returncode == 0, a.stderr
-    assert "Dask LocalCluster: 2 worker processes" in a.stderr
+    assert f"Dask LocalCluster: {workers} worker processes x {threads} thread(s)" in a.stderr
     b = _run(["lm", "count", str(path), "-o", str(tmp_path / "b"), "--order", "3", "--scheduler", "in-memory"])
     assert b.returncode == 0, b.stderr
     assert _lines(tmp_path / "a") == _lines(tmp_path / "b")
@@ -363,7 +364,8 @@ def test_cli_bad_line_found_by_a_worker_is_located(tmp_path):
     (["--memory", "lots"], "expected a size such as 2G"),
     (["--tmp", "IN"], "not a folder"),
     (["--tmp", "/nonexistent/x"], "no such folder"),
-    (["--workers", "2", "--memory", "1000T"], "is more than this machine's")])
+    (["--workers", "2", "--memory", "1000T"], "is more than this machine's"),
+    (["--scheduler", "synchronous", "--worker-threads", "2"], "--worker-threads sets the threads of local workers")])
 def test_cli_scale_options_are_checked_on_every_path(text, tmp_path, args, expect):
     path, _ = text
     args = [str(path) if a == "IN" else a for a in args]

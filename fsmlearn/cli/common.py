@@ -69,7 +69,8 @@ def ngram_sizes(sizes) -> str:
 
 
 def add_scale(p) -> None:
-    """``--scheduler``, ``--memory``, ``--tmp`` and ``--workers``: where partitioned work runs."""
+    """``--scheduler``, ``--memory``, ``--tmp``, ``--workers`` and ``--worker-threads``: where
+    partitioned work runs."""
     g = p.add_argument_group("where the work runs (docs/cluster.md)")
     g.add_argument("--scheduler", default="local",
                    help="local: a Dask LocalCluster started here, one worker process per core (inputs under "
@@ -83,6 +84,8 @@ def add_scale(p) -> None:
                                  "folder)")
     g.add_argument("--workers", type=positive_int, default=None,
                    help="local worker processes (default: one per core)")
+    g.add_argument("--worker-threads", type=positive_int, default=1,
+                   help="threads in each local worker process, each running its own task (default: 1)")
 
 
 def check_scale(args):
@@ -101,6 +104,9 @@ def check_scale(args):
         check_scheduler(args.scheduler)
     if args.workers and args.scheduler != "local":
         raise ArgumentError(f"--workers starts that many local workers: it needs --scheduler local, not "
+                            f"{args.scheduler}")
+    if getattr(args, "worker_threads", 1) != 1 and args.scheduler != "local":
+        raise ArgumentError(f"--worker-threads sets the threads of local workers: it needs --scheduler local, not "
                             f"{args.scheduler}")
     if args.scheduler == "in-memory" and memory is not None:
         raise ArgumentError("--memory sets the workers' budget: the in-memory path has no workers")

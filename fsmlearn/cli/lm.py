@@ -60,7 +60,8 @@ def _scale(args, say, input_bytes: int | None = None):
     if scheduler == "local" and input_bytes is not None and input_bytes < SMALL_INPUT and not args.workers \
             and not args.memory:
         return None
-    return open_runner(scheduler, memory=memory, tmp=args.tmp, workers=args.workers, progress=say)
+    return open_runner(scheduler, memory=memory, tmp=args.tmp, workers=args.workers,
+                       threads=args.worker_threads, progress=say)
 
 
 def _input_bytes(args) -> int | None:
@@ -78,10 +79,10 @@ def _parts(args, runner):
     if getattr(args, "dataset", None):
         if args.text:
             raise ArgumentError("give text files or --dataset NAME, not both")
-        return text_parts([], part_bytes(runner.memory), dataset=args.dataset)
+        return text_parts([], part_bytes(runner.task_memory), dataset=args.dataset)
     if not args.text:
         raise ArgumentError("give text files or --dataset NAME")
-    return text_parts(args.text, part_bytes(runner.memory, _input_bytes(args), runner.workers))
+    return text_parts(args.text, part_bytes(runner.task_memory, _input_bytes(args), runner.slots))
 
 
 def _count(args) -> int:

@@ -129,7 +129,8 @@ def _giga200(args) -> int:
                         iterations=args.iterations, corpus_em=not args.no_corpus_em,
                         method=args.method, discount=args.discount, cut_mass=args.cut_mass,
                         corpus_em_iterations=args.corpus_em_iterations, device=args.device,
-                        scheduler=args.scheduler, memory=args.memory, tmp=args.tmp, workers=args.workers)
+                        scheduler=args.scheduler, memory=args.memory, tmp=args.tmp, workers=args.workers,
+                        worker_threads=args.worker_threads)
     rep = run_giga200(cfg, progress=say)
     it = rep["iterations"][-1]
     line = (f"n-gram EM ({rep['ngrams']:,} n-grams): after {it['iteration']} iterations accuracy "

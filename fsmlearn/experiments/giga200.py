@@ -77,6 +77,7 @@ class Giga200Config:
     memory: str | None = None         # address, synchronous or in-memory; each worker's budget;
     tmp: str | None = None            # the spill folder; local workers (default one per core)
     workers: int | None = None
+    worker_threads: int = 1           # threads per local worker
     device: str = "cpu"               # where n-gram EM (and c's forward values) run: "cpu" or "cuda"
     extra: dict = field(default_factory=dict)
 
@@ -150,7 +151,7 @@ def _count_dir(cfg: Giga200Config, cache: Path, corpus, say) -> Path:
         from ..lm.scale.count import count_ids_to_web1t
         folder = cache / "corpus"
         with open_runner(cfg.scheduler, memory=parse_memory(cfg.memory) if cfg.memory else None, tmp=cfg.tmp,
-                         workers=cfg.workers, progress=say) as runner:
+                         workers=cfg.workers, threads=cfg.worker_threads, progress=say) as runner:
             sizes = count_ids_to_web1t(runner, folder / "ptr.npy", folder / "ids.npy", corpus.vocab, cfg.order,
                                        st.path, cutoffs=cfg.cutoff, keep_bigrams=True)
         say(f"counted and wrote {st.path} in {time.time() - t0:.0f} s: {sizes} n-grams")

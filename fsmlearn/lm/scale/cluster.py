@@ -251,10 +251,11 @@ class Runner:
         say: the progress callable.
     """
 
-    def __init__(self, client, memory: int, workers: int, tmp: str, say):
+    def __init__(self, client, memory: int, workers: int, tmp: str, say, threads: int = 1):
         self.client = client
         self.memory = memory
         self.workers = workers
+        self.threads = threads
         self.tmp = tmp
         self.say = say
         self._held = []
@@ -266,6 +267,16 @@ class Runner:
         runner holds them all, so that Dask can recompute any result lost with a worker from the
         tasks before it (a task the client has let go of is forgotten and cannot be rerun)."""
         self._held = []
+
+    @property
+    def slots(self) -> int:
+        """Tasks that run at once: workers times their threads."""
+        return self.workers * self.threads
+
+    @property
+    def task_memory(self) -> int:
+        """The budget one task's partition is sized to: a worker's, shared by its threads."""
+        return self.memory // self.threads
 
     @property
     def distributed(self) -> bool:
@@ -535,11 +546,12 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
             _check_seen(client, scratch)
             limits = [w.get("memory_limit") or 0 for w in ws.values()]
             mem = memory or (min(limits) if limits and min(limits) > 0 else default_memory(n))
-            say(f"Dask cluster at {scheduler}: {n} workers, {human(mem)} budget per worker")
+            say(f"Dask cluster at {scheduler}: {n} workers, {human(mem)} budget per worker, "
+                f"{_threads(client)} thread(s) each")
         link = getattr(client, "dashboard_link", None) if _has_bokeh() else None
         if link:
             say(f"Dask dashboard: {link}")
-        runner = Runner(client, mem, n, scratch, say)
+        runner = Runner(client, mem, n, scratch, say, threads if scheduler == "local" else _threads(client))
         yield runner
     finally:
         if client is not None:
@@ -574,6 +586,12 @@ def _workers(client) -> dict:
     except TypeError:               # a release without the argument lists them all
         info = client.scheduler_info()
     return info.get("workers", {})
+
+
+def _threads(client) -> int:
+    """The fewest threads of an existing cluster's workers (1 when it does not say)."""
+    ts = [w.get("nthreads") or 1 for w in _workers(client).values()]
+    return max(1, min(ts)) if ts else 1
 
 
 def _main_thread() -> bool:

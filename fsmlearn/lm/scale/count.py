@@ -417,7 +417,7 @@ def ranges_for(runner, vocab: GlobalVocab, order: int, ranges: int | None) -> in
         return ranges
     tokens = int(vocab.counts.sum())
     est = tokens * sum(4 * k + 8 for k in range(2, order + 1)) * 3
-    return max(2 * runner.workers, -(-est // max(1, runner.memory // 10)))
+    return max(2 * runner.slots, -(-est // max(1, runner.task_memory // 10)))
 
 
 def count_to_web1t(runner, parts, order: int, root, cutoffs=None, keep_bigrams: bool = False,
@@ -486,7 +486,7 @@ def count_ids_to_web1t(runner, ptr_path, ids_path, corpus_vocab, order: int, roo
     N = int(ptr[-1])
     vocab = GlobalVocab({w: 0 for w in corpus_vocab})
     trans = np.array([vocab.id[w] for w in corpus_vocab], np.int32)
-    per = tokens_per_part or max(100_000, runner.memory // 400)
+    per = tokens_per_part or max(100_000, runner.task_memory // 400)
     cuts = np.unique(np.searchsorted(np.asarray(ptr), np.arange(0, N, per), side="left").clip(0, S))
     bounds_s = [int(x) for x in cuts] + [S]
     bounds_s = sorted(set(bounds_s))
