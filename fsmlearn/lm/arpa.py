@@ -750,15 +750,232 @@ def _render_lines(rows, lp_txt, bo_txt, hb, zero_lp, zero_bo, wbuf, woff, lo, hi
     return out[:p]
 
 
+# ---------------------------------------------------------- shortest digits
+# exact powers of ten and five for the shortest-digits kernel (10**k is exact in float64 for k <= 22)
+_P10F = np.array([float(10 ** i) for i in range(23)], np.float64)
+_P10I = np.array([10 ** i for i in range(19)], np.int64)
+_P5I = np.array([5 ** i for i in range(23)], np.int64)
+_DIG2 = np.frombuffer(b"".join(b"%02d" % i for i in range(100)), np.uint8).copy()  # "00" .. "99"
+_SPLIT = 134217729.0  # 2**27 + 1, Dekker's splitter
+_CH_MINUS, _CH_DOT, _CH_E, _CH_PLUS = 45, 46, 101, 43
+
+
+@nb.njit(inline="always")
+def _two_product(a, b):
+    """(p, e) with p + e == a * b exactly (Dekker's TwoProduct; no FMA needed, no contraction)."""
+    p = a * b
+    c = _SPLIT * a
+    ah = c - (c - a)
+    al = a - ah
+    c = _SPLIT * b
+    bh = c - (c - b)
+    bl = b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+@nb.njit(inline="always")
+def _shortest_at(N, R, sh, s, h_lo, h_up, even):
+    """The decimal with step s (a power of ten) nearest to y inside x's rounding interval, as d
+    (the decimal is d * s), or -1 when neither neighbour of y on that grid is inside.
+
+    y = N + R * 2**-sh exactly (N an int64, 0 <= R < 2**sh); h_lo, h_up: the half-gaps below and
+    above x, scaled like y, in units of 2**-sh; a boundary counts only when x's mantissa is even
+    (round half to even, as Python's repr and numpy's Dragon4 assume)."""
+    q = N // s
+    rem = N - q * s                    # y - q*s == rem + R * 2**-sh
+    lo_in = False
+    dl = np.int64(0)
+    if rem < 16:                       # the half-gaps are below 11.2: farther is outside
+        dl = (rem << sh) + R
+        lo_in = dl < h_lo or (dl == h_lo and even)
+    up_in = False
+    du = np.int64(0)
+    ur = s - rem                       # (q+1)*s - y == ur - R * 2**-sh
+    if ur <= 16:
+        du = (ur << sh) - R
+        up_in = du < h_up or (du == h_up and even)
+    if lo_in and up_in:                # both inside: the nearer, a tie to the even digit
+        if dl < du:
+            return q
+        if du < dl:
+            return q + 1
+        return q if q % 2 == 0 else q + 1
+    if lo_in:
+        return q
+    if up_in:
+        return q + 1
+    return np.int64(-1)
+
+
+@nb.njit(inline="always")
+def _put_int(buf, end, t):
+    """Write the decimal digits of t > 0 so that they end just before buf[end] (two at a time)."""
+    p = end
+    while t >= 100:
+        r = t % 100
+        t //= 100
+        buf[p - 1] = _DIG2[2 * r + 1]
+        buf[p - 2] = _DIG2[2 * r]
+        p -= 2
+    if t >= 10:
+        buf[p - 1] = _DIG2[2 * t + 1]
+        buf[p - 2] = _DIG2[2 * t]
+    else:
+        buf[p - 1] = DIGIT_0 + t
+
+
+@nb.njit(cache=True)
+def _digits_kernel(x, bits, need, out, flagged):
+    """Shortest round-trip text of each needed x[i] exactly as numpy's ``astype("S32")`` writes it
+    (the same as Python's ``repr``), NUL-padded into ``out`` (uint8 [n * 32], row i at 32 * i;
+    rows not needed: zeros).  ``bits`` is x viewed as int64.  Handles +-0 and 1e-6 <~ |x| < 1e17;
+    the indices of the others (smaller, larger, subnormal, inf, nan) go to ``flagged``, for the
+    caller to convert with numpy; returns their count.
+
+    y = |x| * 10**k in [1e16, 1e17) is computed exactly as a double-double (10**k exact for
+    k <= 22; TwoProduct).  For the smallest precision p = 17 - j at which a neighbour of y on the
+    grid 10**j lies inside x's round-to-nearest interval, the nearer such neighbour is taken, as
+    shortest-digit algorithms do.  The comparisons are exact int64 arithmetic in units of
+    2**(e + k - 2) (|x| = m * 2**e), a grid that holds y, its rounding error and the half-gaps."""
+    n = bits.shape[0]
+    nf = 0
+    for i in range(n):
+        base = 32 * i
+        for c in range(32):
+            out[base + c] = 0
+        if not need[i]:
+            continue
+        b = bits[i]
+        be = (b >> 52) & 0x7FF
+        mant = b & 0xFFFFFFFFFFFFF
+        pos = base
+        if b < 0:
+            out[pos] = _CH_MINUS
+            pos += 1
+        if be == 0 and mant == 0:      # +-0.0
+            out[pos] = DIGIT_0
+            out[pos + 1] = _CH_DOT
+            out[pos + 2] = DIGIT_0
+            continue
+        e2 = be - 1023                 # 2**e2 <= |x| < 2**(e2 + 1)
+        k = 16 - ((e2 * 78913) >> 18)  # 16 - floor(e2 * log10(2)): y's k, or one more
+        if be == 0 or be == 0x7FF or k < 0 or k > 23:   # subnormal, inf, nan, out of range
+            flagged[nf] = i
+            nf += 1
+            continue
+        a = abs(x[i])
+        if k == 23:
+            k = 22
+            hi, lo = _two_product(a, _P10F[22])
+            if hi < 1e16:
+                flagged[nf] = i
+                nf += 1
+                continue
+        else:
+            hi, lo = _two_product(a, _P10F[k])
+            if hi >= 1e17:
+                if k == 0:
+                    flagged[nf] = i
+                    nf += 1
+                    continue
+                k -= 1
+                hi, lo = _two_product(a, _P10F[k])
+        # y == hi + lo exactly (hi an integer >= 1e16, |lo| <= 8); y == m * 5**k * 2**(e + k)
+        m = mant | (np.int64(1) << 52)
+        g = be - 1075 + k - 2
+        sh = -g if g < 0 else 0        # the unit: 2**-sh, a divisor of everything below
+        fl = math.floor(lo)
+        N = np.int64(hi) + np.int64(fl)
+        R = np.int64((lo - fl) * np.float64(np.int64(1) << sh))  # exact: lo - fl is on the grid
+        h_up = _P5I[k] << (g + 1 + sh)  # half a gap of x, 2**(e - 1) * 10**k, in units
+        h_lo = h_up >> 1 if mant == 0 else h_up   # a power of two: the neighbour below is nearer
+        even = (m & 1) == 0
+        # the smallest p with a decimal inside (monotone in p): most numbers need 16 or 17
+        # digits, so p = 16, then 17 or 15, then a binary search
+        d = _shortest_at(N, R, sh, 10, h_lo, h_up, even)
+        j = 1
+        if d < 0:
+            d = _shortest_at(N, R, sh, 1, h_lo, h_up, even)
+            j = 0
+        else:
+            d2 = _shortest_at(N, R, sh, 100, h_lo, h_up, even)
+            if d2 >= 0:
+                d = d2
+                j = 2
+                lo_j = 3               # the largest j that works (the fewest digits), in [2, 16]:
+                hi_j = 16              # j = lo_j - 1 works, every j > hi_j fails
+                while lo_j <= hi_j:
+                    mid = (lo_j + hi_j) >> 1
+                    dm = _shortest_at(N, R, sh, _P10I[mid], h_lo, h_up, even)
+                    if dm >= 0:
+                        d = dm
+                        j = mid
+                        lo_j = mid + 1
+                    else:
+                        hi_j = mid - 1
+        while d % 10 == 0:
+            d //= 10
+            j += 1
+        nd = 17
+        while d < _P10I[nd - 1]:
+            nd -= 1
+        E = nd - 1 + j - k             # |x| == d * 10**(E - nd + 1), 10**(nd - 1) <= d < 10**nd
+        if E < -4 or E >= 16:          # 1.2345e-05, 1e+16
+            if nd == 1:
+                out[pos] = DIGIT_0 + d
+                pos += 1
+            else:
+                _put_int(out, pos + nd + 1, d)
+                out[pos] = out[pos + 1]
+                out[pos + 1] = _CH_DOT
+                pos += nd + 1
+            out[pos] = _CH_E
+            ea = E
+            out[pos + 1] = _CH_PLUS
+            if E < 0:
+                out[pos + 1] = _CH_MINUS
+                ea = -E
+            pos += 2
+            if ea >= 100:
+                out[pos] = DIGIT_0 + ea // 100
+                pos += 1
+            out[pos] = DIGIT_0 + (ea // 10) % 10
+            out[pos + 1] = DIGIT_0 + ea % 10
+        elif E < 0:                    # 0.00012345
+            out[pos] = DIGIT_0
+            out[pos + 1] = _CH_DOT
+            for q in range(-E - 1):
+                out[pos + 2 + q] = DIGIT_0
+            _put_int(out, pos + 1 - E + nd, d)
+        elif nd <= E + 1:              # 12.0, 1200.0
+            for q in range(nd, E + 1):
+                out[pos + q] = DIGIT_0
+            _put_int(out, pos + nd, d)
+            out[pos + E + 1] = _CH_DOT
+            out[pos + E + 2] = DIGIT_0
+        else:                          # 123.456: the digits one to the right, the integer part back
+            _put_int(out, pos + nd + 1, d)
+            for q in range(E + 1):
+                out[pos + q] = out[pos + q + 1]
+            out[pos + E + 1] = _CH_DOT
+    return nf
+
+
 def _digits(x, need):
     """uint8 [n, 32]: the shortest round-trip text of ``x`` where ``need`` (the renderer reads no
-    other row: zeros are written as ``0``, a missing backoff not at all)."""
-    out = np.zeros((x.size, 32), np.uint8)
-    sel = np.flatnonzero(need)
-    if sel.size == x.size:
-        return x.astype("S32").view(np.uint8).reshape(x.size, 32)
-    if sel.size:
-        out[sel] = x[sel].astype("S32").view(np.uint8).reshape(sel.size, 32)
+    other row: zeros are written as ``0``, a missing backoff not at all), byte for byte what
+    numpy's ``x.astype("S32")`` gives; other rows are zeros.  A numba kernel
+    (:func:`_digits_kernel`) writes the numbers it handles exactly; the rest (|x| below about
+    1e-6 or from 1e17, subnormals, inf, nan) go through numpy."""
+    x = np.ascontiguousarray(x, np.float64).reshape(-1)
+    need = np.ascontiguousarray(need, np.bool_).reshape(-1)
+    out = np.empty((x.size, 32), np.uint8)
+    flagged = np.empty(x.size, np.int64)
+    nf = _digits_kernel(x, x.view(np.int64), need, out.reshape(-1), flagged)
+    if nf:
+        sel = flagged[:nf]
+        out[sel] = x[sel].astype("S32").view(np.uint8).reshape(nf, 32)
     return out
 
 
@@ -787,7 +1004,7 @@ def write_arpa(lm: BackoffLM, path, progress=None) -> None:
     """Write a model as an ARPA file (compressed by extension), atomically.
 
     Numbers are written in their shortest round-trip form (the digits Python's
-    ``repr`` gives, formatted by numpy in C), so reading the file back gives
+    ``repr`` gives, found exactly in numba by :func:`_digits`), so reading the file back gives
     the same floats; zeros are written as ``0``; backoff weights are written
     where the model has them.  Lines are assembled in numba from a byte table
     of the vocabulary.  The file appears only when complete.
