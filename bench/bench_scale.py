@@ -20,7 +20,8 @@ The pipeline, its inputs built once in a work folder (``bench/work/scale`` or ``
       kibibytes: KenLM's suffixes are binary, as ``--memory``'s are; ``--skip_symbols``
       because the sampled text may hold the seed model's ``<unk>``, which lmplz refuses as
       a word: it then drops those tokens, so its counts of n-grams around them differ);
-   d. scaling: (a) again with ``--workers 1`` (``--no-scaling`` skips it).
+   d. scaling: (a) again with ``--workers 1``, and with one worker of two threads
+      (``--workers 1 --worker-threads 2``) (``--no-scaling`` skips both).
 
 Per run: wall seconds (``time.perf_counter`` around the process), tokens/s, CPU seconds of
 the process tree (``os.wait4``), peak resident memory of the whole process tree (every
@@ -322,7 +323,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed-order", type=int, default=5, help="order of giga200's Mixed-text seed LM (default 5)")
     ap.add_argument("--in-memory", action="store_true",
                     help=f"run (b), --scheduler in-memory, even above {IN_MEMORY_MAX_TOKENS // 1_000_000}M tokens")
-    ap.add_argument("--no-scaling", action="store_true", help="skip (d), the --workers 1 run")
+    ap.add_argument("--no-scaling", action="store_true", help="skip (d), the one-worker runs")
     ap.add_argument("--keep", action="store_true", help="keep the ARPA files")
     ap.add_argument("--poll", type=float, default=0.2, help="seconds between memory and disk samples")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench_scale.json"))
@@ -380,6 +381,7 @@ def main(argv=None) -> int:
     finish("lmplz", rec, out)
     if not args.no_scaling:
         ours("dask-1", *dask_args, str(work / "tmp-dask-1"), "--workers", "1")
+        ours("dask-1x2", *dask_args, str(work / "tmp-dask-1x2"), "--workers", "1", "--worker-threads", "2")
 
     # ratios and the sanity line
     peer = runs["lmplz"]
@@ -389,10 +391,12 @@ def main(argv=None) -> int:
             r["peak_rss_ratio_vs_lmplz"] = r["peak_rss_total_bytes"] / max(1, peer["peak_rss_total_bytes"])
     if runs["dask-2"]["ok"] and runs.get("dask-1", {}).get("ok"):
         report["scaling_speedup_2_over_1_workers"] = runs["dask-1"]["wall_s"] / runs["dask-2"]["wall_s"]
+    if runs["dask-2"]["ok"] and runs.get("dask-1x2", {}).get("ok"):
+        report["speedup_2x1_over_1x2_threads"] = runs["dask-1x2"]["wall_s"] / runs["dask-2"]["wall_s"]
     counts = {n: r["ngrams"] for n, r in runs.items() if r["ok"]}
     sanity = {}
     ref = counts.get("in-memory")
-    for n in ("dask-2", "dask-1"):
+    for n in ("dask-2", "dask-1", "dask-1x2"):
         if n in counts and ref is not None:
             sanity[f"{n}_equals_in_memory"] = counts[n] == ref
     if "dask-2" in counts and "lmplz" in counts:
@@ -431,6 +435,9 @@ def main(argv=None) -> int:
         say(f"note: {note}")
     if "scaling_speedup_2_over_1_workers" in report:
         say(f"scaling: wall time with 1 worker / with 2 workers = {report['scaling_speedup_2_over_1_workers']:.2f}")
+    if "speedup_2x1_over_1x2_threads" in report:
+        say(f"threads: wall time with 1 worker x 2 threads / with 2 workers x 1 thread = "
+            f"{report['speedup_2x1_over_1x2_threads']:.2f}")
     say("n-grams per order: " + "; ".join(f"{n} {'/'.join(f'{x:,}' for x in c)}" for n, c in counts.items()))
     say("sanity: " + (", ".join(f"{k} {v}" for k, v in sanity.items()) or "nothing to compare") +
         (f" (lmplz dropped {stats['unk_tokens']:,} <unk> tokens: --skip_symbols)" if stats["unk_tokens"] else ""))

@@ -155,6 +155,8 @@ def _estimate(args) -> int:
             raise ArgumentError("--kn-discounts takes three numbers (D1 D2 D3+) per order")
         kn = [tuple(vals[i:i + 3]) for i in range(0, len(vals), 3)]
         check_kn_discounts(kn, args.order if args.order is not None else (None if args.counts else 5))
+    if args.output is None and args.compiled is None:
+        raise ArgumentError("give -o MODEL.arpa, --compiled MODEL.fsm or both")
     opts = dict(discounts=kn, discount=args.discount, smoothing=args.smoothing, cutoffs=cutoffs,
                 keep_bigrams=args.keep_bigrams, cut_mass=args.cut_mass)
     if args.counts:
@@ -171,11 +173,11 @@ def _estimate(args) -> int:
         with scale as runner:
             if args.counts:
                 sizes = estimate_web1t(runner, args.counts, args.output, max_order=args.order,
-                                       method=args.method, **opts)
+                                       method=args.method, compiled=args.compiled, **opts)
             else:
                 sizes = estimate_text(runner, _parts(args, runner), args.order or 5, args.output,
-                                      method=args.method, **opts)
-        say(f"wrote {args.output}: " + ngram_sizes(sizes))
+                                      method=args.method, compiled=args.compiled, **opts)
+        say(f"wrote {args.output or args.compiled}: " + ngram_sizes(sizes))
         return 0
     if args.counts:
         from ..lm.web1t import read_web1t
@@ -183,8 +185,15 @@ def _estimate(args) -> int:
     else:
         c = count_ngrams(_sentences(args), args.order or 5, progress=say)
     lm = estimate(c, args.method, progress=say, **opts)
-    write_arpa(lm, args.output, progress=say)
-    say(f"wrote {args.output}: " + ngram_sizes(lm.counts))
+    if args.output is not None:
+        write_arpa(lm, args.output, progress=say)
+        say(f"wrote {args.output}: " + ngram_sizes(lm.counts))
+    if args.compiled is not None:
+        from ..lm.model import compile_lm
+        m = compile_lm(lm, progress=say)
+        del lm
+        m.save(args.compiled)
+        say(f"wrote {args.compiled}: {m.machine.num_states:,} states, {m.machine.num_arcs:,} arcs")
     return 0
 
 
@@ -309,7 +318,10 @@ def add_parser(sub) -> None:
     p.add_argument("text", nargs="*", help="text files, one sentence per line, UTF-8 (.gz/.bz2/.xz; - for stdin)")
     p.add_argument("--counts", help="a Web1T-format count directory instead of text (default: none)")
     p.add_argument("--dataset", choices=DATASET_NAMES, help="a named dataset instead of files (default: none)")
-    p.add_argument("-o", "--output", required=True, help="output ARPA (.gz/.bz2/.xz compress)")
+    p.add_argument("-o", "--output", help="output ARPA (.gz/.bz2/.xz compress) (default: none; give -o, "
+                                          "--compiled or both)")
+    p.add_argument("--compiled", help="also (or only) write the compiled model, as `lm compile` would, "
+                                      "compiled where the estimate runs (default: none)")
     p.add_argument("--order", type=positive_int, default=None,
                    help="highest n-gram order; with --counts at most the counts' order "
                         "(default: 5 from text, the counts' order with --counts)")

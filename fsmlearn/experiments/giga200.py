@@ -73,7 +73,7 @@ class Giga200Config:
     discount: float = 0.25
     cut_mass: str = "backoff"         # where the cut extensions' mass goes (lm.estimate)
     threads: int = 2
-    scheduler: str = "local"          # where the counting stage runs (fsmlearn.lm.scale): local, an
+    scheduler: str = "local"          # where the counting and LM stages run (fsmlearn.lm.scale): local, an
     memory: str | None = None         # address, synchronous or in-memory; each worker's budget;
     tmp: str | None = None            # the spill folder; local workers (default one per core)
     workers: int | None = None
@@ -130,6 +130,23 @@ def _stand_in(cfg: Giga200Config, cache: Path, say):
     corpus.save(st.path)
     st.done()
     return Corpus.load(st.path)
+
+
+def _estimate_compile_partitioned(cfg: Giga200Config, cache: Path, ngram_dir: Path, say):
+    """The LM stage on the cluster of the counting stage (``fsmlearn.lm.scale``): the Web1T
+    files estimated and compiled by partitions into ``CACHE/lm.fsm`` (rewritten every run), then
+    mapped.  Returns (the compiled LM, n-grams per order, the words counted once)."""
+    from ..lm.scale.cluster import open_runner, parse_memory
+    from ..lm.scale.kn import estimate_web1t
+    from ..lm.web1t import read_vocab
+    say(f"estimating a backoff LM ({cfg.method}) from {ngram_dir} and compiling it, by partitions")
+    path = cache / "lm.fsm"
+    with open_runner(cfg.scheduler, memory=parse_memory(cfg.memory) if cfg.memory else None, tmp=cfg.tmp,
+                     workers=cfg.workers, threads=cfg.worker_threads, progress=say) as runner:
+        sizes = estimate_web1t(runner, ngram_dir, None, max_order=cfg.order, method=cfg.method,
+                               discount=cfg.discount, cut_mass=cfg.cut_mass, compiled=path)
+    words, c1 = read_vocab(next(p for p in (ngram_dir / "1gms").iterdir() if p.name.startswith("vocab")))
+    return CompiledLM.load(path), sizes, {w for w, n in zip(words, c1) if n == 1}
 
 
 def _count_dir(cfg: Giga200Config, cache: Path, corpus, say) -> Path:
@@ -226,18 +243,23 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
         report["stages"]["count_seconds"] = round(time.time() - t0, 1)
         report["ngrams_source"] = str(ngram_dir)
     t0 = time.time()
-    say(f"reading the counts in {ngram_dir}")
-    counts = read_web1t(ngram_dir, max_order=cfg.order, progress=say)
-    report["stages"]["read_counts_seconds"] = round(time.time() - t0, 1)
-    t0 = time.time()
-    say(f"estimating a backoff LM ({cfg.method}) from {sum(counts.sizes):,} n-grams {counts.sizes}")
-    lm = estimate(counts, cfg.method, discount=cfg.discount, cut_mass=cfg.cut_mass, progress=say)
-    singleton_words = {counts.vocab[g[0]] for g, c in zip(counts.ngrams[0], counts.counts[0]) if c == 1}
-    del counts
-    report["ngrams_by_order"] = [int(x) for x in lm.counts]
-    report["ngrams"] = int(sum(lm.counts))
-    c = compile_lm(lm, progress=say)
-    del lm
+    if cfg.scheduler == "in-memory":
+        say(f"reading the counts in {ngram_dir}")
+        counts = read_web1t(ngram_dir, max_order=cfg.order, progress=say)
+        report["stages"]["read_counts_seconds"] = round(time.time() - t0, 1)
+        t0 = time.time()
+        say(f"estimating a backoff LM ({cfg.method}) from {sum(counts.sizes):,} n-grams {counts.sizes}")
+        lm = estimate(counts, cfg.method, discount=cfg.discount, cut_mass=cfg.cut_mass, progress=say)
+        singleton_words = {counts.vocab[g[0]] for g, c in zip(counts.ngrams[0], counts.counts[0]) if c == 1}
+        del counts
+        report["ngrams_by_order"] = [int(x) for x in lm.counts]
+        report["ngrams"] = int(sum(lm.counts))
+        c = compile_lm(lm, progress=say)
+        del lm
+    else:
+        c, sizes, singleton_words = _estimate_compile_partitioned(cfg, cache, ngram_dir, say)
+        report["ngrams_by_order"] = [int(x) for x in sizes]
+        report["ngrams"] = int(sum(sizes))
     report["stages"]["estimate_compile_seconds"] = round(time.time() - t0, 1)
     say(f"compiled: {c.machine.num_states:,} states, {c.machine.num_arcs:,} arcs "
         f"({time.time() - t0:.0f} s)")

@@ -25,7 +25,7 @@ where the kernels read it otherwise).
 
 Writes are atomic (:func:`fsmlearn.fsm.atomic.atomic_write`).
 
-Public names: MappedFile, write_mapped, is_mapped_file, MAGIC, ALIGN.
+Public names: MappedFile, write_mapped, write_mapped_with, is_mapped_file, MAGIC, ALIGN.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import numpy as np
 from ..errors import FileFormatError
 from ..fsm.atomic import atomic_write
 
-__all__ = ["MappedFile", "write_mapped", "is_mapped_file", "MAGIC", "ALIGN"]
+__all__ = ["MappedFile", "write_mapped", "write_mapped_with", "is_mapped_file", "MAGIC", "ALIGN"]
 
 MAGIC = b"\x89FSMAP\r\n"
 #: arrays start at multiples of this many bytes
@@ -62,7 +62,6 @@ def write_mapped(path, fmt: str, version: int, meta: dict, arrays: dict) -> int:
         FileFormatError: an array of a dtype the format does not hold (not a
             little-endian bool, int, uint or float).
     """
-    specs = {}
     items = []
     for name, a in arrays.items():
         a = np.asarray(a)
@@ -71,24 +70,7 @@ def write_mapped(path, fmt: str, version: int, meta: dict, arrays: dict) -> int:
             raise FileFormatError(f"array {name!r}: dtype {a.dtype} cannot be stored (bool, int, uint, float only)",
                                   path)
         items.append((name, np.ascontiguousarray(a, dtype=dt)))
-    # the header's length depends on the offsets, which depend on the header's length: lay out
-    # again until the data start (the header padded to a multiple of ALIGN) no longer moves
-    start = 0
-    for _ in range(16):
-        off = start
-        specs = {}
-        for name, a in items:
-            specs[name] = {"dtype": a.dtype.str, "shape": list(a.shape), "offset": off}
-            off += -(-a.nbytes // ALIGN) * ALIGN
-        size = off
-        head = json.dumps({"format": fmt, "version": version, "size": size, "meta": meta, "arrays": specs},
-                          separators=(",", ":")).encode()
-        need = -(-(16 + len(head)) // ALIGN) * ALIGN
-        if need == start:
-            break
-        start = need
-    else:
-        raise FileFormatError("could not lay out the header", path)
+    start, head, specs, size = _layout(path, fmt, version, meta, [(n, a.dtype, a.shape) for n, a in items])
 
     def write(f):
         f.write(MAGIC + struct.pack("<Q", len(head)) + head)
@@ -99,6 +81,68 @@ def write_mapped(path, fmt: str, version: int, meta: dict, arrays: dict) -> int:
             pad = -(-a.nbytes // ALIGN) * ALIGN - a.nbytes
             f.write(b"\0" * pad)
     atomic_write(path, write)
+    return size
+
+
+def _layout(path, fmt: str, version: int, meta: dict, arrays):
+    """(data start, header bytes, specs, file size) for arrays given as (name, dtype, shape)."""
+    # the header's length depends on the offsets, which depend on the header's length: lay out
+    # again until the data start (the header padded to a multiple of ALIGN) no longer moves
+    start = 0
+    for _ in range(16):
+        off = start
+        specs = {}
+        for name, dt, shape in arrays:
+            nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
+            specs[name] = {"dtype": np.dtype(dt).str, "shape": [int(x) for x in shape], "offset": off}
+            off += -(-nbytes // ALIGN) * ALIGN
+        size = off
+        head = json.dumps({"format": fmt, "version": version, "size": size, "meta": meta, "arrays": specs},
+                          separators=(",", ":")).encode()
+        need = -(-(16 + len(head)) // ALIGN) * ALIGN
+        if need == start:
+            return start, head, specs, size
+        start = need
+    raise FileFormatError("could not lay out the header", path)
+
+
+def write_mapped_with(path, fmt: str, version: int, meta: dict, arrays: dict, fill) -> int:
+    """Write a mapped-arrays file whose arrays are filled in place: ``arrays`` gives each one's
+    (dtype, shape); the file is made at its full size beside ``path``, mapped, and
+    ``fill(views)`` (name -> writable array over the file) writes them, so that no array
+    needs to be in memory but the pages being written; the file appears (atomically) only
+    when ``fill`` returns.  The file's size.
+
+    Raises:
+        FileFormatError: a dtype the format does not hold.
+    """
+    from ..fsm.atomic import atomic_path
+    lay = []
+    for name, (dt, shape) in arrays.items():
+        dt = np.dtype(dt)
+        if not _dtype_ok(dt):
+            raise FileFormatError(f"array {name!r}: dtype {dt} cannot be stored (bool, int, uint, float only)", path)
+        lay.append((name, dt, tuple(shape)))
+    start, head, specs, size = _layout(path, fmt, version, meta, lay)
+    with atomic_path(Path(path)) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(MAGIC + struct.pack("<Q", len(head)) + head)
+            f.truncate(size)
+        with open(tmp, "r+b") as f:
+            mm = mmap.mmap(f.fileno(), 0) if size else None
+            try:
+                views = {}
+                for name, dt, shape in lay:
+                    n = int(np.prod(shape, dtype=np.int64))
+                    views[name] = (np.frombuffer(mm, dt, n, specs[name]["offset"]).reshape(shape) if n
+                                   else np.zeros(shape, dt))
+                fill(views)
+                del views
+                if mm is not None:
+                    mm.flush()
+            finally:
+                if mm is not None:
+                    mm.close()
     return size
 
 

@@ -330,7 +330,7 @@ class Runner:
         small), and every finished task let go of: a worker lost from now on takes no result
         with it that a later task needs, so nothing before this point is ever computed again,
         and the files of what is no longer needed can be removed (:meth:`discard`)."""
-        values = self.gather(futures)
+        values = self._gather(futures)
         self._held = [f for f in self._held if f.status not in ("finished",)]
         return values
 
@@ -353,7 +353,11 @@ class Runner:
         return f
 
     def gather(self, futures):
-        """Results of a list of futures, in order (raising a task's own error)."""
+        """Results of a list of futures, in order, their arrays read back (raising a task's own
+        error)."""
+        return _load(self._gather(futures))
+
+    def _gather(self, futures):
         if self.client is None:
             return [f.value if isinstance(f, _Done) else f for f in futures]
         return _translate(lambda: self.client.gather(futures), self)

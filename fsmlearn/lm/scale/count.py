@@ -29,6 +29,7 @@ route, merge_range, write_web1t_dist, count_to_web1t, count_ids_to_web1t, reweb1
 from __future__ import annotations
 
 import gzip
+import functools
 import os
 import shutil
 import uuid
@@ -361,26 +362,46 @@ def _write_vocab(tmp: Path, vocab: GlobalVocab, ext: str) -> int:
 
 
 def vocab_part(part: TextPart) -> dict:
-    """Task: the words of a partition and their counts, ``<s>`` and ``</s>`` once per sentence
-    (the unigram counts :func:`~fsmlearn.lm.counts.count_ngrams` gives)."""
+    """Task: the words of a partition (joined by newlines; a word holds no whitespace) and their
+    counts (int64), ``<s>`` and ``</s>`` once per sentence (the unigram counts
+    :func:`~fsmlearn.lm.counts.count_ngrams` gives)."""
     from collections import Counter
     c = Counter()
     n = 0
     for line in part_lines(part):
         c.update(line.split() if isinstance(line, str) else line)
         n += 1
-    out = dict(c)
     for w in (BOS, EOS):
-        out[w] = out.get(w, 0) + n
-    return out
+        c[w] += n
+    # one string and one array, not a dict of a word per entry: Dask moves and sizes those
+    # element by element, which took seconds per partition
+    return "\n".join(c), np.fromiter(c.values(), np.int64, len(c))
 
 
-def count_route(part: TextPart, order: int, wid: dict, bounds, key: int):
+class Words(str):
+    """A vocabulary as it travels to the workers: its words joined by newlines (one string: Dask
+    moves and sizes a dict or list element by element, seconds for a large vocabulary), with
+    the word-to-id table built once per worker process."""
+
+    def ids(self) -> dict:
+        return _ids_of(str(self))
+
+    def list(self) -> list:
+        return str(self).split("\n")
+
+
+@functools.lru_cache(maxsize=2)
+def _ids_of(joined: str) -> dict:
+    return {w: i for i, w in enumerate(joined.split("\n"))}
+
+
+def count_route(part: TextPart, order: int, wid, bounds, key: int):
     """Task: a partition counted (in its own word ids, few enough for the packed keys whatever
     the whole vocabulary's size), put in global ids and split into the ranges ``bounds`` of its
     ``key`` word: :func:`count_part` and :func:`route` in one task, so that the cluster holds
     the partition's n-grams once."""
     words, _, orders = count_part(part, order)
+    wid = wid.ids() if isinstance(wid, Words) else wid
     trans = np.array([wid[w] for w in words], np.int32)
     return route(orders, trans, bounds, key)
 
@@ -399,12 +420,12 @@ def count_parts(runner, parts, order: int, key: int, ranges: int | None = None, 
     heads = [runner.submit(vocab_part, p) for p in parts]
     runner.wait(heads, "reading the vocabulary", "partitions")
     total: dict = {}
-    for d in runner.gather(heads):
-        for w, c in d.items():
+    for joined, cnt in runner.gather(heads):
+        for w, c in zip(joined.split("\n"), cnt.tolist()):
             total[w] = total.get(w, 0) + c
     vocab = GlobalVocab(total)
     bounds = vocab.bounds(min(ranges_for(runner, vocab, order, ranges), most or 1 << 62))
-    wid = runner.share(vocab.id)
+    wid = runner.share(Words("\n".join(vocab.words)))
     routed = [runner.submit(count_route, p, order, wid, bounds, key) for p in parts]
     runner.wait(routed, "counting", "partitions")
     return vocab, bounds, runner.checkpoint(routed)
@@ -519,10 +540,12 @@ def web1t_parts(root, max_order: int | None = None):
     return vocab, {k: [str(p) for p in v] for k, v in layout.items() if k > 1}
 
 
-def read_shard(path: str, k: int, wid: dict, c1, words):
+def read_shard(path: str, k: int, words, c1):
     """Task: (rows int32 [M, k] in global ids, counts int64 [M]) of one Web1T file, checked line
-    by line (errors name the file and line) and in order within the file."""
+    by line (errors name the file and line) and in order within the file (``words``: the
+    vocabulary, a :class:`Words`)."""
     from ..web1t import _check_order_and_counts, _count, _lines
+    wid = words.ids()
     rows, cnt = [], []
     p = Path(path)
     for ln, line in _lines(p):
@@ -540,7 +563,7 @@ def read_shard(path: str, k: int, wid: dict, c1, words):
     arr = np.array(rows, np.int32).reshape(-1, k)
     c = np.array(cnt, np.int64)
     # global ids are in the byte order of the words' Web1T spelling: no ranking to compute
-    _check_order_and_counts(arr, c, c1, words, k, [(p, 0)], ranked=True)
+    _check_order_and_counts(arr, c, c1, words.list(), k, [(p, 0)], ranked=True)
     return [(arr, c)]
 
 
@@ -552,10 +575,9 @@ def read_web1t_parts(runner, root, max_order: int | None = None):
     """
     vocab, files = web1t_parts(root, max_order)
     order = max(files) if files else 1
-    wid = runner.share(vocab.id)
     c1 = runner.share(vocab.counts)
-    words = runner.share(vocab.words)
-    reads = {k: [runner.submit(read_shard, f, k, wid, c1, words) for f in fs] for k, fs in files.items()}
+    words = runner.share(Words("\n".join(vocab.words)))
+    reads = {k: [runner.submit(read_shard, f, k, words, c1) for f in fs] for k, fs in files.items()}
     runner.wait([f for fs in reads.values() for f in fs], "reading Web1T files", "files")
     for k, fs in reads.items():             # each file is in order; so must be the files
         prev = None

@@ -70,6 +70,8 @@ class MissingNGramError(ArgumentError):
 def _missing(kind: str, words, row) -> MissingNGramError:
     """``row``: the k-gram whose suffix is missing, or (``kind`` "prefix") the missing (k-1)-gram
     that some k-grams extend."""
+    if isinstance(words, str):                  # a count.Words
+        words = words.list()
     ws = [words[int(w)] for w in row]
     if kind == "suffix":
         k = len(ws)
@@ -481,8 +483,9 @@ def write_part(parts, wb, bos: int, tmpdir: str, part: int):
 def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser-ney", *, discounts=None,
                    discount_fallback=_FALLBACK, discount: float = 0.25, smoothing: float = 0.0, cutoffs=None,
                    keep_bigrams: bool = False, cut_mass: str = "backoff", ranges: int | None = None,
-                   trans=None, precut: bool | None = None, routed=None):
-    """Estimate from n-gram pieces already in global ids and write the ARPA file ``output``.
+                   trans=None, precut: bool | None = None, routed=None, compiled=None):
+    """Estimate from n-gram pieces already in global ids and write the ARPA file ``output`` (None:
+    none) and the compiled model ``compiled`` (None: none; :mod:`~fsmlearn.lm.scale.compile`).
 
     Args:
         runner: a :class:`~fsmlearn.lm.scale.cluster.Runner`.
@@ -520,8 +523,9 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
         routed = [runner.submit(route, s, t, bounds, -1) for s, t in zip(sources, trans)]
     else:
         bounds, routed = routed
+    from .count import Words
     P = bounds.size - 1
-    wf = runner.share(words)
+    wf = runner.share(Words("\n".join(words)))
     # every stage ends at a checkpoint: its results are files, the client holds their names
     built = []
     for p in range(P):
@@ -606,12 +610,26 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
             runner.discard(pm + runner.checkpoint(K))
             K = K2
     states = [[B[p], Pr[p], K[p]] for p in range(P)]
-    return _write_arpa(runner, states, vocab, N, output, bos)
+    counts = None
+    if compiled is not None:
+        from .compile import compile_parts, model_from_estimate
+        mp = [runner.submit(model_from_estimate, s, bos) for s in states]
+        runner.wait(mp, "compiling: the model's n-grams", "partitions")
+        mp = runner.checkpoint(mp)
+        counts = [sum(m[1][k] for m in mp) for k in range(N)]
+        states_n, arcs_n = compile_parts(runner, words, N, bounds, [m[0] for m in mp], compiled)
+        say(f"wrote {compiled}: {states_n:,} states, {arcs_n:,} arcs")
+    if output is not None:
+        counts = _write_arpa(runner, states, vocab, N, output, bos)
+    runner.release()
+    return counts
 
 
 def check_output(output) -> None:
     """Refuse, before any work, an ARPA output that cannot be written: a directory in the way, a
-    folder that does not exist."""
+    folder that does not exist (None: no output)."""
+    if output is None:
+        return
     output = Path(os.path.abspath(output))
     if output.is_dir():
         raise ArgumentError(f"{output}: cannot write here: a directory is in the way")
@@ -663,6 +681,7 @@ def estimate_text(runner, parts, order: int, output, ranges: int | None = None, 
     """Text partitions -> counts -> an ARPA model (the twin of ``count_ngrams`` + ``estimate``)."""
     from .count import count_parts
     check_output(output)
+    check_output(kw.get("compiled"))
     vocab, bounds, routed = count_parts(runner, parts, order, -1, ranges)
     return estimate_parts(runner, vocab, order, None, output, routed=(bounds, routed), precut=False, **kw)
 
@@ -673,6 +692,7 @@ def estimate_web1t(runner, root, output, max_order: int | None = None, **kw):
     from .count import read_web1t_parts
     from .count import web1t_parts
     check_output(output)
+    check_output(kw.get("compiled"))
     vocab, order, reads = read_web1t_parts(runner, root, max_order)
     sources = [f for k in sorted(reads) for f in reads[k]]
     try:
