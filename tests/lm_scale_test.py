@@ -196,6 +196,95 @@ def test_compiled_scores_match_in_memory(text, tmp_path):
     assert np.allclose(a, b, rtol=0, atol=1e-9)
 
 
+def _scores(lm, probe):
+    return lm.score(probe)
+
+
+@pytest.mark.parametrize("method,cut,part_bytes,ranges", [
+    ("kneser-ney", None, 120, 5), ("kneser-ney", [1, 1, 2, 2], 7, 3), ("witten-bell", [1, 2, 2, 2], 333, 1),
+    ("absolute", None, 1 << 20, 4)])
+def test_compiled_by_partitions_scores_as_compile_lm(text, tmp_path, method, cut, part_bytes, ranges):
+    """The compiled file written by the partitions scores every sentence exactly as compile_lm's
+    of the same ARPA file, and within 1e-9 of the in-memory model's; it passes verify()."""
+    from fsmlearn.lm.compiled import CompiledLM
+    from fsmlearn.lm.model import compile_lm
+    path, lines = text
+    with open_runner("synchronous") as r:
+        estimate_text(r, text_parts([path], part_bytes), 4, tmp_path / "o.arpa", method=method, cutoffs=cut,
+                      ranges=ranges, compiled=tmp_path / "o.fsm")
+    got = CompiledLM.load(tmp_path / "o.fsm", verify=True)
+    same = compile_lm(read_arpa(tmp_path / "o.arpa"))
+    ref = compile_lm(estimate(count_ngrams(lines, 4), method, cutoffs=cut))
+    probe = lines + ["the of x unseen-word a", "", "é é é", "<s> a </s> b"]
+    a, oa = got.score(probe)
+    b, ob = same.score(probe)
+    c, oc = ref.score(probe)
+    assert np.array_equal(oa, ob) and np.array_equal(oa, oc)
+    assert np.array_equal(a, b)
+    assert np.allclose(a, c, rtol=0, atol=1e-9)
+    assert got.tables.num_states == same.machine.num_states and got._file["num_arcs"] == same.machine.num_arcs
+    assert got.tables.max_back == same.tables.max_back and got.order == 4
+
+
+@pytest.mark.parametrize("name,cut,part_bytes", [("m.arpa", None, 64), ("m.arpa", [1, 2, 2, 3], 700),
+                                                  ("m.arpa.gz", [1, 1, 2, 2], 1 << 20)])
+def test_arpa_compiled_by_partitions_scores_as_compile_lm(text, tmp_path, name, cut, part_bytes):
+    from fsmlearn.lm.arpa import write_arpa
+    from fsmlearn.lm.compiled import CompiledLM
+    from fsmlearn.lm.model import compile_lm
+    from fsmlearn.lm.scale.arpa import compile_arpa
+    _, lines = text
+    write_arpa(estimate(count_ngrams(lines, 4), cutoffs=cut), tmp_path / name)
+    with open_runner("synchronous") as r:
+        states, arcs, sizes = compile_arpa(r, tmp_path / name, tmp_path / "o.fsm", part_bytes)
+    ref = compile_lm(read_arpa(tmp_path / name))
+    got = CompiledLM.load(tmp_path / "o.fsm", verify=True)
+    probe = lines + ["the of x unseen-word a", ""]
+    a, oa = ref.score(probe)
+    b, ob = got.score(probe)
+    assert np.array_equal(a, b) and np.array_equal(oa, ob)
+    assert (states, arcs) == (ref.machine.num_states, ref.machine.num_arcs)
+    assert sorted(os.listdir(tmp_path)) == sorted([name, "o.fsm"])
+
+
+@pytest.mark.parametrize("edit,kind,expect", [
+    (lambda t: t.replace("\n-1", "\nx1", 1), "ArpaValueError", "not a number"),
+    (lambda t: t.replace("ngram 3=", "ngram 3=1", 1), "ArpaCountError", "the header declares 1"),
+    (lambda t: t.replace("\tthe of\t", "\tthe zzz\t", 1), "ArpaFormatError", "'zzz' is not among the 1-grams"),
+])
+def test_arpa_compiled_by_partitions_names_the_bad_line(text, tmp_path, edit, kind, expect):
+    from fsmlearn.errors import ArpaFormatError
+    from fsmlearn.lm.arpa import write_arpa
+    from fsmlearn.lm.scale.arpa import compile_arpa
+    _, lines = text
+    write_arpa(estimate(count_ngrams(lines, 3)), tmp_path / "ok.arpa")
+    bad = edit((tmp_path / "ok.arpa").read_text())
+    (tmp_path / "bad.arpa").write_text(bad)
+    with pytest.raises(ArpaFormatError) as e:
+        read_arpa(tmp_path / "bad.arpa")
+    ref = e.value
+    with pytest.raises(ArpaFormatError) as e:
+        with open_runner("synchronous") as r:
+            compile_arpa(r, tmp_path / "bad.arpa", tmp_path / "o.fsm", 300)
+    assert type(e.value).__name__ == kind and expect in str(e.value)
+    assert e.value.path == ref.path and e.value.line == ref.line, (str(e.value), str(ref))
+    assert not (tmp_path / "o.fsm").exists()
+
+
+def test_compiled_only_without_arpa(text, tmp_path):
+    from fsmlearn.lm.compiled import CompiledLM
+    from fsmlearn.lm.model import compile_lm
+    path, lines = text
+    with open_runner("synchronous") as r:
+        sizes = estimate_text(r, text_parts([path], 200), 3, None, ranges=2, compiled=tmp_path / "o.fsm")
+    ref = estimate(count_ngrams(lines, 3))
+    assert sizes == ref.counts
+    assert os.listdir(tmp_path) == ["o.fsm"]
+    a, _ = CompiledLM.load(tmp_path / "o.fsm").score(lines)
+    b, _ = compile_lm(ref).score(lines)
+    assert np.allclose(a, b, rtol=0, atol=1e-9)
+
+
 @pytest.mark.parametrize("cut_mass", ["backoff", "interpolate"])
 @pytest.mark.parametrize("method", ["kneser-ney", "witten-bell", "absolute"])
 def test_estimate_from_cut_web1t_matches_in_memory(text, tmp_path, method, cut_mass):
@@ -285,11 +374,17 @@ def test_estimate_on_a_local_cluster_with_a_worker_killed(cluster, text, tmp_pat
     ref = estimate(count_ngrams(lines, 4), method, cutoffs=cut)
     say = _KillOnce(client, "estimation: merging")
     with open_runner(lc.scheduler_address, memory=1 << 30, progress=say) as r:
-        estimate_text(r, text_parts([path], 400), 4, tmp_path / "o.arpa", method=method, cutoffs=cut, ranges=3)
+        estimate_text(r, text_parts([path], 400), 4, tmp_path / "o.arpa", method=method, cutoffs=cut, ranges=3,
+                      compiled=tmp_path / "o.fsm")
     assert say.killed is not None
     assert say.spilled > 0
     assert_same_model(ref, tmp_path / "o.arpa")
-    assert os.listdir(tmp_path) == ["o.arpa"]                       # the workers' pieces are gone
+    from fsmlearn.lm.compiled import CompiledLM
+    from fsmlearn.lm.model import compile_lm
+    a, _ = CompiledLM.load(tmp_path / "o.fsm", verify=True).score(lines)
+    b, _ = compile_lm(read_arpa(tmp_path / "o.arpa")).score(lines)
+    assert np.array_equal(a, b)
+    assert sorted(os.listdir(tmp_path)) == ["o.arpa", "o.fsm"]      # the workers' pieces are gone
 
 
 def test_web1t_input_on_a_local_cluster(cluster, text, tmp_path):
@@ -343,6 +438,23 @@ def test_cli_count_on_a_local_cluster_matches_in_memory(text, tmp_path, workers,
     assert b.returncode == 0, b.stderr
     assert _lines(tmp_path / "a") == _lines(tmp_path / "b")
     assert sorted(os.listdir(tmp_path)) == ["a", "b"]               # the scratch folder is gone
+
+
+def test_cli_estimate_compiled_on_a_local_cluster_scores_as_in_memory(text, tmp_path):
+    from fsmlearn.lm.compiled import CompiledLM
+    path, lines = text
+    a = _run(["lm", "estimate", str(path), "--compiled", str(tmp_path / "a.fsm"), "--order", "3", "--workers", "2",
+              "--memory", "1G", "-q"])
+    assert a.returncode == 0, a.stderr
+    b = _run(["lm", "estimate", str(path), "--compiled", str(tmp_path / "b.fsm"), "-o", str(tmp_path / "b.arpa"),
+              "--order", "3", "--scheduler", "in-memory", "-q"])
+    assert b.returncode == 0, b.stderr
+    sa, _ = CompiledLM.load(tmp_path / "a.fsm", verify=True).score(lines)
+    sb, _ = CompiledLM.load(tmp_path / "b.fsm", verify=True).score(lines)
+    assert np.allclose(sa, sb, rtol=0, atol=1e-9)
+    assert sorted(os.listdir(tmp_path)) == ["a.fsm", "b.arpa", "b.fsm"]
+    r = _run(["lm", "estimate", str(path), "--order", "3"])
+    assert r.returncode == 2 and "give -o MODEL.arpa, --compiled MODEL.fsm or both" in r.stderr
 
 
 def test_cli_bad_line_found_by_a_worker_is_located(tmp_path):

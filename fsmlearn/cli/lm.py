@@ -15,6 +15,8 @@ Subcommands:
 
 from __future__ import annotations
 
+import os
+
 import sys
 import time
 from pathlib import Path
@@ -201,6 +203,19 @@ def _compile(args) -> int:
     from ..lm.arpa import read_arpa
     from ..lm.model import compile_lm
     say = Progress(args.quiet)
+    try:
+        size = os.path.getsize(args.model)
+    except OSError:
+        size = 0                    # the reader names what is wrong with the file
+    scale = _scale(args, say, size)
+    if scale is not None:
+        from ..lm.scale.arpa import compile_arpa
+        from ..lm.scale.cluster import part_bytes
+        with scale as runner:
+            states, arcs, sizes = compile_arpa(runner, args.model, args.output,
+                                               part_bytes(runner.task_memory, size, runner.slots))
+        say(f"wrote {args.output}: {states:,} states, {arcs:,} arcs ({ngram_sizes(sizes)})")
+        return 0
     lm = read_arpa(args.model, progress=say)
     c = compile_lm(lm, progress=say)
     del lm      # the n-gram tables and their index: freed before the arc hash is built
@@ -345,6 +360,7 @@ def add_parser(sub) -> None:
     p = lsub.add_parser("compile", help="compile an ARPA model to a failure-arc acceptor")
     p.add_argument("model", help="MODEL.arpa[.gz|.bz2|.xz]")
     p.add_argument("-o", "--output", required=True, help="the compiled model to write")
+    add_scale(p)
     add_quiet(p)
     p.set_defaults(func=_compile)
 
