@@ -46,7 +46,7 @@ from ...fsm.hashing import hash64, table_capacity
 from ..model import IMPOSSIBLE
 from ..vocab import BOS, EOS, LN10, UNK, ByteVocab
 from .cluster import _load
-from .count import Words, row_order
+from .count import Words, group_rows
 from .kn import _find, _merged, _missing, _split
 
 
@@ -98,18 +98,11 @@ def prefix_map(parts, bounds):
     grp = {}
     for k in range(2, N + 1):
         rows = st["rows"][k]
-        M = rows.shape[0]
         h = rows[:, :-1]
-        o = row_order(h)
-        hs = h[o]
-        new = np.ones(M, bool)
-        new[1:] = (hs[1:] != hs[:-1]).any(axis=1)
-        starts = np.flatnonzero(new)
-        gid = np.empty(M, np.int64)
-        gid[o] = np.cumsum(new) - 1
-        hrows = np.ascontiguousarray(hs[starts])
+        gid, first = group_rows(h)
+        hrows = np.ascontiguousarray(h[first])
         dest = np.searchsorted(bounds, hrows[:, -1], side="right").astype(np.int32) - 1
-        pos = np.empty(starts.size, np.int64)
+        pos = np.empty(first.size, np.int64)
         for d, sel in enumerate(_split(dest, P)):
             pos[sel] = np.arange(sel.size)
             out[d][k] = hrows[sel]

@@ -36,9 +36,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import numba as nb
 import numpy as np
 
 from ...errors import ArgumentError, CorpusFormatError
+from ...fsm.hashing import hash64, table_capacity
 from ..counts import count_ngrams
 from ..vocab import BOS, EOS, UNK, word_bytes
 from ..web1t import _TO_OURS, _TO_WEB1T, new_output_folder   # Web1T's spelling of <s>, </s>, <unk>
@@ -255,6 +257,66 @@ def row_order(rows: np.ndarray) -> np.ndarray:
     if k <= per:
         return np.argsort(lo, kind="stable")
     return np.lexsort((lo, pack(range(0, k - per))))
+
+
+@nb.njit(cache=True)
+def _group_kernel(rows, table, mask, gid, first):
+    """Hash every row (its words mixed with splitmix64's finaliser); equal rows share a group:
+    ``gid[i]`` its group, ``first[g]`` the first row of group g (groups numbered in order of
+    first appearance); returns the number of groups."""
+    M, m = rows.shape
+    G = 0
+    for i in range(M):
+        h = np.uint64(0x9E3779B97F4A7C15)
+        for j in range(m):
+            h = hash64(h ^ np.uint64(rows[i, j]))
+        s = np.int64(h & np.uint64(mask))
+        while True:
+            g = table[s]
+            if g < 0:
+                table[s] = G
+                first[G] = i
+                gid[i] = G
+                G += 1
+                break
+            r = first[g]
+            same = True
+            for j in range(m):
+                if rows[r, j] != rows[i, j]:
+                    same = False
+                    break
+            if same:
+                gid[i] = g
+                break
+            s = (s + 1) & mask
+    return G
+
+
+def group_rows(rows: np.ndarray):
+    """(gid int64 [M], first int64 [G]): equal rows of int32 ``rows`` [M, m] grouped by hashing,
+    groups in order of first appearance (linear time: no sort)."""
+    M = rows.shape[0]
+    gid = np.empty(M, np.int64)
+    first = np.empty(M, np.int64)
+    if M == 0:
+        return gid, first
+    table = np.full(table_capacity(M), -1, np.int64)
+    G = _group_kernel(np.ascontiguousarray(rows), table, table.size - 1, gid, first)
+    return gid, first[:G]
+
+
+@nb.njit(cache=True)
+def _sum_by(gid, cnt, G):
+    out = np.zeros(G, np.int64)
+    for i in range(gid.shape[0]):
+        out[gid[i]] += cnt[i]
+    return out
+
+
+def unique_sum(rows: np.ndarray, cnt: np.ndarray):
+    """Distinct rows (in order of first appearance) and their summed int64 counts."""
+    gid, first = group_rows(rows)
+    return np.ascontiguousarray(rows[first]), _sum_by(gid, np.asarray(cnt, np.int64), first.size)
 
 
 def sum_rows(rows: np.ndarray, cnt: np.ndarray):

@@ -52,7 +52,7 @@ from ..estimate import (METHODS, _FALLBACK, check_kn_discounts, check_options, c
                         discounts_from_counts_of_counts)
 from ..model import IMPOSSIBLE
 from ..vocab import BOS, EOS, UNK
-from .count import row_order
+from .count import group_rows
 
 
 class MissingNGramError(ArgumentError):
@@ -136,7 +136,7 @@ def build(lo: int, hi: int, uni, pieces, N: int, V: int, words):
         pieces: lists of (rows, counts) pieces (any orders 2..N), each already in global ids.
         words: the vocabulary (for error messages).
     """
-    from .count import sum_rows
+    from .count import unique_sum
     by = {k: [] for k in range(2, N + 1)}
     for piece in pieces:
         for rows, cnt in piece:
@@ -149,7 +149,7 @@ def build(lo: int, hi: int, uni, pieces, N: int, V: int, words):
     st["keys"][1] = w.astype(np.int64)
     for k in range(2, N + 1):
         if by[k]:
-            rows, cnt = sum_rows(np.concatenate([r for r, _ in by[k]]), np.concatenate([c for _, c in by[k]]))
+            rows, cnt = unique_sum(np.concatenate([r for r, _ in by[k]]), np.concatenate([c for _, c in by[k]]))
         else:
             rows, cnt = np.zeros((0, k), np.int32), np.zeros(0, np.int64)
         suf = _find(st, rows[:, 1:])
@@ -238,14 +238,9 @@ def ctx_map(parts, bounds, bos: int):
                 out[d][k] = (np.zeros((0, k - 1), np.int32), np.zeros((0, 6)))
             continue
         h = rows[:, :-1]
-        o = row_order(h)
-        hs = h[o]
-        new = np.ones(M, bool)
-        new[1:] = (hs[1:] != hs[:-1]).any(axis=1)
-        starts = np.flatnonzero(new)
-        gid = np.empty(M, np.int32)
-        gid[o] = np.cumsum(new) - 1
-        G = starts.size
+        gid, first = group_rows(h)              # contexts in order of first appearance
+        gid = gid.astype(np.int32)
+        G = first.size
         x = np.where(rows[:, -1] != bos, a, 0.0)
         nb = rows[:, -1] != bos
         stats = np.zeros((G, 6))
@@ -255,7 +250,7 @@ def ctx_map(parts, bounds, bos: int):
         stats[:, 3] = _sums(gid, (nb & (x == 2)).astype(np.float64), G)
         stats[:, 4] = _sums(gid, (nb & (x >= 3)).astype(np.float64), G)
         stats[:, 5] = np.bincount(gid, minlength=G)
-        hrows = np.ascontiguousarray(hs[starts])
+        hrows = np.ascontiguousarray(h[first])
         dest = np.searchsorted(bounds, hrows[:, -1], side="right").astype(np.int32) - 1
         pos = np.empty(G, np.int32)            # each group's position in its destination's list
         for d, sel in enumerate(_split(dest, P)):
@@ -668,13 +663,35 @@ def _write_arpa(runner, states, vocab, N: int, output, bos: int):
                 for k in range(1, N + 1):
                     out.write(f"\n\\{k}-grams:\n".encode())
                     for p in range(len(states)):
-                        with open(pieces / f"{k}-{p:05d}.arpa", "rb") as f:
-                            shutil.copyfileobj(f, out, 1 << 22)
+                        _append(out, pieces / f"{k}-{p:05d}.arpa", plain=not _ext(output))
                 out.write(b"\n\\end\\\n")
     finally:
         shutil.rmtree(pieces, ignore_errors=True)
         runner.release()
     return counts
+
+
+def _append(out, path: Path, plain: bool) -> None:
+    """``path``'s bytes appended to the open file ``out``: by the kernel (``copy_file_range``,
+    no copy through this process) when ``out`` is a plain file, else through ``out`` (its
+    compressor)."""
+    with open(path, "rb") as f:
+        if plain and hasattr(os, "copy_file_range"):
+            out.flush()
+            left = os.fstat(f.fileno()).st_size
+            try:
+                while left > 0:
+                    n = os.copy_file_range(f.fileno(), out.fileno(), left)
+                    if n == 0:
+                        break
+                    left -= n
+                if left == 0:
+                    return
+            except OSError:
+                pass                        # a file system without it: the bytes not yet copied, below
+            f.seek(os.fstat(f.fileno()).st_size - left)
+            out.seek(0, os.SEEK_END)
+        shutil.copyfileobj(f, out, 1 << 22)
 
 
 def estimate_text(runner, parts, order: int, output, ranges: int | None = None, **kw):
