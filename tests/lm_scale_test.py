@@ -102,6 +102,26 @@ def test_count_matches_in_memory_web1t(text, tmp_path, part_bytes, ranges):
         assert np.array_equal(x, y)
 
 
+@pytest.mark.parametrize("extra", ["", "a\xa0b c\x1cd", "x\ty\r", "\u3000 é"])
+def test_fast_and_python_tokenisers_count_alike(tmp_path, extra, monkeypatch):
+    """Partitions tokenised in numba (ASCII whitespace) or, for text holding whitespace that
+    only str.split knows, in Python: both give count_ngrams' counts; the numba path is taken
+    on plain text."""
+    from fsmlearn.lm.scale import count as cmod
+    lines = _corpus(5, 120) + [extra, "", "  a  b  "]
+    p = tmp_path / "in.txt"
+    p.write_bytes(("\n".join(lines)).encode("utf-8"))             # no final newline
+    write_web1t(count_ngrams(p.read_text(encoding="utf-8").split("\n"), 3), tmp_path / "ref")
+    taken = []
+    fast = cmod._count_fast
+    monkeypatch.setattr(cmod, "_count_fast", lambda *a: taken.append(fast(*a)) or taken[-1])
+    with open_runner("synchronous") as r:
+        count_to_web1t(r, text_parts([p], 150), 3, tmp_path / "out", ranges=3)
+    assert _lines(tmp_path / "out") == _lines(tmp_path / "ref")
+    assert any(t is not None for t in taken)
+    assert all(t is not None for t in taken) == (extra in ("", "x\ty\r"))
+
+
 def test_dataset_sentences_keep_their_tokens(tmp_path):
     """A named dataset's sentences reach the counter as token lists, as count_ngrams gets them in
     memory: a token holding a space (or none at all) stays one token."""
@@ -455,6 +475,27 @@ def test_cli_estimate_compiled_on_a_local_cluster_scores_as_in_memory(text, tmp_
     assert sorted(os.listdir(tmp_path)) == ["a.fsm", "b.arpa", "b.fsm"]
     r = _run(["lm", "estimate", str(path), "--order", "3"])
     assert r.returncode == 2 and "give -o MODEL.arpa, --compiled MODEL.fsm or both" in r.stderr
+
+
+def test_cli_compile_on_a_local_cluster_scores_as_in_memory(text, tmp_path):
+    from fsmlearn.lm.arpa import write_arpa
+    from fsmlearn.lm.compiled import CompiledLM
+    _, lines = text
+    write_arpa(estimate(count_ngrams(lines, 3), cutoffs=[1, 2, 2]), tmp_path / "m.arpa.gz")
+    a = _run(["lm", "compile", str(tmp_path / "m.arpa.gz"), "-o", str(tmp_path / "a.fsm"), "--workers", "2",
+              "--memory", "1G"])
+    assert a.returncode == 0, a.stderr
+    assert "Dask LocalCluster: 2 worker processes" in a.stderr
+    b = _run(["lm", "compile", str(tmp_path / "m.arpa.gz"), "-o", str(tmp_path / "b.fsm"), "-q"])
+    assert b.returncode == 0, b.stderr
+    sa, _ = CompiledLM.load(tmp_path / "a.fsm", verify=True).score(lines)
+    sb, _ = CompiledLM.load(tmp_path / "b.fsm", verify=True).score(lines)
+    assert np.array_equal(sa, sb)
+    bad = tmp_path / "bad.arpa"
+    bad.write_text(gzip.open(tmp_path / "m.arpa.gz", "rt").read().replace("\n-", "\n+x", 3))
+    r = _run(["lm", "compile", str(bad), "-o", str(tmp_path / "c.fsm"), "--workers", "2", "-q"])
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and f"{bad}:" in r.stderr and "not a number" in r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["a.fsm", "b.fsm", "bad.arpa", "m.arpa.gz"]
 
 
 def test_cli_bad_line_found_by_a_worker_is_located(tmp_path):

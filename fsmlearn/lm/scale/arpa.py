@@ -195,7 +195,7 @@ def model_build(lo: int, hi: int, lp1, bo1, pieces, N: int, V: int, words, shown
     gives it.  ``pieces``: per order 2..N, the ranges' (rows, lp, bo)."""
     w = np.arange(lo, hi, dtype=np.int32)
     st = {"lo": lo, "hi": hi, "N": N, "V": V, "rows": {1: w[:, None]}, "lp": {1: np.asarray(lp1, np.float64)},
-          "bo": {1: np.asarray(bo1, np.float64)}, "suf": {}, "keys": {1: w.astype(np.int64)}}
+          "bo": {1: np.asarray(bo1, np.float64)}, "suf": {}}
     for k in range(2, N + 1):
         got = [p for p in pieces[k - 2] if p[0].shape[0]]
         rows = np.concatenate([p[0] for p in got]) if got else np.zeros((0, k), np.int32)
@@ -215,7 +215,7 @@ def model_build(lo: int, hi: int, lp1, bo1, pieces, N: int, V: int, words, shown
             row = rows[o[int(dup[0])]]
             raise ArpaDuplicateError(f"{k}-gram {' '.join(ws[int(x)] for x in row)!r} is listed twice", shown)
         st["rows"][k], st["lp"][k], st["bo"][k] = np.ascontiguousarray(rows[o]), lp[o], bo[o]
-        st["suf"][k], st["keys"][k] = suf[o], key
+        st["suf"][k] = suf[o].astype(np.int32)
     st.pop("_tab", None)
     return st
 

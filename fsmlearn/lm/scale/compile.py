@@ -59,7 +59,7 @@ def model_from_estimate(parts, bos: int):
     and the n-grams per order."""
     st = _merged(parts)
     N, V = st["N"], st["V"]
-    mp = {"lo": st["lo"], "hi": st["hi"], "N": N, "V": V, "rows": {}, "lp": {}, "bo": {}, "suf": {}, "keys": {}}
+    mp = {"lo": st["lo"], "hi": st["hi"], "N": N, "V": V, "rows": {}, "lp": {}, "bo": {}, "suf": {}}
     prev = None
     for k in range(1, N + 1):
         keep = st["keep"][k]
@@ -73,13 +73,9 @@ def model_from_estimate(parts, bos: int):
             bo = np.where(st["is_ctx"][k][keep], np.log10(np.maximum(alpha, 1e-300)), 0.0)
         else:
             bo = np.zeros(rows.shape[0])
-        if k == 1:
-            mp["keys"][1] = rows[:, 0].astype(np.int64)
-        else:
+        if k > 1:
             remap = np.cumsum(prev) - 1             # kept index of each kept (k-1)-gram
-            suf = remap[st["suf"][k][keep]]
-            mp["suf"][k] = suf
-            mp["keys"][k] = suf * V + rows[:, 0].astype(np.int64)
+            mp["suf"][k] = remap[st["suf"][k][keep]].astype(np.int32)
         prev = keep
         mp["rows"][k], mp["lp"][k], mp["bo"][k] = rows, lp, bo
     return mp, [int(mp["rows"][k].shape[0]) for k in range(1, N + 1)]

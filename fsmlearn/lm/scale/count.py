@@ -31,6 +31,7 @@ from __future__ import annotations
 import gzip
 import functools
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -224,15 +225,20 @@ def route(counted, trans, bounds, key: int):
     orders = counted
     B = bounds.size - 1
     out = [[] for _ in range(B)]
+    # each word's range, looked up (a gather, not a binary search per row)
+    range_of = np.repeat(np.arange(B, dtype=np.int16 if B < (1 << 15) else np.int64), np.diff(bounds))
     for rows, cnt in orders:
         g = trans[rows] if trans is not None else rows
         k = g.shape[1]
-        r = np.searchsorted(bounds, g[:, key], side="right") - 1 if g.shape[0] else np.zeros(0, np.int64)
+        r = range_of[g[:, key]] if g.shape[0] else np.zeros(0, range_of.dtype)
+        # a stable sort of small integers (numpy's radix sort for 16 bits), then one gather and
+        # a slice per range
         order = np.argsort(r, kind="stable")
         edges = np.searchsorted(r[order], np.arange(B + 1))
+        gs = np.ascontiguousarray(g[order], np.int32).reshape(-1, k)
+        cs = cnt[order]
         for b in range(B):
-            sel = order[edges[b]:edges[b + 1]]
-            out[b].append((np.ascontiguousarray(g[sel], np.int32).reshape(-1, k), cnt[sel]))
+            out[b].append((gs[edges[b]:edges[b + 1]], cs[edges[b]:edges[b + 1]]))
     return out
 
 
@@ -457,11 +463,159 @@ def _ids_of(joined: str) -> dict:
     return {w: i for i, w in enumerate(joined.split("\n"))}
 
 
+#: whitespace that ``str.split`` splits at and ``bytes.split`` does not: a text holding any takes
+#: the Python tokeniser, so that both paths cut the same tokens
+_UNICODE_SPACE = re.compile("[\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+
+
+@functools.lru_cache(maxsize=2)
+def _byte_vocab(joined: str):
+    from ..vocab import ByteVocab
+    return ByteVocab(joined.split("\n"))
+
+
+def _part_bytes(part: TextPart):
+    """The bytes of the lines that start in an uncompressed partition (``part_lines``'s lines,
+    newlines kept), or None for other partitions."""
+    if part.lines is not None or part.end < 0:
+        return None
+    with open(part.path, "rb") as f:
+        start = part.start
+        if start > 0:
+            f.seek(start - 1)
+            if f.read(1) != b"\n":
+                start += len(f.readline())
+        end = max(part.end, start)
+        f.seek(end - 1 if end > 0 else 0)
+        tail = f.readline() if end > 0 else b""       # the rest of the line holding byte end - 1
+        stop = (end - 1 + len(tail)) if end > 0 else 0
+        if stop <= start:
+            return b""
+        f.seek(start)
+        return f.read(stop - start)
+
+
+@nb.njit(cache=True)
+def _pad(ptr, ids, bos, eos):
+    """Sentences ``ids[ptr[s]:ptr[s + 1]]`` laid end to end as ``<s> ... </s>``; their starts."""
+    S = ptr.shape[0] - 1
+    out = np.empty(ids.shape[0] + 2 * S, np.int32)
+    starts = np.empty(S + 1, np.int64)
+    j = 0
+    for s in range(S):
+        starts[s] = j
+        out[j] = bos
+        j += 1
+        for i in range(ptr[s], ptr[s + 1]):
+            out[j] = ids[i]
+            j += 1
+        out[j] = eos
+        j += 1
+    starts[S] = j
+    return out, starts
+
+
+def _count_fast(part: TextPart, order: int, words):
+    """(local words as global ids, [(rows, counts)] for orders 2..N in local ids) of an
+    uncompressed partition tokenised in numba with the global vocabulary's byte hash; None
+    when the text needs the Python path (a NUL byte, bytes that are not UTF-8, whitespace
+    ``bytes.split`` does not know, a token outside the vocabulary): that path then gives the
+    same counts or the located error."""
+    blob = _part_bytes(part)
+    if blob is None or b"\0" in blob:
+        return None
+    try:
+        text = blob.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if _UNICODE_SPACE.search(text):
+        return None
+    del text
+    bv = _byte_vocab(str(words))
+    ptr, ids, oov = bv.encode(blob, -1)
+    if oov.any():
+        return None
+    ids_w = words.ids()
+    # local ids (the partition's words, <s> and </s>): few enough for the packed keys
+    uniq = np.union1d(np.unique(ids), np.array([ids_w[BOS], ids_w[EOS]], np.int32))
+    from ..counts import key_bits
+    if uniq.size > (1 << key_bits(order)):
+        return None                     # the Python path says the vocabulary is too large
+    lut = np.empty(len(ids_w), np.int32)
+    lut[uniq] = np.arange(uniq.size, dtype=np.int32)
+    local = lut[ids]
+    bos, eos = int(np.searchsorted(uniq, ids_w[BOS])), int(np.searchsorted(uniq, ids_w[EOS]))
+    # chunks of about 5M tokens, cut between sentences (count_ngrams' chunk size)
+    S = ptr.size - 1
+    cuts = np.unique(np.concatenate([[0], np.searchsorted(ptr, np.arange(5_000_000, ids.size, 5_000_000)), [S]]))
+
+    def chunks():
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            yield _pad(ptr[a:b + 1] - ptr[a], local[ptr[a]:ptr[b]], bos, eos)
+
+    return uniq.astype(np.int32), _count_hashed(chunks(), order)
+
+
+@nb.njit(cache=True)
+def _group_pairs(hi, lo, table, mask, gid, first):
+    """``_group_kernel`` for packed (hi, lo) n-gram keys."""
+    G = 0
+    for i in range(hi.shape[0]):
+        s = np.int64(hash64(hash64(hi[i]) ^ lo[i]) & np.uint64(mask))
+        while True:
+            g = table[s]
+            if g < 0:
+                table[s] = G
+                first[G] = i
+                gid[i] = G
+                G += 1
+                break
+            r = first[g]
+            if hi[r] == hi[i] and lo[r] == lo[i]:
+                gid[i] = g
+                break
+            s = (s + 1) & mask
+    return G
+
+
+def _count_hashed(chunks, order: int) -> list:
+    """[(rows int32 [M_k, k], counts int64 [M_k]) for k = 2..N] of padded token chunks, n-grams
+    in no particular order (grouped by hashing, not sorted: the partitions sort them)."""
+    from ..counts import _unpack, _windows, key_bits
+    bits = key_bits(order)
+    acc = {k: [] for k in range(2, order + 1)}
+    for tokens, starts in chunks:
+        for k in range(2, order + 1):
+            hi = np.empty(tokens.size, np.uint64)
+            lo = np.empty(tokens.size, np.uint64)
+            n = _windows(tokens, starts, k, bits, hi, lo)
+            hi, lo = hi[:n], lo[:n]
+            gid = np.empty(n, np.int64)
+            first = np.empty(n, np.int64)
+            table = np.full(table_capacity(n), -1, np.int64)
+            G = _group_pairs(hi, lo, table, table.size - 1, gid, first)
+            first = first[:G]
+            acc[k].append((_unpack(hi[first], lo[first], k, bits), _sum_by(gid, np.ones(n, np.int64), G)))
+    out = []
+    for k in range(2, order + 1):
+        if len(acc[k]) == 1:
+            out.append(acc[k][0])
+        elif acc[k]:
+            out.append(unique_sum(np.concatenate([r for r, _ in acc[k]]), np.concatenate([c for _, c in acc[k]])))
+        else:
+            out.append((np.zeros((0, k), np.int32), np.zeros(0, np.int64)))
+    return out
+
+
 def count_route(part: TextPart, order: int, wid, bounds, key: int):
     """Task: a partition counted (in its own word ids, few enough for the packed keys whatever
     the whole vocabulary's size), put in global ids and split into the ranges ``bounds`` of its
     ``key`` word: :func:`count_part` and :func:`route` in one task, so that the cluster holds
     the partition's n-grams once."""
+    fast = _count_fast(part, order, wid) if isinstance(wid, Words) else None
+    if fast is not None:
+        trans, orders = fast
+        return route(orders, trans, bounds, key)
     words, _, orders = count_part(part, order)
     wid = wid.ids() if isinstance(wid, Words) else wid
     trans = np.array([wid[w] for w in words], np.int32)

@@ -98,12 +98,20 @@ def _probe(tk, tv, mask, idx, w, V, out):
         out[i] = -1 if idx[i] < 0 else hash_lookup(tk, tv, mask, idx[i] * V + np.int64(w[i]))
 
 
+def _keys(st, j: int):
+    """int64: the order-j rows' keys, (index of w2..wj) * V + w1 (order 1: the word), computed
+    from the rows and their suffix indices (not stored: 8 bytes an n-gram less on disk)."""
+    w1 = st["rows"][j][:, 0].astype(np.int64)
+    return w1 if j == 1 else st["suf"][j].astype(np.int64) * st["V"] + w1
+
+
 def _table(st, j: int):
     """The hash of the order-j keys (built on first use in a task, never stored with the state)."""
     tabs = st.setdefault("_tab", {})
     if j not in tabs:
-        tk, tv, mask = new_table(st["keys"][j].size)
-        _fill(st["keys"][j], tk, tv, mask)
+        keys = _keys(st, j)
+        tk, tv, mask = new_table(keys.size)
+        _fill(keys, tk, tv, mask)
         tabs[j] = (tk, tv, mask)
     return tabs[j]
 
@@ -142,11 +150,10 @@ def build(lo: int, hi: int, uni, pieces, N: int, V: int, words):
         for rows, cnt in piece:
             if rows.shape[0]:
                 by[rows.shape[1]].append((rows, cnt))
-    st = {"lo": lo, "hi": hi, "N": N, "V": V, "rows": {}, "raw": {}, "suf": {}, "keys": {}}
+    st = {"lo": lo, "hi": hi, "N": N, "V": V, "rows": {}, "raw": {}, "suf": {}}
     w = np.arange(lo, hi, dtype=np.int32)
     st["rows"][1] = w[:, None]
     st["raw"][1] = np.asarray(uni, np.float64)
-    st["keys"][1] = w.astype(np.int64)
     for k in range(2, N + 1):
         if by[k]:
             rows, cnt = unique_sum(np.concatenate([r for r, _ in by[k]]), np.concatenate([c for _, c in by[k]]))
@@ -159,8 +166,7 @@ def build(lo: int, hi: int, uni, pieces, N: int, V: int, words):
         o = np.argsort(key, kind="stable")
         st["rows"][k] = np.ascontiguousarray(rows[o])
         st["raw"][k] = cnt[o].astype(np.float64)
-        st["suf"][k] = suf[o]
-        st["keys"][k] = key[o]
+        st["suf"][k] = suf[o].astype(np.int32)     # an index inside the partition
     st.pop("_tab", None)
     summary = {k: (int(st["raw"][k].size), float(st["raw"][k].min()) if st["raw"][k].size else 0.0)
                for k in range(2, N + 1)}
@@ -269,7 +275,7 @@ def ctx_reduce(parts, pieces, method: int, Ds, precut: bool, backoff_missing: bo
     N = st["N"]
     gamma = {k: np.ones(st["rows"][k].shape[0]) for k in range(1, N + 1)}
     short = {k: np.zeros(st["rows"][k].shape[0], np.bool_) for k in range(1, N + 1)}
-    next_ = {k: np.zeros(st["rows"][k].shape[0]) for k in range(1, N + 1)}
+    next_ = {k: np.zeros(st["rows"][k].shape[0], np.bool_) for k in range(1, N + 1)}
     replies = [dict() for _ in pieces]
     for k in range(2, N + 1):
         m = k - 1
@@ -312,14 +318,14 @@ def ctx_reduce(parts, pieces, method: int, Ds, precut: bool, backoff_missing: bo
                 gam = (D1 * types + missing) / tot
         gam = np.where(tot > 0, gam, 1.0)
         gamma[m] = np.where(nx_present, gam, gamma[m])
-        next_[m] = nx
+        next_[m] = nx > 0
         start = 0
         for s, h in enumerate(hs):
             sel = idx[start:start + h.shape[0]]
             start += h.shape[0]
             replies[s][k] = np.stack([tot[sel], types[sel], gamma[m][sel]], axis=1)
     any_short = any(bool(x.any()) for x in short.values())
-    return {"gamma": gamma, "short": short, "next": next_}, replies, any_short
+    return {"gamma": gamma, "short": short, "next": next_}, replies, any_short   # next: has an extension
 
 
 # --- pass 4: interpolation ----------------------------------------------------------------------
@@ -436,7 +442,7 @@ def no_pruning(parts):
     N = st["N"]
     return {"keep": {k: np.ones(st["raw"][k].size, np.bool_) for k in range(1, N + 1)},
             "alpha": {k: st["gamma"][k] for k in range(1, N)},
-            "is_ctx": {k: st["next"][k] > 0 for k in range(1, N)}}
+            "is_ctx": {k: st["next"][k] for k in range(1, N)}}
 
 
 # --- pass 6: ARPA lines --------------------------------------------------------------------------
@@ -663,7 +669,9 @@ def _write_arpa(runner, states, vocab, N: int, output, bos: int):
                 for k in range(1, N + 1):
                     out.write(f"\n\\{k}-grams:\n".encode())
                     for p in range(len(states)):
-                        _append(out, pieces / f"{k}-{p:05d}.arpa", plain=not _ext(output))
+                        piece = pieces / f"{k}-{p:05d}.arpa"
+                        _append(out, piece, plain=not _ext(output))
+                        os.unlink(piece)            # the disk holds the ARPA text about once
                 out.write(b"\n\\end\\\n")
     finally:
         shutil.rmtree(pieces, ignore_errors=True)
