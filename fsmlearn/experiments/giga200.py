@@ -33,6 +33,7 @@ Public names: Giga200Config, run_giga200.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -139,14 +140,25 @@ def _estimate_compile_partitioned(cfg: Giga200Config, cache: Path, ngram_dir: Pa
     from ..lm.scale.cluster import open_runner, parse_memory
     from ..lm.scale.kn import estimate_web1t
     from ..lm.web1t import read_vocab
+    import tempfile
     say(f"estimating a backoff LM ({cfg.method}) from {ngram_dir} and compiling it, by partitions")
-    path = cache / "lm.fsm"
-    with open_runner(cfg.scheduler, memory=parse_memory(cfg.memory) if cfg.memory else None, tmp=cfg.tmp,
-                     workers=cfg.workers, threads=cfg.worker_threads, progress=say) as runner:
-        sizes = estimate_web1t(runner, ngram_dir, None, max_order=cfg.order, method=cfg.method,
-                               discount=cfg.discount, cut_mass=cfg.cut_mass, compiled=path)
+    if cache.is_dir():
+        path, temporary = cache / "lm.fsm", False
+    else:                           # NGRAMS=DIR without a cache: a file that lives while it is mapped
+        fd, name = tempfile.mkstemp(suffix=".fsm", dir=cfg.tmp)
+        os.close(fd)
+        path, temporary = Path(name), True
+    try:
+        with open_runner(cfg.scheduler, memory=parse_memory(cfg.memory) if cfg.memory else None, tmp=cfg.tmp,
+                         workers=cfg.workers, threads=cfg.worker_threads, progress=say) as runner:
+            sizes = estimate_web1t(runner, ngram_dir, None, max_order=cfg.order, method=cfg.method,
+                                   discount=cfg.discount, cut_mass=cfg.cut_mass, compiled=path)
+        lm = CompiledLM.load(path)
+    finally:
+        if temporary:
+            path.unlink(missing_ok=True)    # (the mapping keeps its pages)
     words, c1 = read_vocab(next(p for p in (ngram_dir / "1gms").iterdir() if p.name.startswith("vocab")))
-    return CompiledLM.load(path), sizes, {w for w, n in zip(words, c1) if n == 1}
+    return lm, sizes, {w for w, n in zip(words, c1) if n == 1}
 
 
 def _count_dir(cfg: Giga200Config, cache: Path, corpus, say) -> Path:

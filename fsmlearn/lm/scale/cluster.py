@@ -115,7 +115,7 @@ def human(n: float) -> str:
 
 
 #: arrays at least this large leave a task in a file of the job's scratch folder, not as Dask data
-FILE_BYTES = 1 << 15
+FILE_BYTES = 1 << 9
 
 
 class Saved:
