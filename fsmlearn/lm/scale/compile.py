@@ -47,7 +47,7 @@ from ..model import IMPOSSIBLE
 from ..vocab import BOS, EOS, LN10, UNK, ByteVocab
 from .cluster import _load
 from .count import Words, group_rows
-from .kn import _find, _merged, _missing, _split
+from .kn import _find, _merged, _missing, _split, model_rows
 
 
 # --- the model partition: rows, log10 probabilities and backoffs, suffix indices ----------------
@@ -63,16 +63,7 @@ def model_from_estimate(parts, bos: int):
     prev = None
     for k in range(1, N + 1):
         keep = st["keep"][k]
-        rows = np.ascontiguousarray(st["rows"][k][keep])
-        with np.errstate(divide="ignore"):
-            lp = np.log10(st["p"][k][keep])
-        lp[rows[:, -1] == bos] = 0.0
-        lp[~np.isfinite(lp)] = IMPOSSIBLE
-        if k < N:
-            alpha = st["alpha"][k][keep]
-            bo = np.where(st["is_ctx"][k][keep], np.log10(np.maximum(alpha, 1e-300)), 0.0)
-        else:
-            bo = np.zeros(rows.shape[0])
+        rows, lp, bo = model_rows(st, k, bos)
         if k > 1:
             remap = np.cumsum(prev) - 1             # kept index of each kept (k-1)-gram
             mp["suf"][k] = remap[st["suf"][k][keep]].astype(np.int32)

@@ -556,28 +556,6 @@ def _count_fast(part: TextPart, order: int, words):
     return uniq.astype(np.int32), _count_hashed(chunks(), order)
 
 
-@nb.njit(cache=True)
-def _group_pairs(hi, lo, table, mask, gid, first):
-    """``_group_kernel`` for packed (hi, lo) n-gram keys."""
-    G = 0
-    for i in range(hi.shape[0]):
-        s = np.int64(hash64(hash64(hi[i]) ^ lo[i]) & np.uint64(mask))
-        while True:
-            g = table[s]
-            if g < 0:
-                table[s] = G
-                first[G] = i
-                gid[i] = G
-                G += 1
-                break
-            r = first[g]
-            if hi[r] == hi[i] and lo[r] == lo[i]:
-                gid[i] = g
-                break
-            s = (s + 1) & mask
-    return G
-
-
 def _count_hashed(chunks, order: int) -> list:
     """[(rows int32 [M_k, k], counts int64 [M_k]) for k = 2..N] of padded token chunks, n-grams
     in no particular order (grouped by hashing, not sorted: the partitions sort them)."""
@@ -590,12 +568,9 @@ def _count_hashed(chunks, order: int) -> list:
             lo = np.empty(tokens.size, np.uint64)
             n = _windows(tokens, starts, k, bits, hi, lo)
             hi, lo = hi[:n], lo[:n]
-            gid = np.empty(n, np.int64)
-            first = np.empty(n, np.int64)
-            table = np.full(table_capacity(n), -1, np.int64)
-            G = _group_pairs(hi, lo, table, table.size - 1, gid, first)
-            first = first[:G]
-            acc[k].append((_unpack(hi[first], lo[first], k, bits), _sum_by(gid, np.ones(n, np.int64), G)))
+            # each packed (hi, lo) key as four int32 words: grouped as rows are
+            gid, first = group_rows(np.stack([hi, lo], axis=1).view(np.int32))
+            acc[k].append((_unpack(hi[first], lo[first], k, bits), _sum_by(gid, np.ones(n, np.int64), first.size)))
     out = []
     for k in range(2, order + 1):
         if len(acc[k]) == 1:

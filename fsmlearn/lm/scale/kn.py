@@ -447,6 +447,25 @@ def no_pruning(parts):
 
 # --- pass 6: ARPA lines --------------------------------------------------------------------------
 
+def model_rows(st, k: int, bos: int):
+    """The model's order-k n-grams of an estimated partition: the kept rows, their log10
+    probability (0 for ``<s>``, :data:`IMPOSSIBLE` for p = 0) and backoff (log10 alpha of a
+    context, 0 otherwise and at the highest order), as the ARPA file and the compiled model
+    both take them."""
+    keep = st["keep"][k]
+    rows = np.ascontiguousarray(st["rows"][k][keep])
+    with np.errstate(divide="ignore"):
+        lp = np.log10(st["p"][k][keep])
+    lp[rows[:, -1] == bos] = 0.0
+    lp[~np.isfinite(lp)] = IMPOSSIBLE
+    if k < st["N"]:
+        alpha = st["alpha"][k][keep]
+        bo = np.where(st["is_ctx"][k][keep], np.log10(np.maximum(alpha, 1e-300)), 0.0)
+    else:
+        bo = np.zeros(rows.shape[0])
+    return rows, lp, bo
+
+
 def write_part(parts, wb, bos: int, tmpdir: str, part: int):
     """Task: this partition's ARPA lines of each order into ``tmpdir`` (one file per order);
     returns the n-grams written per order."""
@@ -456,19 +475,8 @@ def write_part(parts, wb, bos: int, tmpdir: str, part: int):
     wbuf, woff = wb
     sizes = []
     for k in range(1, N + 1):
-        keep = st["keep"][k]
-        rows = st["rows"][k][keep]
-        with np.errstate(divide="ignore"):
-            lp = np.log10(st["p"][k][keep])
-        lp[rows[:, -1] == bos] = 0.0
-        lp[~np.isfinite(lp)] = IMPOSSIBLE
-        if k < N:
-            alpha = st["alpha"][k][keep]
-            bo = np.where(st["is_ctx"][k][keep], np.log10(np.maximum(alpha, 1e-300)), 0.0)
-            hb = np.ones(rows.shape[0], np.bool_)
-        else:
-            bo = np.zeros(rows.shape[0])
-            hb = np.zeros(rows.shape[0], np.bool_)
+        rows, lp, bo = model_rows(st, k, bos)
+        hb = np.full(rows.shape[0], k < N, np.bool_)
         path = Path(tmpdir) / f"{k}-{part:05d}.arpa"
         tmp = path.with_name(path.name + f".{os.getpid()}.part")
         with open(tmp, "wb") as f:
