@@ -33,10 +33,12 @@ them, and the hash's rows lie where this insertion order puts them: the file sco
 sentence exactly as ``compile_lm``'s does (same weights, same walk), but is not the same
 bytes.
 
-Public names: model_parts_from_estimate, compile_parts.
+Public names: model_from_estimate, compile_parts.
 """
 
 from __future__ import annotations
+
+import time
 
 import numba as nb
 import numpy as np
@@ -354,6 +356,8 @@ def compile_parts(runner, words: list, N: int, bounds, model, output) -> tuple[i
                  words=(np.uint8, (bv.wbuf.size,)), word_offsets=(np.int64, (V + 1,)),
                  word_table=(np.int64, (bv.table.size,)))
 
+    last = [time.time()]
+
     def fill(v):
         v["arcs"][:] = -1.0
         v["back"][0], v["back_cost"][0], v["hist_len"][0] = -1, 0.0, 0
@@ -369,7 +373,10 @@ def compile_parts(runner, words: list, N: int, bounds, model, output) -> tuple[i
             if dup >= 0:
                     raise ArgumentError(f"two arcs with label {words[int(x['lab'][dup]) - 1]!r} leave state "
                                     f"{int(x['src'][dup])}: an n-gram is listed twice")
-            runner.say(f"compiling: wrote the arcs of partition {p + 1}/{P}")
+            now = time.time()
+            if now - last[0] >= 5 or p == P - 1:
+                runner.say(f"compiling: the arcs of {p + 1}/{P} partitions written into the file")
+                last[0] = now
         v["words"][:] = bv.wbuf
         v["word_offsets"][:] = bv.woff
         v["word_table"][:] = bv.table
