@@ -197,8 +197,22 @@ def _save(x, folder: str):
     return fill(marked)
 
 
+class Later:
+    """Task arguments left in their files when the task starts (``value``: a structure of
+    :class:`Saved`, not futures): the task reads the parts it needs when it needs them
+    (:func:`_load`), so that a large input is never in memory at once."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __reduce__(self):
+        return (Later, (self.value,))
+
+
 def _load(x):
-    """``x`` with every :class:`Saved` read back."""
+    """``x`` with every :class:`Saved` read back (not inside a :class:`Later`)."""
     if isinstance(x, Saved):
         return x.load()
     if isinstance(x, dict):
@@ -364,9 +378,12 @@ class Runner:
 
     def wait(self, futures, stage: str, unit: str = "tasks") -> None:
         """Wait for ``futures`` with a progress line (done/total, rate, ETA) every few seconds;
-        raise the first task error."""
+        raise the first task error (values already checkpointed are done)."""
+        if self.client is None:
+            return
+        futures = [f for f in futures if self._is_future(f)]
         n = len(futures)
-        if self.client is None or n == 0:
+        if n == 0:
             return
         from distributed import TimeoutError as DaskTimeout
         from distributed import wait

@@ -141,22 +141,25 @@ def build(lo: int, hi: int, uni, pieces, N: int, V: int, words):
 
     Args:
         uni: int64 [hi - lo], the unigram counts of the range's words.
-        pieces: lists of (rows, counts) pieces (any orders 2..N), each already in global ids.
+        pieces: lists of (rows, counts) pieces (any orders 2..N), each already in global ids;
+            in a :class:`~fsmlearn.lm.scale.cluster.Later`, read one order at a time (the
+            partition of a frequent last word can be several times the average).
         words: the vocabulary (for error messages).
     """
+    from .cluster import Later, _load
     from .count import unique_sum
-    by = {k: [] for k in range(2, N + 1)}
-    for piece in pieces:
-        for rows, cnt in piece:
-            if rows.shape[0]:
-                by[rows.shape[1]].append((rows, cnt))
+    if isinstance(pieces, Later):
+        pieces = pieces.value
     st = {"lo": lo, "hi": hi, "N": N, "V": V, "rows": {}, "raw": {}, "suf": {}}
     w = np.arange(lo, hi, dtype=np.int32)
     st["rows"][1] = w[:, None]
     st["raw"][1] = np.asarray(uni, np.float64)
     for k in range(2, N + 1):
-        if by[k]:
-            rows, cnt = unique_sum(np.concatenate([r for r, _ in by[k]]), np.concatenate([c for _, c in by[k]]))
+        got = [(r, c) for piece in pieces for r, c in piece if r.shape[0] and r.shape[1] == k]
+        if got:
+            rows = np.concatenate([_load(r) for r, _ in got])
+            cnt = np.concatenate([_load(c) for _, c in got])
+            rows, cnt = unique_sum(rows, cnt)
         else:
             rows, cnt = np.zeros((0, k), np.int32), np.zeros(0, np.int64)
         suf = _find(st, rows[:, 1:])
@@ -167,6 +170,7 @@ def build(lo: int, hi: int, uni, pieces, N: int, V: int, words):
         st["rows"][k] = np.ascontiguousarray(rows[o])
         st["raw"][k] = cnt[o].astype(np.float64)
         st["suf"][k] = suf[o].astype(np.int32)     # an index inside the partition
+        del rows, cnt, suf, key, o, got
     st.pop("_tab", None)
     summary = {k: (int(st["raw"][k].size), float(st["raw"][k].min()) if st["raw"][k].size else 0.0)
                for k in range(2, N + 1)}
@@ -532,15 +536,17 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
         routed = [runner.submit(route, s, t, bounds, -1) for s, t in zip(sources, trans)]
     else:
         bounds, routed = routed
+    from .cluster import Later
     from .count import Words
     P = bounds.size - 1
     wf = runner.share(Words("\n".join(words)))
     # every stage ends at a checkpoint: its results are files, the client holds their names
+    runner.wait(routed, "splitting the n-grams by last word", "partitions")
+    routed = runner.checkpoint(routed)              # values: a build task reads them order by order
     built = []
     for p in range(P):
         lo, hi = int(bounds[p]), int(bounds[p + 1])
-        built.append(runner.submit(build, lo, hi, vocab.counts[lo:hi], [runner.piece(r, p) for r in routed],
-                                   N, V, wf))
+        built.append(runner.submit(build, lo, hi, vocab.counts[lo:hi], Later([r[p] for r in routed]), N, V, wf))
     runner.wait(built, "estimation: merging the n-grams by last word", "partitions")
     built = runner.checkpoint(built)
     runner.discard(runner.checkpoint(routed) + runner.checkpoint(list(sources or [])))
