@@ -141,11 +141,15 @@ class Saved:
         return a
 
 
-class _Mark:
-    __slots__ = ("i",)
-
-    def __init__(self, i: int):
-        self.i = i
+def _rebuild(x, leaf):
+    """``x`` (nested dicts, lists, tuples) with ``leaf`` applied to everything else in it."""
+    if isinstance(x, dict):
+        return {k: _rebuild(u, leaf) for k, u in x.items()}
+    if isinstance(x, list):
+        return [_rebuild(u, leaf) for u in x]
+    if isinstance(x, tuple):
+        return tuple(_rebuild(u, leaf) for u in x)
+    return leaf(x)
 
 
 def _save(x, folder: str):
@@ -155,46 +159,29 @@ def _save(x, folder: str):
     import uuid
 
     import numpy as np
-    arrays = []
-
-    def walk(v):
-        if isinstance(v, np.ndarray) and v.dtype.kind in "biuf" and v.nbytes >= FILE_BYTES:
-            arrays.append(np.ascontiguousarray(v))
-            return _Mark(len(arrays) - 1)
-        if isinstance(v, dict):
-            return {k: walk(u) for k, u in v.items()}
-        if isinstance(v, list):
-            return [walk(u) for u in v]
-        if isinstance(v, tuple):
-            return tuple(walk(u) for u in v)
-        return v
-
     if isinstance(x, tuple):            # a task's several results: each its own file
         return tuple(_save(u, folder) for u in x)
-    marked = walk(x)
-    if not arrays:
-        return x
     path = os.path.join(folder, uuid.uuid4().hex + ".bin")
-    offsets = []
-    with open(path + ".part", "wb") as f:
-        for a in arrays:
-            offsets.append(f.tell())
-            f.write(memoryview(a).cast("B") if a.size else b"")
-    os.replace(path + ".part", path)
+    arrays = []
+    end = [0]
 
-    def fill(v):
-        if isinstance(v, _Mark):
-            a = arrays[v.i]
-            return Saved(path, offsets[v.i], a.dtype.str, a.shape)
-        if isinstance(v, dict):
-            return {k: fill(u) for k, u in v.items()}
-        if isinstance(v, list):
-            return [fill(u) for u in v]
-        if isinstance(v, tuple):
-            return tuple(fill(u) for u in v)
+    def leaf(v):
+        if isinstance(v, np.ndarray) and v.dtype.kind in "biuf" and v.nbytes >= FILE_BYTES:
+            a = np.ascontiguousarray(v)
+            arrays.append(a)
+            end[0] += a.nbytes
+            return Saved(path, end[0] - a.nbytes, a.dtype.str, a.shape)
         return v
 
-    return fill(marked)
+    saved = _rebuild(x, leaf)
+    if not arrays:
+        return x
+    with open(path + ".part", "wb") as f:
+        for a in arrays:
+            if a.size:
+                f.write(memoryview(a).cast("B"))
+    os.replace(path + ".part", path)
+    return saved
 
 
 class Later:
@@ -213,26 +200,12 @@ class Later:
 
 def _load(x):
     """``x`` with every :class:`Saved` read back (not inside a :class:`Later`)."""
-    if isinstance(x, Saved):
-        return x.load()
-    if isinstance(x, dict):
-        return {k: _load(u) for k, u in x.items()}
-    if isinstance(x, list):
-        return [_load(u) for u in x]
-    if isinstance(x, tuple):
-        return tuple(_load(u) for u in x)
-    return x
+    return _rebuild(x, lambda v: v.load() if isinstance(v, Saved) else v)
 
 
 def _paths(x, out: set) -> set:
-    if isinstance(x, Saved):
-        out.add(x.path)
-    elif isinstance(x, dict):
-        for u in x.values():
-            _paths(u, out)
-    elif isinstance(x, (list, tuple)):
-        for u in x:
-            _paths(u, out)
+    """The files of the :class:`Saved` in ``x``, added to ``out``."""
+    _rebuild(x, lambda v: out.add(v.path) if isinstance(v, Saved) else None)
     return out
 
 
