@@ -189,6 +189,48 @@ def test_estimate_from_text_matches_in_memory(text, tmp_path, method, cut, part_
     assert_same_model(ref, tmp_path / "o.arpa")
 
 
+@pytest.mark.parametrize("method,cut", METHODS)
+@pytest.mark.parametrize("n,leaf_rows", [(80, 4), (300, 40)])
+def test_divided_partitions_match_in_memory(tmp_path, method, cut, n, leaf_rows):
+    """Partitions of frequent last words divided by the words before them (down to suffixes of
+    N - 1 words, whose copies several partitions hold): the same model."""
+    lines = _corpus(n=n)
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    ref = estimate(count_ngrams(lines, 4), method, cutoffs=cut)
+    with open_runner("synchronous") as r:
+        estimate_text(r, text_parts([tmp_path / "in.txt"], 300), 4, tmp_path / "o.arpa", method=method, cutoffs=cut,
+                      ranges=3, leaf_rows=leaf_rows)
+    assert_same_model(ref, tmp_path / "o.arpa")
+
+
+def test_layout_puts_every_row_with_its_suffixes():
+    """Every n-gram's leaf holds its suffixes: the leaf's suffix ends the row and the word
+    before it lies in the leaf's range; a row that is a split suffix goes to its node's owner,
+    and every leaf under that node holds a copy."""
+    from fsmlearn.lm.scale.layout import Layout
+    V = 6
+    # last words 0..2 | 3..5; word 1 split by the word before it ({0, 1} | {2} | {3..5}); (2, 1) split again
+    lay = Layout(np.array([0, 3, 6]), {(0,): np.array([0, 1, 2, 3]), (0, 1): np.array([0, 2, 3, 6]),
+                                       (0, 1, 1): np.array([0, 4, 6])})
+    rng = np.random.default_rng(0)
+    for m in (1, 2, 3, 4):
+        rows = rng.integers(0, V, (300, m)).astype(np.int32)
+        leaf, node = lay.leaf_of(rows)
+        for row, lf, nd in zip(rows.tolist(), leaf.tolist(), node.tolist()):
+            s, lo, hi = lay.leaves[lf]
+            if nd >= 0:
+                suffix = lay.nodes[nd][1]
+                assert tuple(row) == suffix and lf == lay.owner[nd]
+                assert all(lay.leaves[u][0][-len(suffix):] == suffix for u in lay.under[nd])
+            else:
+                d = len(s)
+                assert len(row) > d and tuple(row[len(row) - d:]) == s and lo <= row[-d - 1] < hi
+                assert lay.dest(np.array([row], np.int32))[0] == lf
+    assert lay.nodes[2][1] == (1,) and lay.own[lay.owner[2]] == (True,)
+    assert lay.nodes[3][1] == (2, 1) and lay.own[lay.owner[3]] == (False, True)
+    assert [s for s, _, _ in lay.leaves].count((2, 1)) == 2
+
+
 @pytest.mark.parametrize("method", ["kneser-ney", "witten-bell", "absolute"])
 def test_sentence_markers_inside_a_line_match_in_memory(tmp_path, method):
     """A literal <s> or </s> inside a sentence: a context's raw count exceeds its extensions'
@@ -196,9 +238,11 @@ def test_sentence_markers_inside_a_line_match_in_memory(tmp_path, method):
     lines = ["a <s> b", "b a", "a b </s> a", "<s> a b"] * 3 + ["b b a"]
     (tmp_path / "m.txt").write_text("\n".join(lines) + "\n")
     ref = estimate(count_ngrams(lines, 3), method)
-    with open_runner("synchronous") as r:
-        estimate_text(r, text_parts([tmp_path / "m.txt"], 10), 3, tmp_path / "o.arpa", method=method, ranges=2)
-    assert_same_model(ref, tmp_path / "o.arpa")
+    for leaf_rows in (None, 1):
+        with open_runner("synchronous") as r:
+            estimate_text(r, text_parts([tmp_path / "m.txt"], 10), 3, tmp_path / "o.arpa", method=method, ranges=2,
+                          leaf_rows=leaf_rows)
+        assert_same_model(ref, tmp_path / "o.arpa")
 
 
 def test_compiled_scores_match_in_memory(text, tmp_path):
@@ -220,18 +264,20 @@ def _scores(lm, probe):
     return lm.score(probe)
 
 
-@pytest.mark.parametrize("method,cut,part_bytes,ranges", [
-    ("kneser-ney", None, 120, 5), ("kneser-ney", [1, 1, 2, 2], 7, 3), ("witten-bell", [1, 2, 2, 2], 333, 1),
-    ("absolute", None, 1 << 20, 4)])
-def test_compiled_by_partitions_scores_as_compile_lm(text, tmp_path, method, cut, part_bytes, ranges):
-    """The compiled file written by the partitions scores every sentence exactly as compile_lm's
-    of the same ARPA file, and within 1e-9 of the in-memory model's; it passes verify()."""
+@pytest.mark.parametrize("method,cut,part_bytes,ranges,leaf_rows", [
+    ("kneser-ney", None, 120, 5, None), ("kneser-ney", [1, 1, 2, 2], 7, 3, None),
+    ("witten-bell", [1, 2, 2, 2], 333, 1, None), ("absolute", None, 1 << 20, 4, None),
+    ("kneser-ney", [1, 1, 2, 2], 120, 3, 30), ("witten-bell", None, 333, 2, 60)])
+def test_compiled_by_partitions_scores_as_compile_lm(text, tmp_path, method, cut, part_bytes, ranges, leaf_rows):
+    """The compiled file written by the partitions (some divided by the words before their last)
+    scores every sentence exactly as compile_lm's of the same ARPA file, and within 1e-9 of the
+    in-memory model's; it passes verify()."""
     from fsmlearn.lm.compiled import CompiledLM
     from fsmlearn.lm.model import compile_lm
     path, lines = text
     with open_runner("synchronous") as r:
         estimate_text(r, text_parts([path], part_bytes), 4, tmp_path / "o.arpa", method=method, cutoffs=cut,
-                      ranges=ranges, compiled=tmp_path / "o.fsm")
+                      ranges=ranges, compiled=tmp_path / "o.fsm", leaf_rows=leaf_rows)
     got = CompiledLM.load(tmp_path / "o.fsm", verify=True)
     same = compile_lm(read_arpa(tmp_path / "o.arpa"))
     ref = compile_lm(estimate(count_ngrams(lines, 4), method, cutoffs=cut))
@@ -311,10 +357,11 @@ def test_estimate_from_cut_web1t_matches_in_memory(text, tmp_path, method, cut_m
     _, lines = text
     write_web1t(count_ngrams(lines, 4), tmp_path / "w", cutoffs=[1, 2, 2, 3])
     ref = estimate(read_web1t(tmp_path / "w"), method, cut_mass=cut_mass, smoothing=0.01)
-    with open_runner("synchronous") as r:
-        estimate_web1t(r, tmp_path / "w", tmp_path / "o.arpa.gz", method=method, cut_mass=cut_mass,
-                       smoothing=0.01, ranges=4)
-    assert_same_model(ref, tmp_path / "o.arpa.gz")
+    for leaf_rows in (None, 25):
+        with open_runner("synchronous") as r:
+            estimate_web1t(r, tmp_path / "w", tmp_path / "o.arpa.gz", method=method, cut_mass=cut_mass,
+                           smoothing=0.01, ranges=4, leaf_rows=leaf_rows)
+        assert_same_model(ref, tmp_path / "o.arpa.gz")
 
 
 def test_kenlm_lmplz_agrees(text, tmp_path):
@@ -387,15 +434,17 @@ def test_count_on_a_local_cluster_with_a_worker_killed(cluster, text, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["out", "ref"]          # no temporary folder left
 
 
-@pytest.mark.parametrize("method,cut", [("kneser-ney", [1, 2, 2, 3]), ("witten-bell", None)])
-def test_estimate_on_a_local_cluster_with_a_worker_killed(cluster, text, tmp_path, method, cut):
+@pytest.mark.parametrize("method,cut,leaf_rows,at", [("kneser-ney", [1, 2, 2, 3], None, "estimation: merging"),
+                                                     ("witten-bell", None, None, "estimation: merging"),
+                                                     ("kneser-ney", [1, 1, 2, 2], 60, "estimation: dividing")])
+def test_estimate_on_a_local_cluster_with_a_worker_killed(cluster, text, tmp_path, method, cut, leaf_rows, at):
     lc, client = cluster
     path, lines = text
     ref = estimate(count_ngrams(lines, 4), method, cutoffs=cut)
-    say = _KillOnce(client, "estimation: merging")
+    say = _KillOnce(client, at)
     with open_runner(lc.scheduler_address, memory=1 << 30, progress=say) as r:
         estimate_text(r, text_parts([path], 400), 4, tmp_path / "o.arpa", method=method, cutoffs=cut, ranges=3,
-                      compiled=tmp_path / "o.fsm")
+                      compiled=tmp_path / "o.fsm", leaf_rows=leaf_rows)
     assert say.killed is not None
     assert say.spilled > 0
     assert_same_model(ref, tmp_path / "o.arpa")

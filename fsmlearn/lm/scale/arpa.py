@@ -37,6 +37,7 @@ from ...errors import (ArgumentError, ArpaContextError, ArpaCountError, ArpaDupl
                        ArpaSectionError, ArpaValueError)
 from .cluster import _load
 from .compile import compile_parts
+from .layout import Layout
 from .count import Words, _line_number
 from .kn import _find, _missing
 
@@ -299,7 +300,7 @@ def compile_arpa(runner, path, output, part_bytes: int) -> tuple[int, int, list]
     mp = runner.checkpoint(mp)
     runner.discard([r for fs in routed.values() for r in fs])
     try:
-        states, arcs = compile_parts(runner, words, N, bounds, mp, output)
+        states, arcs = compile_parts(runner, words, N, Layout(bounds), mp, output)
     finally:
         runner.release()
     return states, arcs, [counts[k] for k in range(1, N + 1)]

@@ -49,7 +49,7 @@ from ..model import IMPOSSIBLE
 from ..vocab import BOS, EOS, LN10, UNK, ByteVocab
 from .cluster import _load
 from .count import Words, group_rows
-from .kn import _find, _merged, _missing, _split, model_rows
+from .kn import _copies, _find, _home, _merged, _missing, _split, model_rows
 
 
 # --- the model partition: rows, log10 probabilities and backoffs, suffix indices ----------------
@@ -61,7 +61,8 @@ def model_from_estimate(parts, bos: int):
     and the n-grams per order."""
     st = _merged(parts)
     N, V = st["N"], st["V"]
-    mp = {"lo": st["lo"], "hi": st["hi"], "N": N, "V": V, "rows": {}, "lp": {}, "bo": {}, "suf": {}}
+    mp = {"lo": st["lo"], "hi": st["hi"], "N": N, "V": V, "rows": {}, "lp": {}, "bo": {}, "suf": {},
+          "d": _copies(st), "own": st.get("own", ())}
     prev = None
     for k in range(1, N + 1):
         keep = st["keep"][k]
@@ -76,13 +77,13 @@ def model_from_estimate(parts, bos: int):
 
 # --- pass 1: prefixes to their partitions -------------------------------------------------------
 
-def prefix_map(parts, bounds):
+def prefix_map(parts, layout):
     """Task: per destination partition, per order k >= 2, the distinct histories h (rows
     [G, k-1]) of this partition's k-grams; the state keeps each row's group, its
     destination and its place in that destination's list."""
     st = _merged(parts)
     N = st["N"]
-    P = bounds.size - 1
+    P = layout.size
     out = [dict() for _ in range(P)]
     grp = {}
     for k in range(2, N + 1):
@@ -90,7 +91,7 @@ def prefix_map(parts, bounds):
         h = rows[:, :-1]
         gid, first = group_rows(h)
         hrows = np.ascontiguousarray(h[first])
-        dest = np.searchsorted(bounds, hrows[:, -1], side="right").astype(np.int32) - 1
+        dest = layout.dest(hrows)
         pos = np.empty(first.size, np.int64)
         for d, sel in enumerate(_split(dest, P)):
             pos[sel] = np.arange(sel.size)
@@ -104,11 +105,11 @@ def prefix_map(parts, bounds):
 def mark(parts, pieces, bos: int, words):
     """Task: which of this partition's n-grams are histories (asked for by some partition, and
     ``<s>``), the position in this partition of every history asked for, and how many there
-    are."""
+    are; and whether each copy of a split suffix it answers for is a history (per order)."""
     st = _merged(parts)
     N = st["N"]
     is_ctx = {k: np.zeros(st["rows"][k].shape[0], np.bool_) for k in range(1, N + 1)}
-    if st["lo"] <= bos < st["hi"]:
+    if st["lo"] <= bos < st["hi"] and (_copies(st) == 0 or st["own"][0]):
         is_ctx[1][bos - st["lo"]] = True      # the start state, even in a unigram model
     ask = {}
     for k in range(2, N + 1):
@@ -121,7 +122,8 @@ def mark(parts, pieces, bos: int, words):
         is_ctx[m][idx] = True
         ask[k] = (idx, np.array([h.shape[0] for h in hs], np.int64))
     n = sum(int(np.count_nonzero(v)) for v in is_ctx.values())
-    return {"is_ctx": is_ctx, "ask": ask}, n
+    copies = {j: bool(is_ctx[j][0]) for j in range(1, _copies(st) + 1) if st["own"][j - 1]}
+    return {"is_ctx": is_ctx, "ask": ask}, n, copies
 
 
 # --- pass 3: state ids, and the answers -----------------------------------------------------------
@@ -129,7 +131,8 @@ def mark(parts, pieces, bos: int, words):
 def number(parts, first: int):
     """Task: the state id of each history of this partition (``first`` on, by order then row;
     -1 for the other n-grams), and per asking partition, per order, the states of the
-    histories it sent."""
+    histories it sent; and the state of each copy of a split suffix it answers for that is a
+    history (per order)."""
     st = _merged(parts)
     N = st["N"]
     sid = {}
@@ -149,7 +152,8 @@ def number(parts, first: int):
         ends = np.cumsum(sizes)
         for s, (a, b) in enumerate(zip(ends - sizes, ends)):
             replies[s][k] = sid[k - 1][idx[a:b]]
-    return {"sid": sid}, replies or []
+    copies = {j: int(sid[j][0]) for j in range(1, _copies(st) + 1) if st["own"][j - 1] and sid[j][0] >= 0}
+    return {"sid": sid}, replies or [], copies
 
 
 # --- pass 4: arcs, final weights, failure arcs --------------------------------------------------
@@ -168,13 +172,15 @@ def _state_of_suffix(g, j, is_ctx_flat, off, suf_flat, sid_flat):
 
 
 @nb.njit(cache=True)
-def _arcs_kernel(rows_last, lp, src, suf_k, k, N, is_ctx_flat, off, suf_flat, sid_flat, bos, eos,
+def _arcs_kernel(rows_last, lp, src, suf_k, k, N, is_ctx_flat, off, suf_flat, sid_flat, bos, eos, home,
                  a_src, a_lab, a_dst, a_w, f_state, f_w):
-    """The arcs and final weights of the order-k rows (``_build_arcs``'s rule, row by row);
-    returns (arcs, finals) written."""
+    """The arcs and final weights of the order-k rows (``_build_arcs``'s rule, row by row; not
+    of the rows another partition answers for, ``home`` false); returns (arcs, finals) written."""
     a = 0
     f = 0
     for i in range(rows_last.shape[0]):
+        if not home:
+            break
         w = rows_last[i]
         s = src[i]
         if w == eos:
@@ -198,10 +204,11 @@ def _arcs_kernel(rows_last, lp, src, suf_k, k, N, is_ctx_flat, off, suf_flat, si
 
 
 @nb.njit(cache=True)
-def _failure_kernel(k, M, bo, suf_k, is_ctx_flat, off, suf_flat, sid_flat, depth_flat, back, cost, hist,
+def _failure_kernel(k, M, bo, suf_k, is_ctx_flat, off, suf_flat, sid_flat, depth_flat, home, back, cost, hist,
                     depth_out, at):
-    """The failure arc of every history among the M order-k rows, at positions ``at``.. of
-    the partition's state arrays; each history's depth in the failure forest."""
+    """The failure arc of every history among the M order-k rows (those the partition answers
+    for, ``home``), at positions ``at``.. of the partition's state arrays; each history's
+    depth in the failure forest."""
     for i in range(M):
         x = off[k] + i
         if not is_ctx_flat[x]:
@@ -222,10 +229,12 @@ def _failure_kernel(k, M, bo, suf_k, is_ctx_flat, off, suf_flat, sid_flat, depth
                     break
                 g = suf_flat[y]
                 j -= 1
+        depth_flat[x] = dep
+        if not home:
+            continue
         back[at] = b
         cost[at] = -bo[i] * LN10
         hist[at] = k
-        depth_flat[x] = dep
         depth_out[at] = dep
         at += 1
     return at
@@ -245,7 +254,8 @@ def arcs(parts, replies, bos: int, eos: int):
     sid_flat = np.concatenate([st["sid"][k] for k in range(1, N + 1)])
     suf_flat = np.concatenate([np.full(sizes[0], -1, np.int64)] +
                               [st["suf"][k].astype(np.int64) for k in range(2, N + 1)])
-    n_ctx = int(np.count_nonzero(is_ctx_flat))
+    n_ctx = sum(int(np.count_nonzero(st["is_ctx"][k])) for k in range(1, N + 1) if _home(st, k) is None or
+                st["own"][k - 1])
     back = np.empty(n_ctx, np.int32)
     cost = np.empty(n_ctx)
     hist = np.empty(n_ctx, np.int8)
@@ -257,7 +267,8 @@ def arcs(parts, replies, bos: int, eos: int):
         rows = st["rows"][k]
         M = rows.shape[0]
         suf_k = st["suf"][k].astype(np.int64) if k > 1 else np.full(M, -1, np.int64)
-        at = _failure_kernel(k, M, st["bo"][k], suf_k, is_ctx_flat, off, suf_flat, sid_flat, depth_flat,
+        home = k > _copies(st) or bool(st["own"][k - 1])
+        at = _failure_kernel(k, M, st["bo"][k], suf_k, is_ctx_flat, off, suf_flat, sid_flat, depth_flat, home,
                              back, cost, hist, depth, at)
         if k == 1:
             src = np.zeros(M, np.int64)
@@ -272,13 +283,14 @@ def arcs(parts, replies, bos: int, eos: int):
         a_dst, a_w = np.empty(M, np.int64), np.empty(M)
         f_s, f_w = np.empty(M, np.int64), np.empty(M)
         na, nf = _arcs_kernel(np.ascontiguousarray(rows[:, -1]), st["lp"][k], src, suf_k, k, N, is_ctx_flat,
-                              off, suf_flat, sid_flat, bos, eos, a_src, a_lab, a_dst, a_w, f_s, f_w)
+                              off, suf_flat, sid_flat, bos, eos, home, a_src, a_lab, a_dst, a_w, f_s, f_w)
         A_src.append(a_src[:na]), A_lab.append(a_lab[:na]), A_dst.append(a_dst[:na]), A_w.append(a_w[:na])
         F_s.append(f_s[:nf]), F_w.append(f_w[:nf])
     out = {"src": np.concatenate(A_src), "lab": np.concatenate(A_lab), "dst": np.concatenate(A_dst),
            "w": np.concatenate(A_w), "final_state": np.concatenate(F_s), "final_w": np.concatenate(F_w),
            "back": back, "cost": cost, "hist": hist}
-    start = int(st["sid"][1][bos - st["lo"]]) if st["lo"] <= bos < st["hi"] else -1
+    start = int(st["sid"][1][bos - st["lo"]]) if st["lo"] <= bos < st["hi"] and (
+        _copies(st) == 0 or st["own"][0]) else -1
     info = (int(out["src"].size), int(out["lab"].max(initial=0)), int(depth.max(initial=0)), start)
     return out, info
 
@@ -302,10 +314,10 @@ def _insert_arcs(T, mask, L, src, lab, dst, w):
     return -1
 
 
-def compile_parts(runner, words: list, N: int, bounds, model, output) -> tuple[int, int]:
+def compile_parts(runner, words: list, N: int, layout, model, output) -> tuple[int, int]:
     """Compile the model partitions ``model`` (futures or checkpointed values of
-    :func:`model_from_estimate`'s state, partition p holding last words
-    ``bounds[p]..bounds[p + 1]``) into the compiled-LM file ``output``, atomically.
+    :func:`model_from_estimate`'s state, partition p the leaf p of the
+    :class:`~fsmlearn.lm.scale.layout.Layout`) into the compiled-LM file ``output``, atomically.
 
     Returns:
         (states, arcs) of the machine.
@@ -320,9 +332,10 @@ def compile_parts(runner, words: list, N: int, bounds, model, output) -> tuple[i
         if w not in wid:
             raise ArgumentError(f"the model has no {w} unigram")
     bos, eos, unk = wid[BOS], wid[EOS], wid[UNK]
-    P = bounds.size - 1
+    from .kn import _fix
+    P = layout.size
     wf = runner.share(Words("\n".join(words)))
-    pm = [runner.submit(prefix_map, [model[p]], bounds) for p in range(P)]
+    pm = [runner.submit(prefix_map, [model[p]], layout) for p in range(P)]
     runner.wait(pm, "compiling: histories to their partitions", "partitions")
     pm = runner.checkpoint(pm)
     mk = [runner.submit(mark, [model[d]], [x[0][d] for x in pm], bos, wf) for d in range(P)]
@@ -334,7 +347,12 @@ def compile_parts(runner, words: list, N: int, bounds, model, output) -> tuple[i
     nu = [runner.submit(number, [model[p], mk[p][0]], int(firsts[p])) for p in range(P)]
     runner.wait(nu, "compiling: state ids", "partitions")
     nu = runner.checkpoint(nu)
-    ar = [runner.submit(arcs, [model[s], mk[s][0], nu[s][0], pm[s][1]], [r[1][s] for r in nu], bos, eos)
+    # the copies of split suffixes: histories and states as their owners numbered them
+    is_ctx = {layout.leaves[p][0][-j:]: v for p, m in enumerate(mk) for j, v in m[2].items()}
+    sid = {layout.leaves[p][0][-j:]: v for p, x in enumerate(nu) for j, v in x[2].items()}
+    ar = [runner.submit(arcs, [model[s], mk[s][0], nu[s][0], pm[s][1], _fix(layout, s, {"is_ctx": is_ctx,
+                                                                                        "sid": sid})],
+                        [r[1][s] for r in nu], bos, eos)
           for s in range(P)]
     runner.wait(ar, "compiling: arcs", "partitions")
     ar = runner.checkpoint(ar)

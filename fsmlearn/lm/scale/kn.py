@@ -135,7 +135,7 @@ def _find(st, rows):
 
 # --- pass 1: build ------------------------------------------------------------------------------
 
-def build(lo: int, hi: int, uni, pieces, N: int, V: int, words):
+def build(lo: int, hi: int, uni, pieces, N: int, V: int, words, info=None):
     """Task: the partition of last words ``lo``..``hi``: every order's rows, sorted by suffix key,
     with their raw counts and the index of their suffix.
 
@@ -145,12 +145,15 @@ def build(lo: int, hi: int, uni, pieces, N: int, V: int, words):
             in a :class:`~fsmlearn.lm.scale.cluster.Later`, read one order at a time (the
             partition of a frequent last word can be several times the average).
         words: the vocabulary (for error messages).
+        info: a split partition's :meth:`~fsmlearn.lm.scale.layout.Layout.info` (its
+            unigram, ``lo``, is a copy of its suffix's last word).
     """
     from .cluster import Later, _load
     from .count import unique_sum
     if isinstance(pieces, Later):
         pieces = pieces.value
     st = {"lo": lo, "hi": hi, "N": N, "V": V, "rows": {}, "raw": {}, "suf": {}}
+    st.update(info or {})
     w = np.arange(lo, hi, dtype=np.int32)
     st["rows"][1] = w[:, None]
     st["raw"][1] = np.asarray(uni, np.float64)
@@ -192,49 +195,103 @@ def _split(dest, P: int):
 
 
 def _merged(parts):
-    """One partition's state from the pieces the passes returned (later ones add their arrays)."""
+    """One partition's state from the pieces the passes returned (later ones add their arrays),
+    and the values of the copies of split suffixes it holds set as their owners found them
+    (a part ``{"fix": {name: {order: value}}}``, :mod:`~fsmlearn.lm.scale.layout`)."""
     st = {}
+    fixes = []
     for part in parts:
-        st.update(part)
+        if "fix" in part:
+            fixes.append(part["fix"])
+        else:
+            st.update(part)
+    for fix in fixes:
+        for name, vals in fix.items():
+            arrs = dict(st[name])
+            for j, v in vals.items():
+                a = np.array(arrs[j])
+                a[:] = v                        # a copy's order holds that one row
+                arrs[j] = a
+            st[name] = arrs
     return st
+
+
+def _copies(st) -> int:
+    """The orders 1..d whose rows are copies of a split suffix (one row each); 0 for a range."""
+    return st.get("d", 0)
+
+
+def _home(st, k: int):
+    """bool: the order-k rows the partition answers for (None: all of them)."""
+    if k > _copies(st):
+        return None
+    return np.full(st["rows"][k].shape[0], st["own"][k - 1], np.bool_)
 
 
 def adjust(parts, kn: bool, bos: int):
     """Task: the counts the discounts apply to (``a``: continuation counts of Kneser-Ney's lower
     orders, except n-grams starting with ``<s>``; raw counts otherwise) and, per order, the
-    count-of-counts t1..t4 of ``a`` and the empty context's statistics."""
+    count-of-counts t1..t4 of ``a`` and the empty context's statistics.
+
+    The copies of a split suffix are left out of both: the driver sums their continuation
+    counts over the partitions that hold them (``copies``: per order 1..d, the rows this
+    partition counts before the copy, its raw count and whether it starts with ``<s>``)."""
     st = _merged(parts)
     N = st["N"]
+    d = _copies(st)
     st["a"] = {}
     for k in range(1, N + 1):
         raw = st["raw"][k]
         if kn and k < N:
-            cont = np.bincount(st["suf"][k + 1], minlength=raw.size).astype(np.float64)
+            home = _home(st, k + 1)
+            cont = np.bincount(st["suf"][k + 1], weights=None if home is None else home.astype(np.float64),
+                               minlength=raw.size).astype(np.float64)
             st["a"][k] = np.where(st["rows"][k][:, 0] == bos, raw, cont)
         else:
             st["a"][k] = raw
+    copies = [(float(st["a"][k][0]) if kn and k < N else 0.0, float(st["raw"][k][0]), bool(st["rows"][k][0, 0] == bos))
+              for k in range(1, d + 1)]
     t = {}
     for k in range(1, N + 1):
-        a = st["a"][k][st["rows"][k][:, -1] != bos]
+        a = st["a"][k][st["rows"][k][:, -1] != bos] if k > d else np.zeros(0)
         t[k] = [int(np.count_nonzero(a == j)) for j in (1, 2, 3, 4)]
     a1 = st["a"][1]
-    nb = st["rows"][1][:, 0] != bos
+    nb = (st["rows"][1][:, 0] != bos) & (d == 0)
     x = a1[nb]
     uni = (float(x.sum()), int(np.count_nonzero(x > 0)), int(np.count_nonzero(x == 1)),
            int(np.count_nonzero(x == 2)), int(np.count_nonzero(x >= 3)), float(st["raw"][1][nb].sum()))
-    return {"a": st["a"]}, (t, uni)
+    return {"a": st["a"]}, (t, uni, copies)
+
+
+def copies_counted(copies, kn: bool, N: int, bos: int, t: dict, uni: list):
+    """The copies' ``a`` summed over the partitions that hold them (``copies``: suffix ->
+    (rows before it, raw count, starts with ``<s>``) summed), their count-of-counts added to
+    ``t`` and the unigrams' statistics to ``uni`` (lists, in place); returns suffix -> a."""
+    a = {}
+    for s, (cont, raw, at_bos) in copies.items():
+        k = len(s)
+        x = raw if not kn or k == N or at_bos else cont
+        a[s] = x
+        if s[-1] == bos:
+            continue
+        for j in (1, 2, 3, 4):
+            t[k][j - 1] += int(x == j)
+        if k == 1:
+            for i, v in enumerate((x, x > 0, x == 1, x == 2, x >= 3, raw)):
+                uni[i] += v
+    return a
 
 
 # --- pass 3: context statistics -----------------------------------------------------------------
 
-def ctx_map(parts, bounds, bos: int):
+def ctx_map(parts, layout, bos: int):
     """Task: per destination partition, per order k >= 2, the contexts h (rows [G, k-1]) of this
     partition's k-grams with their partial statistics (sum of a, types, n1, n2, n3 over the
-    extensions that are not ``<s>``, and the number of extensions); and the state with each
-    row's context group."""
+    extensions that are not ``<s>``, and the number of extensions; nothing from a copy another
+    partition answers for); and the state with each row's context group."""
     st = _merged(parts)
     N = st["N"]
-    P = bounds.size - 1
+    P = layout.size
     out = [dict() for _ in range(P)]
     st["grp"] = {}
     for k in range(2, N + 1):
@@ -251,17 +308,20 @@ def ctx_map(parts, bounds, bos: int):
         gid, first = group_rows(h)              # contexts in order of first appearance
         gid = gid.astype(np.int32)
         G = first.size
-        x = np.where(rows[:, -1] != bos, a, 0.0)
         nb = rows[:, -1] != bos
+        home = _home(st, k)
+        if home is not None:
+            nb = nb & home
+        x = np.where(nb, a, 0.0)
         stats = np.zeros((G, 6))
         stats[:, 0] = _sums(gid, x, G)
         stats[:, 1] = _sums(gid, (nb & (x > 0)).astype(np.float64), G)
         stats[:, 2] = _sums(gid, (nb & (x == 1)).astype(np.float64), G)
         stats[:, 3] = _sums(gid, (nb & (x == 2)).astype(np.float64), G)
         stats[:, 4] = _sums(gid, (nb & (x >= 3)).astype(np.float64), G)
-        stats[:, 5] = np.bincount(gid, minlength=G)
+        stats[:, 5] = np.bincount(gid, minlength=G) if home is None else _sums(gid, home.astype(np.float64), G)
         hrows = np.ascontiguousarray(h[first])
-        dest = np.searchsorted(bounds, hrows[:, -1], side="right").astype(np.int32) - 1
+        dest = layout.dest(hrows)
         pos = np.empty(G, np.int32)            # each group's position in its destination's list
         for d, sel in enumerate(_split(dest, P)):
             pos[sel] = np.arange(sel.size)
@@ -388,21 +448,26 @@ def keep_init(parts, cut):
                      for k in range(1, st["N"] + 1)}, "alpha": {}, "is_ctx": {}}
 
 
-def prune_map(parts, k: int, bounds):
+def prune_map(parts, k: int, layout):
     """Task: the order-k rows' contributions to their contexts (sum of kept p, sum of kept p of
-    the suffixes, any pruned with p > 0, any kept) per destination; the suffixes of kept rows kept."""
+    the suffixes, any pruned with p > 0, any kept) per destination (nothing from a copy another
+    partition answers for); the suffixes of kept rows kept (and whether the copy of order
+    k - 1, if any, is now kept)."""
     st = _merged(parts)
-    P = bounds.size - 1
+    P = layout.size
     keep = st["keep"][k]
+    home = _home(st, k)
+    mine = keep if home is None else keep & home
     p = st["p"][k]
     psuf = st["p"][k - 1][st["suf"][k]]
     gid, dest, pos, hrows = st["grp"][k]
     G = dest.size
     acc = np.zeros((G, 4))
-    acc[:, 0] = _sums(gid, np.where(keep, p, 0.0), G)
-    acc[:, 1] = _sums(gid, np.where(keep, psuf, 0.0), G)
-    acc[:, 2] = _sums(gid, ((~keep) & (p > 0.0)).astype(np.float64), G)
-    acc[:, 3] = _sums(gid, keep.astype(np.float64), G)
+    acc[:, 0] = _sums(gid, np.where(mine, p, 0.0), G)
+    acc[:, 1] = _sums(gid, np.where(mine, psuf, 0.0), G)
+    pruned = (~keep) & (p > 0.0)
+    acc[:, 2] = _sums(gid, (pruned if home is None else pruned & home).astype(np.float64), G)
+    acc[:, 3] = _sums(gid, mine.astype(np.float64), G)
     keeps = dict(st["keep"])
     km = keeps[k - 1].copy()
     km[st["suf"][k][keep]] = True
@@ -410,12 +475,14 @@ def prune_map(parts, k: int, bounds):
     out = []
     for sel in _split(dest, P):
         out.append((hrows[sel], acc[sel]))
-    return out, {"keep": keeps}
+    copy = bool(km[0]) if k - 1 <= _copies(st) else None
+    return out, {"keep": keeps}, copy
 
 
 def prune_reduce(parts, k: int, pieces):
     """Task: the backoff weights of this partition's (k-1)-grams as contexts (``_renormalise``),
-    whether they are contexts of kept n-grams, and the contexts of kept n-grams kept."""
+    whether they are contexts of kept n-grams, and the contexts of kept n-grams kept; and
+    whether the copy of order k - 1 it answers for (if any) is kept."""
     st = _merged(parts)
     m = k - 1
     hs = np.concatenate([p[0] for p in pieces])
@@ -436,7 +503,8 @@ def prune_reduce(parts, k: int, pieces):
     is_ctx[m] = kept
     keep = dict(st["keep"])
     keep[m] = keep[m] | kept
-    return {"keep": keep, "alpha": alpha, "is_ctx": is_ctx}
+    copy = bool(keep[m][0]) if m <= _copies(st) and st["own"][m - 1] else None
+    return {"keep": keep, "alpha": alpha, "is_ctx": is_ctx}, copy
 
 
 def no_pruning(parts):
@@ -451,12 +519,15 @@ def no_pruning(parts):
 
 # --- pass 6: ARPA lines --------------------------------------------------------------------------
 
-def model_rows(st, k: int, bos: int):
+def model_rows(st, k: int, bos: int, copies: bool = True):
     """The model's order-k n-grams of an estimated partition: the kept rows, their log10
     probability (0 for ``<s>``, :data:`IMPOSSIBLE` for p = 0) and backoff (log10 alpha of a
     context, 0 otherwise and at the highest order), as the ARPA file and the compiled model
-    both take them."""
+    both take them; without ``copies``, not the copies of split suffixes others answer for."""
     keep = st["keep"][k]
+    home = None if copies else _home(st, k)
+    if home is not None:
+        keep = keep & home
     rows = np.ascontiguousarray(st["rows"][k][keep])
     with np.errstate(divide="ignore"):
         lp = np.log10(st["p"][k][keep])
@@ -479,7 +550,7 @@ def write_part(parts, wb, bos: int, tmpdir: str, part: int):
     wbuf, woff = wb
     sizes = []
     for k in range(1, N + 1):
-        rows, lp, bo = model_rows(st, k, bos)
+        rows, lp, bo = model_rows(st, k, bos, copies=False)
         hb = np.full(rows.shape[0], k < N, np.bool_)
         path = Path(tmpdir) / f"{k}-{part:05d}.arpa"
         tmp = path.with_name(path.name + f".{os.getpid()}.part")
@@ -496,7 +567,7 @@ def write_part(parts, wb, bos: int, tmpdir: str, part: int):
 def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser-ney", *, discounts=None,
                    discount_fallback=_FALLBACK, discount: float = 0.25, smoothing: float = 0.0, cutoffs=None,
                    keep_bigrams: bool = False, cut_mass: str = "backoff", ranges: int | None = None,
-                   trans=None, precut: bool | None = None, routed=None, compiled=None):
+                   trans=None, precut: bool | None = None, routed=None, compiled=None, leaf_rows: int | None = None):
     """Estimate from n-gram pieces already in global ids and write the ARPA file ``output`` (None:
     none) and the compiled model ``compiled`` (None: none; :mod:`~fsmlearn.lm.scale.compile`).
 
@@ -514,6 +585,8 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
         output: the ARPA path (``.gz``/``.bz2``/``.xz`` compress).
         method ... cut_mass: as :func:`fsmlearn.lm.estimate.estimate`.
         ranges: the number of last-word partitions (default: from the data and the budget).
+        leaf_rows: the most rows a partition should hold: a range with more is divided by the
+            words before its last (:mod:`~fsmlearn.lm.scale.layout`; default: from the budget).
 
     Returns:
         The n-grams written per order.
@@ -538,19 +611,39 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
         bounds, routed = routed
     from .cluster import Later
     from .count import Words
-    P = bounds.size - 1
+    from .layout import plan, reroute
     wf = runner.share(Words("\n".join(words)))
     # every stage ends at a checkpoint: its results are files, the client holds their names
     runner.wait(routed, "splitting the n-grams by last word", "partitions")
     routed = runner.checkpoint(routed)              # values: a build task reads them order by order
+    R0 = bounds.size - 1
+    sizes = [sum(int(r.shape[0]) for src in routed for r, _ in src[b]) for b in range(R0)]
+    target = max(1, int(leaf_rows or runner.task_memory // ROW_BYTES))
+    layout = plan(runner, bounds, sizes, lambda b: [src[b] for src in routed], N, V, target)
+    P = layout.size
+    split_ranges = layout.divided
+    if layout.split:
+        big = max(sizes)
+        say(f"estimation: {len(split_ranges)} of {R0} last-word ranges (the largest {big:,} rows) divided by the "
+            f"words before their last into {P - R0 + len(split_ranges)} partitions of at most {target:,} rows "
+            f"where the n-grams allow")
+        rr = [runner.submit(reroute, Later([src[b] for b in split_ranges]), layout, split_ranges) for src in routed]
+        runner.wait(rr, "estimation: dividing the largest partitions", "sources")
+        rr = runner.checkpoint(rr)
+    else:
+        rr = []
+    slot = {int(x): i for i, x in enumerate(np.flatnonzero(np.isin(layout.root_of, split_ranges)))}
     built = []
-    for p in range(P):
-        lo, hi = int(bounds[p]), int(bounds[p + 1])
-        built.append(runner.submit(build, lo, hi, vocab.counts[lo:hi], Later([r[p] for r in routed]), N, V, wf))
+    for p, (lo, hi, uni) in enumerate(layout.unigrams(vocab.counts)):
+        if p in slot:
+            pieces = [x[slot[p]] for x in rr]
+        else:
+            pieces = [r[int(layout.root_of[p])] for r in routed]
+        built.append(runner.submit(build, lo, hi, uni, Later(pieces), N, V, wf, layout.info(p)))
     runner.wait(built, "estimation: merging the n-grams by last word", "partitions")
     built = runner.checkpoint(built)
-    runner.discard(runner.checkpoint(routed) + runner.checkpoint(list(sources or [])))
-    del routed, sources
+    runner.discard(rr + runner.checkpoint(routed) + runner.checkpoint(list(sources or [])))
+    del routed, sources, rr
     summaries = [b[1] for b in built]
     B = [b[0] for b in built]       # rows, raw counts, suffixes: the partition itself
     if precut is None:
@@ -565,6 +658,17 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     adj = runner.checkpoint(adj)
     stats = [a[1] for a in adj]
     A = [a[0] for a in adj]
+    t_all = {k: [sum(s[0][k][j] for s in stats) for j in range(4)] for k in range(1, N + 1)}
+    uni_all = [sum(s[1][j] for s in stats) for j in range(6)]
+    # the copies of split suffixes: continuation counts summed over the partitions holding them
+    copies = {}
+    for p, s in enumerate(stats):
+        suffix = layout.leaves[p][0]
+        for j, (cont, raw, at_bos) in enumerate(s[2], 1):
+            c = copies.setdefault(suffix[-j:], [0.0, raw, at_bos])
+            c[0] += cont
+    fixed_a = copies_counted(copies, kn and not precut, N, bos, t_all, uni_all)
+    fix = [_fix(layout, p, {"a": fixed_a}) for p in range(P)]
     Ds = []
     for k in range(1, N + 1):
         if kn:
@@ -572,15 +676,12 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
             if given is not None:
                 D = tuple(float(x) for x in given)
             else:
-                t = [sum(s[0][k][j] for s in stats) for j in range(4)]
-                D, _ = discounts_from_counts_of_counts(t, discount_fallback, k)
+                D, _ = discounts_from_counts_of_counts(t_all[k], discount_fallback, k)
             say(f"order {k}: discounts {', '.join(f'{d:.4f}' for d in D)}")
         else:
             D = (discount, discount, discount)
         Ds.append(D)
-    tot0 = sum(s[1][0] for s in stats)
-    types0, n1, n2, n3 = (sum(s[1][j] for s in stats) for j in (1, 2, 3, 4))
-    uni_raw_total = sum(s[1][5] for s in stats)
+    tot0, types0, n1, n2, n3, uni_raw_total = uni_all
     D1, D2, D3 = Ds[0]
     if tot0 > 0:
         gam0 = ((D1 * n1 + D2 * n2 + D3 * n3) / tot0 if method_id == 0 else
@@ -588,7 +689,7 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     else:
         gam0 = 1.0
     # context statistics: there and back
-    cm = [runner.submit(ctx_map, [B[p], A[p]], bounds, bos) for p in range(P)]
+    cm = [runner.submit(ctx_map, [B[p], A[p], fix[p]], layout, bos) for p in range(P)]
     runner.wait(cm, "estimation: context statistics", "partitions")
     cm = runner.checkpoint(cm)
     G = [c[1] for c in cm]
@@ -598,7 +699,7 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     red = runner.checkpoint(red)
     runner.discard([c[0] for c in cm])
     R = [r[0] for r in red]
-    inter = [runner.submit(interpolate, [B[s], A[s], G[s]], [r[1][s] for r in red], method_id,
+    inter = [runner.submit(interpolate, [B[s], A[s], G[s], fix[s]], [r[1][s] for r in red], method_id,
                            Ds, (tot0, types0, gam0, uni_raw_total), float(V - 1), float(smoothing), bos)
              for s in range(P)]
     runner.wait(inter, "estimation: interpolation", "partitions")
@@ -608,6 +709,7 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     # contexts whose raw count exceeds their extensions' (counts cut before estimation, or an
     # <s> inside a sentence) are renormalised as pruned ones are, as lm.estimate does
     any_short = any(r[2] for r in red)
+    kept = {}                                   # copies of split suffixes: kept or not, as their owners say
     if cut is None and not any_short:
         K = [runner.submit(no_pruning, [B[p], R[p]]) for p in range(P)]
         runner.wait(K, "estimation: backoff weights", "partitions")
@@ -615,16 +717,28 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     else:
         K = [runner.submit(keep_init, [B[p]], cut or [1] * N) for p in range(P)]
         for k in range(N, 1, -1):
-            pm = [runner.submit(prune_map, [B[p], G[p], Pr[p], K[p]], k, bounds) for p in range(P)]
+            fk = [_fix(layout, p, {"keep": kept}) for p in range(P)]
+            pm = [runner.submit(prune_map, [B[p], G[p], Pr[p], K[p], fk[p]], k, layout)
+                  for p in range(P)]
             runner.wait(pm, f"estimation: pruning order {k}", "partitions")
             pm = runner.checkpoint(pm)
-            K2 = [runner.submit(prune_reduce, [B[d], R[d], K[d], pm[d][1]], k,
+            marks = {}
+            for p, x in enumerate(pm):
+                if x[2] is not None:
+                    s = layout.leaves[p][0][-(k - 1):]
+                    marks[s] = marks.get(s, False) or x[2]
+            fk = [_fix(layout, p, {"keep": {**kept, **marks}}) for p in range(P)]
+            K2 = [runner.submit(prune_reduce, [B[d], R[d], K[d], pm[d][1], fk[d]], k,
                                 [x[0][d] for x in pm]) for d in range(P)]
             runner.wait(K2, f"estimation: backoff weights of order {k - 1}", "partitions")
             K2 = runner.checkpoint(K2)
+            for p, x in enumerate(K2):
+                if x[1] is not None:
+                    kept[layout.leaves[p][0][-(k - 1):]] = x[1]
             runner.discard(pm + runner.checkpoint(K))
-            K = K2
-    states = [[B[p], Pr[p], K[p]] for p in range(P)]
+            K = [x[0] for x in K2]
+    fk = [_fix(layout, p, {"keep": kept}) for p in range(P)]
+    states = [[B[p], Pr[p], K[p], fk[p]] for p in range(P)]
     counts = None
     if compiled is not None:
         from .compile import compile_parts, model_from_estimate
@@ -632,12 +746,29 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
         runner.wait(mp, "compiling: the model's n-grams", "partitions")
         mp = runner.checkpoint(mp)
         counts = [sum(m[1][k] for m in mp) for k in range(N)]
-        states_n, arcs_n = compile_parts(runner, words, N, bounds, [m[0] for m in mp], compiled)
+        states_n, arcs_n = compile_parts(runner, words, N, layout, [m[0] for m in mp], compiled)
         say(f"wrote {compiled}: {states_n:,} states, {arcs_n:,} arcs")
     if output is not None:
         counts = _write_arpa(runner, states, vocab, N, output, bos)
     runner.release()
     return counts
+
+
+#: bytes a partition's row may take at the peak of a pass (the build's merge, the context
+#: statistics): a partition is divided until its rows times this fit a task's budget
+ROW_BYTES = 400
+
+
+def _fix(layout, p: int, tables: dict) -> dict:
+    """The part that sets partition ``p``'s copies of split suffixes (``tables``: name ->
+    suffix -> value) as their owners found them."""
+    s = layout.leaves[p][0]
+    fix = {}
+    for name, table in tables.items():
+        vals = {j: table[s[-j:]] for j in range(1, len(s) + 1) if s[-j:] in table}
+        if vals:
+            fix[name] = vals
+    return {"fix": fix}
 
 
 def check_output(output) -> None:
