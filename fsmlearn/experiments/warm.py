@@ -263,7 +263,8 @@ def warm_lm(tmp: Path) -> None:
         count_to_web1t(runner, parts, 4, tmp / "scaled", cutoffs=[1, 1, 2], keep_bigrams=True, ranges=2)
         count_ids_to_web1t(runner, tmp / "ptr.npy", tmp / "ids.npy", vocab, 3, tmp / "scaled-ids", cutoffs=2,
                            keep_bigrams=True, ranges=2, tokens_per_part=1000)
-        estimate_text(runner, parts, 3, tmp / "scaled.arpa", ranges=2, cutoffs=[1, 1, 2], compiled=tmp / "scaled.fsm")
+        estimate_text(runner, parts, 3, tmp / "scaled.arpa", ranges=2, cutoffs=[1, 1, 2], compiled=tmp / "scaled.fsm",
+                      leaf_rows=50)             # ranges divided by the words before their last (layout.py)
         estimate_web1t(runner, tmp / "cut", tmp / "scaled-web1t.arpa.gz", ranges=2)
     for a in arpas:
         check_arpa(a)

@@ -601,7 +601,8 @@ def count_route(part: TextPart, order: int, wid, bounds, key: int):
 WEB1T_FILES = 9999
 
 
-def count_parts(runner, parts, order: int, key: int, ranges: int | None = None, most: int | None = None):
+def count_parts(runner, parts, order: int, key: int, ranges: int | None = None, most: int | None = None,
+                divided: bool = False):
     """The vocabulary of every partition (one pass), then every partition counted and routed by
     its ``key`` word (a second pass over the text).
 
@@ -615,19 +616,35 @@ def count_parts(runner, parts, order: int, key: int, ranges: int | None = None, 
         for w, c in zip(joined.split("\n"), cnt.tolist()):
             total[w] = total.get(w, 0) + c
     vocab = GlobalVocab(total)
-    bounds = vocab.bounds(min(ranges_for(runner, vocab, order, ranges), most or 1 << 62))
+    bounds = vocab.bounds(min(ranges_for(runner, vocab, order, ranges, divided), most or 1 << 62))
     wid = runner.share(Words("\n".join(vocab.words)))
     routed = [runner.submit(count_route, p, order, wid, bounds, key) for p in parts]
     runner.wait(routed, "counting", "partitions")
     return vocab, bounds, runner.checkpoint(routed)
 
 
-def ranges_for(runner, vocab: GlobalVocab, order: int, ranges: int | None) -> int:
-    """The number of merge ranges: ``ranges``, or enough that one range's n-grams (about
-    ``3 x`` the tokens per order, 4 bytes a word and 8 a count) fill a tenth of a worker."""
+#: rows of a last-word range the estimation aims at (the 30M- and 200M-token runs of
+#: docs/bench-scale.md were fastest with ranges of this size, not with the largest that fit)
+RANGE_ROWS = 4_000_000
+
+
+def ranges_for(runner, vocab: GlobalVocab, order: int, ranges: int | None, divided: bool = False) -> int:
+    """The number of merge ranges: ``ranges``, or enough that one range's n-grams fit a task.
+
+    ``divided`` (the estimation, whose ranges of frequent last words are divided later,
+    :mod:`~fsmlearn.lm.scale.layout`): about :data:`RANGE_ROWS` rows a range when the n-grams
+    spread evenly (a counting task has at most one n-gram of each order per token), fewer
+    if a task's budget at :data:`~fsmlearn.lm.scale.kn.ROW_BYTES` a row asks for it: the
+    passes' hash tables then stay near the processor's caches.  Otherwise (Web1T files, never
+    divided): about ``3 x`` the tokens per order, 4 bytes a word and 8 a count, fill a tenth
+    of a task's budget."""
     if ranges:
         return ranges
     tokens = int(vocab.counts.sum())
+    if divided:
+        from .kn import ROW_BYTES
+        rows = tokens * max(1, order - 1)
+        return max(4 * runner.slots, -(-rows // RANGE_ROWS), -(-rows * ROW_BYTES // max(1, runner.task_memory)))
     est = tokens * sum(4 * k + 8 for k in range(2, order + 1)) * 3
     return max(2 * runner.slots, -(-est // max(1, runner.task_memory // 10)))
 

@@ -169,7 +169,7 @@ def build(lo: int, hi: int, uni, pieces, N: int, V: int, words, info=None):
         if (suf < 0).any():
             raise _missing("suffix", words, rows[int(np.argmax(suf < 0))])
         key = suf * V + rows[:, 0].astype(np.int64)
-        o = np.argsort(key, kind="stable")
+        o = np.argsort(key, kind="stable")         # suffixes in order: the later passes' gathers run ahead
         st["rows"][k] = np.ascontiguousarray(rows[o])
         st["raw"][k] = cnt[o].astype(np.float64)
         st["suf"][k] = suf[o].astype(np.int32)     # an index inside the partition
@@ -604,7 +604,7 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
             raise ArgumentError(f"the vocabulary has no {w}")
     method_id = METHODS.index(method)
     if routed is None:
-        bounds = vocab.bounds(ranges_for(runner, vocab, N, ranges))
+        bounds = vocab.bounds(ranges_for(runner, vocab, N, ranges, divided=True))
         trans = trans or [None] * len(sources)
         routed = [runner.submit(route, s, t, bounds, -1) for s, t in zip(sources, trans)]
     else:
@@ -755,8 +755,9 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
 
 
 #: bytes a partition's row may take at the peak of a pass (the build's merge, the context
-#: statistics): a partition is divided until its rows times this fit a task's budget
-ROW_BYTES = 400
+#: statistics): a partition is divided until its rows times this fit a task's budget (the
+#: largest process peaked at about 190 bytes a row above the interpreter, docs/bench-scale.md)
+ROW_BYTES = 300
 
 
 def _fix(layout, p: int, tables: dict) -> dict:
@@ -852,7 +853,7 @@ def estimate_text(runner, parts, order: int, output, ranges: int | None = None, 
     from .count import count_parts
     check_output(output)
     check_output(kw.get("compiled"))
-    vocab, bounds, routed = count_parts(runner, parts, order, -1, ranges)
+    vocab, bounds, routed = count_parts(runner, parts, order, -1, ranges, divided=True)
     return estimate_parts(runner, vocab, order, None, output, routed=(bounds, routed), precut=False, **kw)
 
 
