@@ -125,7 +125,7 @@ mrf-lm-full: $(STAMP)
 # the tagger with a window of L = 3 words (offsets 0, +1, -1), the word under the tag weighted 0.8
 # (chosen among 0.33, 0.8, 0.9 on WSJ-small: docs/mrf.md); --window 1 is the tag-and-word model
 mrf-tag: $(STAMP)
-	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/fsmlearn mrf tag --window 3 --centre-weight 0.8 --report reports/mrf-tag.json \
+	OPENBLAS_NUM_THREADS=1 $(VENV)/bin/fsmlearn mrf tag-wsj --window 3 --centre-weight 0.8 --report reports/mrf-tag.json \
 		--model models/mrf-tag.npz
 
 # RCMS inference per sequence against beam search (fsmlearn's and an independent one)

@@ -75,6 +75,11 @@ def env(tmp_path_factory):
     model, _ = train_augsa(fs, train, AugSAConfig(samples=10, chains=1, iterations=10, t_c=10, t0=5, max_length=4,
                                                   long=True))
     save_trf(model, d / "m.npz", vocab)
+    from fsmlearn.mrf import MRFModel, save_mrf, save_tagger
+    from fsmlearn.mrf.tagger import fit_tagger
+    tagger, _, _ = fit_tagger([[("the", "DT"), ("cat", "NN")], [("a", "DT"), ("dog", "NN")]], max_iter=2)
+    save_tagger(tagger, d / "mt.npz")
+    save_mrf(MRFModel.init(4, 1, rank=2, symbols=["<S>", "the", "cat", "<unk>"]), d / "mlm.npz")
     return SimpleNamespace(dir=d, bad=bad)
 
 
@@ -95,6 +100,13 @@ FILE_CASES = [
     ("trf score", "{} {d}/train.txt", KINDS),
     ("trf score", "{d}/m.npz {}", KINDS),              # idem
     ("trf lm", "--resume --model {} --report {o}", ("directory",) + FILE_KINDS),
+    ("mrf lm", "{} -o {o}", KINDS),
+    ("mrf train-tagger", "{} -o {o}", KINDS),
+    ("mrf tag", "{}", KINDS),
+    ("mrf eval", "{} {d}/tagged.txt", KINDS),
+    ("mrf eval", "{d}/mt.npz {}", KINDS),
+    ("mrf neighbours", "{} the", KINDS),
+    ("mrf neighbours", "{d}/mlm.npz {}", KINDS),          # a word not in the model (here: the path)
     ("rcms speech", "--resume --report {} --models {o}", ("directory",) + FILE_KINDS),
     ("rcms words", "--resume --report {} --models {o}", ("directory",) + FILE_KINDS),
     ("tag train", "--data {} -o {o}", KINDS),
@@ -110,7 +122,7 @@ DIR_CASES = [
     ("lm estimate", "--counts {} -o {o}"),
     ("tag giga200", "--ngrams {} --cache {o} --report {o}/r.json --model {o}/m"),
     ("mrf lm", "--data-dir {} --report {o}/r.json --model {o}/m.npz"),
-    ("mrf tag", "--data-dir {} --report {o}/r.json --model {o}/m.npz"),
+    ("mrf tag-wsj", "--data-dir {} --report {o}/r.json --model {o}/m.npz"),
 ]
 # subcommands that read no file of the user's (data comes from the shared corpora by name)
 NO_INPUT = {"demo", "trf morph", "mrf synthetic", "rcms decipher"}

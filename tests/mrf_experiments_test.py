@@ -61,7 +61,7 @@ def test_cli_parses_and_runs_synthetic(tmp_path):
     assert args.func(args) == 0 and (tmp_path / "s.json").exists()
     args = p.parse_args(["mrf", "lm", "--rank", "0", "--vocab", "100"])
     assert args.rank == 0 and args.vocab == 100 and args.tighten == "subgradient"
-    args = p.parse_args(["mrf", "tag", "--max-iter", "7", "--no-hmm"])
+    args = p.parse_args(["mrf", "tag-wsj", "--max-iter", "7", "--no-hmm"])
     assert args.max_iter == 7 and args.no_hmm and args.tighten == "lbfgs"
 
 

@@ -93,3 +93,26 @@ def iter_strict_lines(f, where: str = "<stdin>"):
                 line = line[:-1]
         _no_control(where, lineno, line)
         yield lineno, line
+
+
+def read_token_lines(paths) -> list[list[str]]:
+    """The sentences of text files (one a line, tokens separated by white space; ``.gz``/
+    ``.bz2``/``.xz`` decompressed), empty lines skipped.
+
+    Raises:
+        CorpusFormatError: binary data or text that is not UTF-8, with the file and line.
+        ArgumentError: a file that cannot be opened.
+    """
+    from ..errors import ArgumentError
+    out = []
+    for p in paths:
+        try:
+            f = open_text(p, "rb")
+        except OSError as e:
+            raise ArgumentError(f"{p}: cannot read: {e.strerror or e}") from None
+        with f:
+            for _, line in iter_strict_lines(f, str(p)):
+                words = line.split()
+                if words:
+                    out.append(words)
+    return out

@@ -65,9 +65,12 @@ class LMConfig:
     init: str = "pmi"
     pmi_scale: float = 0.5
     seed: int = 0
-    report: Path = Path("build/mrf/lm.json")
+    report: Path | None = Path("build/mrf/lm.json")
     model: Path | None = None
     data_dir: str | None = None
+    text: tuple = ()
+    dev: tuple = ()
+    probes: tuple = DEFAULT_PROBES
 
     def check(self) -> None:
         if self.K < 1 or (self.rank is not None and self.rank < 1) or self.max_iter < 1 or self.minutes <= 0 \
@@ -77,7 +80,7 @@ class LMConfig:
                                 f"l2 {self.l2}")
         if self.init not in ("random", "pmi"):
             raise ArgumentError(f"init {self.init!r}; expected 'random' or 'pmi'")
-        if self.rank is None and (self.vocab is None or self.vocab > 3000):
+        if self.rank is None and (self.vocab is None or self.vocab > 3000) and not self.text:
             raise ArgumentError(f"a full-rank model over {self.vocab or 'all 10,000'} words has K C^2 parameters "
                                 "beyond L-BFGS's memory here; give vocab <= 3000")
 
@@ -119,7 +122,34 @@ def pmi_init(model: MRFModel, moments, scale: float = 0.5, seed: int = 0) -> MRF
     return MRFModel(model.theta0, U=u * r, W=W, symbols=model.symbols)
 
 
+#: the vocabulary of a model of the user's text: its most frequent words (the rest ``<unk>``)
+OWN_VOCAB = 10_000
+
+
+def _own_data(cfg: LMConfig, say):
+    """The user's text (``cfg.text``) and held-out text (``cfg.dev``, or every 20th sentence)."""
+    from ..data.text import read_token_lines
+    sents = read_token_lines(cfg.text)
+    if cfg.dev:
+        train, valid = sents, read_token_lines(cfg.dev)
+    else:
+        train = [s for i, s in enumerate(sents) if i % 20 != 19]
+        valid = [s for i, s in enumerate(sents) if i % 20 == 19]
+    if not train or not valid:
+        raise ArgumentError(f"{', '.join(map(str, cfg.text))}: {len(sents)} sentences; training needs some and "
+                            "held-out text too (--dev, or at least 20 sentences to hold every 20th out)")
+    counts = Counter(w for s in train for w in s if w != UNK)
+    keep = cfg.vocab or OWN_VOCAB
+    vocab = [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:keep]]
+    symbols = [SEP] + vocab + [UNK]
+    say(f"{len(train):,} training and {len(valid):,} held-out sentences ({'--dev' if cfg.dev else 'every 20th'}), "
+        f"{len(counts):,} words, C = {len(symbols):,} states (the {len(vocab):,} most frequent words, the rest <unk>)")
+    return symbols, {w: i for i, w in enumerate(symbols)}, train, valid
+
+
 def _data(cfg: LMConfig, say):
+    if cfg.text:
+        return _own_data(cfg, say)
     vocab = brown_lm_vocabulary(cfg.data_dir)
     train = list(iter_sentences("brown-lm", "train", cfg.data_dir))
     valid = list(iter_sentences("brown-lm", "valid", cfg.data_dir))
@@ -142,7 +172,7 @@ def _plot(report: dict, path: Path) -> None:
     axes[0].set_ylabel("lifted bound, nats per position")
     axes[0].legend()
     axes[0].grid(alpha=0.3)
-    axes[0].set_title(f"MRF LM on Brown-LM: K = {report['config']['K']}, "
+    axes[0].set_title(f"MRF LM on {', '.join(report['config']['text']) or 'Brown-LM'}: K = {report['config']['K']}, "
                       f"{'rank ' + str(report['config']['rank']) if report['config']['rank'] else 'full rank'}")
     axes[1].plot([e["seconds"] / 60 for e in h], [e["valid_bound"] for e in h], color="blue")
     axes[1].set_xlabel("minutes")
@@ -202,11 +232,13 @@ def run_lm(cfg: LMConfig, progress=None) -> dict:
                        l2=cfg.l2, on_iteration=on_iteration)
     h = res.history
     its = [e["iteration_seconds"] for e in h]
-    neighbours = nearest_neighbours(best["model"].U, symbols, DEFAULT_PROBES) if cfg.rank else {}
+    neighbours = nearest_neighbours(best["model"].U, symbols, cfg.probes) if cfg.rank else {}
     if cfg.model is not None:
         save_mrf(best["model"], cfg.model)
-    cfgd = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
-    report = {"experiment": "mrf-lm on Brown-LM (Jernite, Rush and Sontag 2015, section 6)", "config": cfgd,
+    cfgd = {k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, tuple) else v)
+            for k, v in asdict(cfg).items()}
+    data = ", ".join(map(str, cfg.text)) if cfg.text else "Brown-LM"
+    report = {"experiment": f"mrf-lm on {data} (Jernite, Rush and Sontag 2015, section 6)", "config": cfgd,
               "device": device(), "C": C, "N_train": mtr.N, "N_valid": mva.N,
               "moments_seconds": t_moments, "history": h, "stopped": res.message,
               "best": {"valid_bound": best["valid"], "iteration": best["iteration"],
@@ -216,8 +248,9 @@ def run_lm(cfg: LMConfig, progress=None) -> dict:
                                           "median": float(np.median(its)) if its else None},
               "bp_passes": int(res.state.iterations), "nearest_neighbours": neighbours,
               "seconds": time.perf_counter() - t_all, "peak_rss_mb": peak_rss_mb()}
-    path = Path(cfg.report)
-    write_report(path, report)
-    if h:
-        _plot(report, path.with_suffix(".png"))
+    if cfg.report is not None:
+        path = Path(cfg.report)
+        write_report(path, report)
+        if h:
+            _plot(report, path.with_suffix(".png"))
     return report

@@ -1,4 +1,4 @@
-"""``fsmlearn mrf tag``: the MRF part-of-speech tagger of Jernite, Rush and Sontag (2015,
+"""``fsmlearn mrf tag-wsj``: the MRF part-of-speech tagger of Jernite, Rush and Sontag (2015,
 section 6, Table 2) on WSJ-train -> WSJ-small, against the supervised HMM taggers.
 
 The tagger (:mod:`fsmlearn.mrf.tagger`, K = 1, each tag joined to its L nearest words,
@@ -25,8 +25,7 @@ import numpy as np
 from ..data import load_tagged
 from ..errors import ArgumentError
 from ..mrf.io import save_tagger
-from ..mrf.tagger import (MAX_WINDOW, TaggerMRF, decode, tagged_sequence, tagger_moments, train_tagger,
-                           tree_weights)
+from ..mrf.tagger import MAX_WINDOW, decode, fit_tagger, tagging_accuracy, tree_weights
 from .report import device, new_figure, peak_rss_mb, save_figure, write_report
 
 __all__ = ["TagConfig", "run_tag", "accuracy_of"]
@@ -59,16 +58,9 @@ class TagConfig:
 
 
 def accuracy_of(pred, gold_sents, known: set) -> dict:
-    """Total, known-word and unknown-word accuracy (fractions) and token counts."""
-    ok, unk = [], []
-    for p, g in zip(pred, gold_sents):
-        for t, (w, gt) in zip(p, g):
-            ok.append(t == gt)
-            unk.append(w not in known)
-    ok, unk = np.array(ok), np.array(unk)
-    frac = lambda a: float(a.mean()) if a.size else float("nan")
-    return {"total": frac(ok), "known": frac(ok[~unk]), "unknown": frac(ok[unk]), "tokens": int(ok.size),
-            "unknown_tokens": int(unk.sum())}
+    """Total, known-word and unknown-word accuracy (fractions) and token counts
+    (:func:`fsmlearn.mrf.tagger.tagging_accuracy`)."""
+    return tagging_accuracy(pred, gold_sents, known)
 
 
 def run_tag(cfg: TagConfig, progress=None, train=None, test=None) -> dict:
@@ -79,16 +71,7 @@ def run_tag(cfg: TagConfig, progress=None, train=None, test=None) -> dict:
     t_all = time.perf_counter()
     train = load_tagged("wsj-train", cfg.data_dir) if train is None else train
     test = load_tagged("wsj-small", cfg.data_dir) if test is None else test
-    tags = sorted({t for s in train for _, t in s})
     vocab = sorted({w for s in train for w, _ in s})
-    model = TaggerMRF.init(tags, vocab, K=cfg.K, max_affix=cfg.max_affix, window=cfg.window)
-    weights = tree_weights(model.L, cfg.centre_weight)
-    ts, ws = tagged_sequence(train, {t: i for i, t in enumerate(model.tags)},
-                             {w: i for i, w in enumerate(model.vocab)}, cfg.K, pad=model.pad)
-    mom = tagger_moments(ts, ws, len(model.tags), len(model.vocab), cfg.K, model.offsets)
-    say(f"WSJ-train: {len(train):,} sentences, N = {mom.N:,}, {len(model.tags)} tags, {len(model.vocab):,} words, "
-        f"{len(model.features):,} features, window offsets {model.offsets}, tree weights "
-        f"{np.round(weights, 4).tolist()}")
     known = set(vocab)
     words = [[w for w, _ in s] for s in test]
     evals = []
@@ -106,8 +89,12 @@ def run_tag(cfg: TagConfig, progress=None, train=None, test=None) -> dict:
                 f"{100 * a['unknown']:.2f}%")
         return stop
 
-    trained, history = train_tagger(model, mom, max_iter=cfg.max_iter, l2=cfg.l2, tighten_iter=cfg.tighten_iter,
-                                    tighten_method=cfg.tighten_method, weights=weights, on_iteration=on_iteration)
+    trained, history, mom = fit_tagger(train, window=cfg.window, centre_weight=cfg.centre_weight,
+                                       max_iter=cfg.max_iter, l2=cfg.l2, tighten_iter=cfg.tighten_iter,
+                                       tighten_method=cfg.tighten_method, max_affix=cfg.max_affix,
+                                       on_iteration=on_iteration, progress=lambda m: say("WSJ-train: " + m))
+    model = trained
+    weights = tree_weights(model.L, cfg.centre_weight)
     train_seconds = time.perf_counter() - t0
     if cfg.model is not None:
         save_tagger(trained, cfg.model)

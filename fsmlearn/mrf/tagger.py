@@ -75,8 +75,8 @@ for K = 1 the conditional p(tags | words) of a sentence between its separators i
 first-order chain with arc weights -(theta^1[t', t] + theta^0[t] + sum_m theta^{w,m}[t,
 w_{i+m}]), the words beyond the sentence being separators.
 
-Public names: TaggerMRF, window_offsets, word_features, tagged_sequence, TaggerMoments,
-tagger_moments, tree_weights, tree_potentials, tree_bp, tagger_bound, train_tagger,
+Public names: fit_tagger, tagging_accuracy, TaggerMRF, window_offsets, word_features, tagged_sequence,
+TaggerMoments, tagger_moments, tree_weights, tree_potentials, tree_bp, tagger_bound, train_tagger,
 sentence_lattice_machine, decode.
 """
 
@@ -96,7 +96,8 @@ from ..fsm import Machine
 from .lifted import TightenState, tighten
 from .model import SEP
 
-__all__ = ["TaggerMRF", "window_offsets", "word_features", "tagged_sequence", "TaggerMoments", "tagger_moments",
+__all__ = ["fit_tagger", "tagging_accuracy", "TaggerMRF", "window_offsets", "word_features", "tagged_sequence",
+           "TaggerMoments", "tagger_moments",
            "tree_weights", "tree_potentials", "tree_bp", "tagger_bound", "train_tagger", "sentence_lattice_machine",
            "decode"]
 
@@ -608,3 +609,51 @@ def decode(model: TaggerMRF, sentences) -> list[list[str]]:
         p = best_path(sentence_lattice_machine(model, words, emissions))
         out.append([model.tags[int(x)] for x in p.ilabels])
     return out
+
+
+def fit_tagger(sents, *, window: int = 1, centre_weight: float | None = None, max_iter: int = 150,
+               l2: float = 1e-6, tighten_iter: int = 30, tighten_method: str = "lbfgs", max_affix: int = 4,
+               on_iteration=None, progress=None):
+    """A tagger trained on tagged sentences (lists of (word, tag)): tags joined to the next tag
+    (K = 1, what decoding takes) and to their ``window`` nearest words (:func:`window_offsets`;
+    the tree of the word under the tag weighted ``centre_weight``, :func:`tree_weights`), by
+    Algorithm 2 on the lifted bound (:func:`train_tagger`).  ``on_iteration(model, entry)``
+    returns True to stop.  Returns (model, history, moments)."""
+    if not 1 <= window <= MAX_WINDOW:
+        raise ArgumentError(f"window {window}: expected 1..{MAX_WINDOW}")
+    if max_iter < 1 or l2 < 0 or max_affix < 0:
+        raise ArgumentError(f"max_iter {max_iter} (at least 1), l2 {l2} (not negative), max_affix {max_affix}")
+    sents = [s for s in sents if s]
+    if not sents:
+        raise ArgumentError("no tagged sentence to train on")
+    say = progress or (lambda msg: None)
+    tags = sorted({t for s in sents for _, t in s})
+    vocab = sorted({w for s in sents for w, _ in s})
+    model = TaggerMRF.init(tags, vocab, K=1, max_affix=max_affix, window=window)
+    weights = tree_weights(model.L, centre_weight)
+    ts, ws = tagged_sequence(sents, {t: i for i, t in enumerate(model.tags)},
+                             {w: i for i, w in enumerate(model.vocab)}, 1, pad=model.pad)
+    mom = tagger_moments(ts, ws, len(model.tags), len(model.vocab), 1, model.offsets)
+    say(f"{len(sents):,} sentences, N = {mom.N:,}, {len(tags)} tags, {len(vocab):,} words, "
+        f"{len(model.features):,} features, window offsets {model.offsets}, tree weights "
+        f"{np.round(weights, 4).tolist()}")
+    trained, history = train_tagger(model, mom, max_iter=max_iter, l2=l2, tighten_iter=tighten_iter,
+                                    tighten_method=tighten_method, weights=weights, on_iteration=on_iteration)
+    return trained, history, mom
+
+
+def tagging_accuracy(pred, gold_sents, known) -> dict:
+    """Total, known-word and unknown-word accuracy (fractions; NaN without tokens) and token
+    counts of the taggings ``pred`` against ``gold_sents`` (lists of (word, tag)); ``known``:
+    the words seen in training."""
+    ok, unk = [], []
+    for p, g in zip(pred, gold_sents):
+        for t, (w, gt) in zip(p, g):
+            ok.append(t == gt)
+            unk.append(w not in known)
+    ok, unk = np.array(ok, np.bool_), np.array(unk, np.bool_)
+
+    def frac(a):
+        return float(a.mean()) if a.size else float("nan")
+    return {"total": frac(ok), "known": frac(ok[~unk]), "unknown": frac(ok[unk]), "tokens": int(ok.size),
+            "unknown_tokens": int(unk.sum())}
