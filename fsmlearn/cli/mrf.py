@@ -107,34 +107,11 @@ def _pct(x: float) -> str:
 
 
 def _tag_stdin(args) -> int:
-    import sys
-    from ..data import format_tagged, iter_strict_lines, tokenize
-    from ..data.readers import UPOS_TAGS
     from ..mrf.io import load_tagger
     from ..mrf.tagger import decode
+    from .tag import tag_stdin
     model = load_tagger(args.model)
-    column = "upos" if set(model.tags[1:]) <= set(UPOS_TAGS) else "xpos"
-    split = tokenize if args.tokenize else str.split
-    out = sys.stdout
-    batch = []
-    tokens = 0
-
-    def flush():
-        for (lineno, line, words), tags in zip(batch, decode(model, [w for _, _, w in batch])):
-            out.write(format_tagged(words, tags, args.format, column=column, sent_id=lineno, text=line))
-        batch.clear()
-
-    for lineno, line in iter_strict_lines(getattr(sys.stdin, "buffer", sys.stdin), "<stdin>"):
-        words = split(line)
-        batch.append((lineno, line, words))
-        tokens += len(words)
-        if tokens >= 20_000:
-            flush()
-            tokens = 0
-    if batch:
-        flush()
-    out.flush()
-    return 0
+    return tag_stdin(lambda sents: decode(model, sents), model.tags[1:], args, batch_tokens=20_000)
 
 
 def _eval_tagger(args) -> int:

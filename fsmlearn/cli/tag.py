@@ -81,34 +81,41 @@ def _eval(args) -> int:
     return 0
 
 
-def _tag(args) -> int:
+def tag_stdin(tag_batch, tags, args, batch_tokens: int = 100_000) -> int:
+    """Tag stdin's lines (``--tokenize``, ``--format`` of ``args``) in batches of about
+    ``batch_tokens`` tokens with ``tag_batch`` (lists of words -> lists of tags), one tagged
+    sentence per line to stdout; ``tags``: the model's tags (UD tags go in CoNLL-U's UPOS
+    column, others in XPOS)."""
     from ..data import format_tagged, iter_strict_lines, tokenize
     from ..data.readers import UPOS_TAGS
-    from ..tag import HMM, tag_sentences
-    hmm = HMM.load(args.model)
-    column = "upos" if set(hmm.tags) <= set(UPOS_TAGS) else "xpos"
+    column = "upos" if set(tags) <= set(UPOS_TAGS) else "xpos"
     split = tokenize if args.tokenize else str.split
     out = sys.stdout
     batch = []
     tokens = 0
 
     def flush():
-        tagged = tag_sentences(hmm, [words for _, _, words in batch])
-        for (lineno, line, words), tags in zip(batch, tagged):
-            out.write(format_tagged(words, tags, args.format, column=column, sent_id=lineno, text=line))
+        for (lineno, line, words), tagged in zip(batch, tag_batch([words for _, _, words in batch])):
+            out.write(format_tagged(words, tagged, args.format, column=column, sent_id=lineno, text=line))
         batch.clear()
 
     for lineno, line in iter_strict_lines(getattr(sys.stdin, "buffer", sys.stdin), "<stdin>"):
         words = split(line)
         batch.append((lineno, line, words))
         tokens += len(words)
-        if tokens >= 100_000:
+        if tokens >= batch_tokens:
             flush()
             tokens = 0
     if batch:
         flush()
     out.flush()
     return 0
+
+
+def _tag(args) -> int:
+    from ..tag import HMM, tag_sentences
+    hmm = HMM.load(args.model)
+    return tag_stdin(lambda sents: tag_sentences(hmm, sents), hmm.tags, args)
 
 
 def _em(args) -> int:
