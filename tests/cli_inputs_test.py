@@ -100,6 +100,7 @@ FILE_CASES = [
     ("trf score", "{} {d}/train.txt", KINDS),
     ("trf score", "{d}/m.npz {}", KINDS),              # idem
     ("trf lm", "--resume --model {} --report {o}", ("directory",) + FILE_KINDS),
+    ("trf train", "{} -o {o}", KINDS),
     ("mrf lm", "{} -o {o}", KINDS),
     ("mrf train-tagger", "{} -o {o}", KINDS),
     ("mrf tag", "{}", KINDS),

@@ -104,3 +104,34 @@ def test_a_damaged_model_file_is_refused(model_file, tmp_path, capsys):
     text.write_text("the house\n")
     assert main(["trf", "score", str(bad), str(text)]) == 2
     assert str(bad) in capsys.readouterr().err
+
+
+def test_trf_train_on_own_text_scores_and_resumes(tmp_path, capsys):
+    """fsmlearn trf train on a toy text (two word classes in fixed slots): the model is written,
+    trf score reads it, a sentence in the text's word order scores above its reversal, and
+    --resume goes on from the checkpoint (a text of another vocabulary is refused: the feature
+    keys are word ids, which another text can reuse)."""
+    import random
+    r = random.Random(3)
+    A, F = ["cat", "dog", "cow"], ["bread", "rice", "soup"]
+    lines = [f"the {r.choice(A)} eats {r.choice(F)}" + (" today" if r.random() < .3 else "") for _ in range(300)]
+    (tmp_path / "t.txt").write_text("\n".join(lines) + "\n")
+    args = ["trf", "train", str(tmp_path / "t.txt"), "-o", str(tmp_path / "m.npz"), "--features", "w+c",
+            "--classes", "3", "--samples", "20", "--chains", "2", "--iterations", "30", "--eval-every", "10",
+            "--refine-iterations", "5", "--max-length", "10", "-q"]
+    assert main(args) == 0
+    from fsmlearn.trf.io import load_trf
+    model, vocab = load_trf(tmp_path / "m.npz")
+    assert vocab[-1] == "<unk>" and set(vocab[:-1]) == {"the", "eats", "today"} | set(A) | set(F)
+    assert [c["iteration"] for c in model.meta["curve"]] == [10, 20, 30]
+    (tmp_path / "s.txt").write_text("the cat eats rice\nrice eats the cat\n")
+    capsys.readouterr()
+    assert main(["trf", "score", str(tmp_path / "m.npz"), str(tmp_path / "s.txt"), "--sentences"]) == 0
+    scores = [float(x.split("\t")[0]) for x in capsys.readouterr().out.splitlines()]
+    assert scores[0] > scores[1]
+    assert main(args[:-1] + ["--iterations", "40", "--resume", "-q"]) == 0
+    assert [c["iteration"] for c in load_trf(tmp_path / "m.npz")[0].meta["curve"]] == [10, 20, 30, 40]
+    (tmp_path / "o.txt").write_text("\n".join(x.replace("cat", "lion") for x in lines) + "\n")
+    capsys.readouterr()
+    assert main(["trf", "train", str(tmp_path / "o.txt")] + args[3:] + ["--resume"]) == 2
+    assert "another vocabulary" in capsys.readouterr().err

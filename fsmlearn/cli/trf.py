@@ -43,6 +43,43 @@ def _score(args) -> int:
     return 0
 
 
+def _train(args) -> int:
+    from ..data.text import read_token_lines
+    from ..errors import ArgumentError
+    from ..trf.fit import FitConfig, fit_trf, to_corpus, vocabulary
+    say = Progress(args.quiet)
+    sents = read_token_lines(args.text)
+    if args.dev:
+        train_s, dev_s = sents, read_token_lines(args.dev)
+    else:
+        train_s = [x for i, x in enumerate(sents) if i % 20 != 19]
+        dev_s = [x for i, x in enumerate(sents) if i % 20 == 19]
+    if not train_s or not dev_s:
+        raise ArgumentError(f"{', '.join(args.text)}: {len(sents)} sentences; training needs some and held-out "
+                            "text for the stop rule (--dev, or at least 20 sentences to hold every 20th out)")
+    words = None
+    size = None
+    if args.vocab is not None:
+        if args.vocab.isdigit():
+            size = int(args.vocab)
+            if size < 1:
+                raise ArgumentError(f"--vocab {args.vocab}: expected a positive number or a file of words")
+        else:
+            words = [w for line in read_token_lines([args.vocab]) for w in line]
+    vocab = vocabulary(train_s, size, words)
+    train, oov_t = to_corpus(train_s, vocab)
+    dev, oov_d = to_corpus(dev_s, vocab)
+    say(f"{len(train):,} training sentences ({int(train.lengths.sum()):,} tokens, {oov_t:,} <unk>), {len(dev):,} "
+        f"held-out ({'--dev' if args.dev else 'every 20th'}; {oov_d:,} <unk>); vocabulary {len(vocab):,} with <unk>")
+    cfg = FitConfig(features=args.features, order=args.order, classes=args.classes, samples=args.samples,
+                    chains=args.chains, iterations=args.iterations, hours=args.hours, eval_every=args.eval_every,
+                    refine_iterations=args.refine_iterations, seed=args.seed, max_length=args.max_length)
+    _, summary = fit_trf(train, dev, vocab, cfg, model_path=args.output, resume=args.resume, progress=say)
+    say(f"wrote {args.output}: {summary['features']:,} features, {summary['iterations']:,} iterations in "
+        f"{summary['seconds']:.0f} s, held-out perplexity {summary['dev_ppl']:.1f}")
+    return 0
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("trf", help="trans-dimensional random field LMs (Wang, Ou and Tan)")
     tsub = p.add_subparsers(dest="trf_command", metavar="command")
@@ -64,6 +101,37 @@ def add_parser(sub) -> None:
     add_quiet(m)
     m.set_defaults(func=_morph)
     add_lm_parser(tsub)
+    t = tsub.add_parser("train", help="train a TRF LM on your own text (AugSA, section 7's settings)",
+                        description="Train a trans-dimensional random field LM (Wang, Ou and Tan) on TEXT (one "
+                                    "sentence a line, tokens separated by spaces): a vocabulary (--vocab), word "
+                                    "classes by exchange clustering, the features of --features that fire in "
+                                    "training (section 7), AugSA (Figure 1) with the stop rule of Appendix E on "
+                                    "held-out text (--dev, or every 20th sentence).  The model is written "
+                                    "atomically to -o at every evaluation (so --resume continues a run) and at "
+                                    "the end; 'fsmlearn trf score' applies it.  Defaults: the paper's PTB "
+                                    "settings.")
+    t.add_argument("text", nargs="+", help="training text files (.gz/.bz2/.xz too)")
+    t.add_argument("-o", "--output", required=True, help="the model file (.npz)")
+    t.add_argument("--dev", nargs="+", help="held-out text files (default: every 20th sentence of TEXT)")
+    t.add_argument("--vocab", help="the vocabulary: a number (the most frequent training words) or a file of "
+                                   "words; the rest are <unk> (default: every training word)")
+    t.add_argument("--features", default="w+c+ws+cs+wsh+csh+tied",
+                   help="feature types of Table 2 joined by + (default: %(default)s, the full model; e.g. w+c)")
+    t.add_argument("--order", type=int, default=4, help="the largest n of the w and c n-gram features (default 4)")
+    t.add_argument("--classes", type=int, default=200, help="word classes (default 200)")
+    t.add_argument("--samples", type=int, default=300, help="samples per AugSA iteration (default 300)")
+    t.add_argument("--chains", type=int, default=10, help="sampling chains (default 10)")
+    t.add_argument("--iterations", type=int, default=50_000, help="AugSA iteration limit (default 50000)")
+    t.add_argument("--hours", type=float, default=2.75, help="training time limit in hours (default 2.75)")
+    t.add_argument("--eval-every", type=int, default=100,
+                   help="iterations between held-out perplexities and checkpoints (default 100)")
+    t.add_argument("--max-length", type=int, default=100, help="m: the longest length modelled (default 100)")
+    t.add_argument("--refine-iterations", type=int, default=1000,
+                   help="iterations re-estimating zeta with lambda fixed after training (default 1000; 0: none)")
+    t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    t.add_argument("--resume", action="store_true", help="continue from the model file's last checkpoint")
+    add_quiet(t)
+    t.set_defaults(func=_train)
     sc = tsub.add_parser("score", help="log probability and perplexity of text under a saved TRF model",
                          description="Score text (files, or stdin when no file or - is given), one sentence a "
                                      "line, words separated by spaces; words outside the model's vocabulary "

@@ -1,0 +1,153 @@
+"""A TRF language model of the user's own text: the library side of ``fsmlearn trf train``.
+
+The steps of the paper's Brown-LM run (:mod:`fsmlearn.experiments.trf_lm`; Wang, Ou and Tan,
+section 7) on any text: a vocabulary (the most frequent training words, or a file of words;
+the rest ``<unk>``), word classes by exchange clustering, the features of the chosen types
+that fire in training (section 7), AugSA (Figure 1, eqs. 24-25; the stop rule of Appendix E
+on held-out text), checkpoints of the model at every evaluation so that a run can be
+resumed, and optionally the re-estimation of zeta with lambda fixed.
+
+Public names: vocabulary, to_corpus, FitConfig, fit_trf.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ArgumentError
+
+UNK = "<unk>"
+
+__all__ = ["vocabulary", "to_corpus", "FitConfig", "fit_trf"]
+
+
+def vocabulary(sents, size: int | None = None, words=None) -> list[str]:
+    """The model's words: ``words`` (a list, e.g. a vocabulary file's lines) or the ``size``
+    most frequent words of ``sents`` (all of them if None), ties by spelling; ``<unk>`` last."""
+    if words is not None:
+        vocab = [w for w in dict.fromkeys(words) if w != UNK]
+    else:
+        counts = Counter(w for s in sents for w in s if w != UNK)
+        vocab = [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:size]]
+    if not vocab:
+        raise ArgumentError("the vocabulary is empty")
+    return vocab + [UNK]
+
+
+def to_corpus(sents, vocab):
+    """(Corpus of token ids, number of ``<unk>`` tokens): words outside ``vocab`` become
+    ``<unk>``; empty sentences are dropped."""
+    from .features import as_corpus
+    idx = {w: i for i, w in enumerate(vocab)}
+    unk = idx[UNK]
+    ids = [[idx.get(w, unk) for w in s] for s in sents if s]
+    oov = sum(int(np.count_nonzero(np.asarray(s) == unk)) for s in ids)
+    return as_corpus(ids), oov
+
+
+@dataclass
+class FitConfig:
+    """Settings (defaults: the paper's PTB settings, as ``fsmlearn trf lm`` uses them)."""
+    features: str = "w+c+ws+cs+wsh+csh+tied"
+    order: int = 4
+    classes: int = 200
+    samples: int = 300
+    chains: int = 10
+    iterations: int = 50_000
+    hours: float = 2.75
+    t_c: float = 3000.0
+    beta_lambda: float = 0.8
+    beta_zeta: float = 0.6
+    t0: int = 2000
+    l2: float = 4e-5
+    max_length: int = 100
+    stop_window: int = 1000
+    stop_threshold: float = 1e-4
+    eval_every: int = 100
+    refine_iterations: int = 1000
+    seed: int = 0
+
+    def check(self) -> None:
+        if not (self.hours > 0 and math.isfinite(self.hours)):
+            raise ArgumentError(f"hours = {self.hours} must be positive")
+        if self.classes < 2:
+            raise ArgumentError(f"classes = {self.classes} must be at least 2")
+        if self.refine_iterations < 0 or self.eval_every < 1 or self.iterations < 1:
+            raise ArgumentError(f"refine_iterations {self.refine_iterations} (>= 0), eval_every {self.eval_every} "
+                                f"and iterations {self.iterations} (>= 1)")
+
+
+def _ppl(logp, corpus) -> float:
+    return float(math.exp(-np.sum(logp) / (corpus.lengths.sum() + len(corpus))))
+
+
+def fit_trf(train, dev, vocab, cfg: FitConfig, *, model_path, resume: bool = False, progress=None):
+    """Train a TRF on the id corpora ``train`` and ``dev`` (:func:`to_corpus`) and save it with
+    its vocabulary to ``model_path`` (atomically, at every evaluation and at the end).
+
+    Returns:
+        (model, summary dict: iterations, seconds, the held-out perplexity curve and at the end).
+    """
+    from .augsa import AugSAConfig, refine_zeta, train_augsa
+    from .classes import exchange_clusters
+    from .features import build_features, make_templates
+    from .io import load_trf, save_trf
+    cfg.check()
+    say = progress or (lambda msg: None)
+    model_path = Path(model_path)
+    resumed = None
+    if resume and model_path.exists():
+        resumed, words = load_trf(model_path)
+        if list(words or []) != list(vocab):
+            raise ArgumentError(f"{model_path}: another vocabulary (other text or --vocab); remove it or drop "
+                                "--resume")
+    V = len(vocab)
+    n_classes = min(cfg.classes, V)
+    t0 = time.time()
+    classes, cinfo = exchange_clusters([train.sentence(i) for i in range(len(train))], V, n_classes, max_passes=50,
+                                       seed=cfg.seed)
+    say(f"{n_classes} classes by exchange clustering: {len(cinfo.criterion)} passes, {time.time() - t0:.1f} s")
+    fs = build_features(train, V, make_templates(cfg.features, cfg.order), classes=classes, n_classes=n_classes)
+    say(f"{fs.num_features:,} features ({cfg.features})")
+    acfg = AugSAConfig(samples=cfg.samples, chains=cfg.chains, iterations=cfg.iterations, t_c=cfg.t_c,
+                       beta_lambda=cfg.beta_lambda, beta_zeta=cfg.beta_zeta, t0=cfg.t0, l2=cfg.l2, pi0="eq26",
+                       max_length=cfg.max_length, long=True, stop=True, stop_window=cfg.stop_window,
+                       stop_threshold=cfg.stop_threshold, eval_every=cfg.eval_every, length_add=0.5, gap_every=1,
+                       eval_sentences=min(1000, len(dev)), seed=cfg.seed)
+    curve = []
+    if resumed is not None:
+        if not np.array_equal(resumed.features.keys, fs.keys):
+            raise ArgumentError(f"{model_path}: another feature set (other text, vocabulary, classes or features); "
+                                "remove it or drop --resume")
+        curve = list(resumed.meta.get("curve", []))
+        say(f"resuming from {model_path} at iteration {resumed.meta.get('iterations_run', 0):,}")
+    deadline = time.time() + cfg.hours * 3600
+    t_train = time.time()
+
+    def cb(t, m, rec):
+        if t % cfg.eval_every == 0:
+            curve.append({"iteration": t, "seconds": time.time() - t_train,
+                          "dev_ppl": _ppl(m.log_probs(dev, log_z1=m.log_z1()), dev)})
+            m.meta["curve"] = curve
+            save_trf(m, model_path, vocab)
+            say(f"iteration {t:,}: held-out perplexity {curve[-1]['dev_ppl']:.1f}")
+        return time.time() > deadline
+
+    model, rec = train_augsa(fs, train, acfg, dev=dev, callback=cb, progress=say, model=resumed)
+    model.meta["curve"] = curve
+    if cfg.refine_iterations > 0:
+        say(f"re-estimating zeta with lambda fixed ({cfg.refine_iterations:,} iterations)")
+        refine_zeta(model, cfg.refine_iterations, samples=cfg.samples, chains=cfg.chains, train=train,
+                    seed=cfg.seed + 1, progress=say)
+        model.meta["zeta_refined_iterations"] = cfg.refine_iterations
+    save_trf(model, model_path, vocab)
+    summary = {"iterations": rec.iteration[-1] if rec.iteration else 0, "seconds": time.time() - t_train,
+               "stopped_by_rule_at": rec.stopped_at, "features": fs.num_features, "classes": n_classes,
+               "dev_ppl": _ppl(model.log_probs(dev, log_z1=model.log_z1()), dev), "curve": curve}
+    return model, summary
