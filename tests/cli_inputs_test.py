@@ -75,6 +75,7 @@ def env(tmp_path_factory):
     model, _ = train_augsa(fs, train, AugSAConfig(samples=10, chains=1, iterations=10, t_c=10, t0=5, max_length=4,
                                                   long=True))
     save_trf(model, d / "m.npz", vocab)
+    (d / "nb.txt").write_text("1\tthe cat\t-1\n1\tcat the\t-2\n")
     from fsmlearn.mrf import MRFModel, save_mrf, save_tagger
     from fsmlearn.mrf.tagger import fit_tagger
     tagger, _, _ = fit_tagger([[("the", "DT"), ("cat", "NN")], [("a", "DT"), ("dog", "NN")]], max_iter=2)
@@ -101,6 +102,8 @@ FILE_CASES = [
     ("trf score", "{d}/m.npz {}", KINDS),              # idem
     ("trf lm", "--resume --model {} --report {o}", ("directory",) + FILE_KINDS),
     ("trf train", "{} -o {o}", KINDS),
+    ("trf rescore", "{} {d}/nb.txt", KINDS),
+    ("trf rescore", "{d}/m.npz {}", KINDS),
     ("mrf lm", "{} -o {o}", KINDS),
     ("mrf train-tagger", "{} -o {o}", KINDS),
     ("mrf tag", "{}", KINDS),

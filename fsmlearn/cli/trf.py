@@ -80,6 +80,76 @@ def _train(args) -> int:
     return 0
 
 
+def _rescore(args) -> int:
+    import sys
+
+    import numpy as np
+
+    from ..data.nbest import choose, error_rate, read_nbest, read_references, tune_weights, word_errors
+    from ..errors import ArgumentError
+    from ..trf.fit import to_corpus
+    from ..trf.io import load_trf
+    from ..trf.score import TRFScorer
+    from .common import check_threads
+    if (args.dev is None) != (args.dev_ref is None):
+        raise ArgumentError("--dev and --dev-ref go together: a development list and its references")
+    if args.oracle and not args.ref:
+        raise ArgumentError("--oracle needs --ref: the references of the list")
+    if args.dev and args.weights:
+        raise ArgumentError("--weights or --dev (tuned weights), not both")
+    model, vocab = load_trf(args.model)
+    if vocab is None:
+        raise ArgumentError(f"{args.model}: the model has no vocabulary, so it cannot read text")
+    scorer = TRFScorer(model, check_threads(args.threads))
+    lm = None
+    if args.lm:
+        from ..lm.compiled import CompiledLM
+        lm = CompiledLM.load(args.lm)
+    say = Progress(args.quiet)
+
+    def features(nb):
+        corpus, _ = to_corpus([h or ["<unk>"] for h in nb.hyps], vocab)
+        trf = scorer.log_probs(corpus) / np.log(10.0)
+        cols = [nb.scores, np.where(np.isfinite(trf), trf, -1e9)]
+        if lm is not None:
+            cols.append(lm.score([" ".join(h) for h in nb.hyps])[0])
+        return np.stack(cols, 1)
+
+    def errors(nb, refs):
+        e = np.array([word_errors(h, refs[i]) for i in range(len(nb.ids)) for h in nb.hyps[nb.ptr[i]:nb.ptr[i + 1]]])
+        return e, sum(len(r) for r in refs)
+
+    names = ["list", "trf"] + (["lm"] if lm is not None else [])
+    if args.weights:
+        try:
+            w = np.array([float(x) for x in args.weights.split(",")])
+        except ValueError:
+            raise ArgumentError(f"--weights {args.weights!r}: numbers separated by commas") from None
+        if w.size != len(names) or not np.isfinite(w).all():
+            raise ArgumentError(f"--weights {args.weights!r}: {len(names)} finite numbers ({', '.join(names)})")
+    elif args.dev:
+        dev = read_nbest(args.dev)
+        e, n = errors(dev, read_references(args.dev_ref, len(dev.ids)))
+        w, rate = tune_weights(features(dev), dev.ptr, e, n)
+        say(f"weights tuned on {args.dev}: " + ", ".join(f"{k} {v:g}" for k, v in zip(names, w))
+            + f" (WER {100 * rate:.2f}%, {n:,} reference words)")
+    else:
+        w = np.ones(len(names))
+    nb = read_nbest(args.nbest)
+    picked = choose(features(nb), w, nb.ptr)
+    for i, j in zip(nb.ids, picked):
+        sys.stdout.write(f"{i}\t{' '.join(nb.hyps[j])}\n")
+    sys.stdout.flush()
+    if args.ref:
+        e, n = errors(nb, read_references(args.ref, len(nb.ids)))
+        line = f"{args.nbest}: WER {100 * error_rate(e, picked, n):.2f}% ({n:,} reference words)"
+        if args.oracle:
+            oracle = np.array([a + int(np.argmin(e[a:b])) for a, b in zip(nb.ptr[:-1], nb.ptr[1:])])
+            line += f", oracle WER {100 * error_rate(e, oracle, n):.2f}%, the list's first {100 * error_rate(e, nb.ptr[:-1], n):.2f}%"
+        print(line, file=sys.stderr)
+    return 0
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("trf", help="trans-dimensional random field LMs (Wang, Ou and Tan)")
     tsub = p.add_subparsers(dest="trf_command", metavar="command")
@@ -132,6 +202,27 @@ def add_parser(sub) -> None:
     t.add_argument("--resume", action="store_true", help="continue from the model file's last checkpoint")
     add_quiet(t)
     t.set_defaults(func=_train)
+    r = tsub.add_parser("rescore", help="rescore an n-best list with a TRF (and an n-gram LM): section 7's use",
+                        description="Pick, for each id of an n-best list, the hypothesis of the largest weighted "
+                                    "sum of the list's own score, the TRF's log10 p and, with --lm, a compiled "
+                                    "n-gram LM's log10 p (section 7: rescoring a recogniser's n-best lists).  "
+                                    "Lines are 'id ||| hypothesis ||| ... ||| score' (Moses) or "
+                                    "'id<TAB>hypothesis<TAB>score', an id's lines together.  Weights: --weights, "
+                                    "or tuned on a development list (--dev, --dev-ref) by word error rate over "
+                                    "a grid 0..2 (the list's weight stays 1), or all 1.  Prints 'id<TAB>best "
+                                    "hypothesis' per id; with --ref, the WER on stderr, and with --oracle the "
+                                    "list's oracle WER beside it.")
+    r.add_argument("model", help="a TRF model written by fsmlearn trf train (or trf lm)")
+    r.add_argument("nbest", help="the n-best list")
+    r.add_argument("--lm", help="a compiled n-gram LM (fsmlearn lm compile) as a third feature")
+    r.add_argument("--weights", help="weights of list,trf[,lm] (default: 1 each, or tuned with --dev)")
+    r.add_argument("--dev", help="a development n-best list to tune the weights on")
+    r.add_argument("--dev-ref", help="its references, one line per id in its order")
+    r.add_argument("--ref", help="references of NBEST (one line per id in its order): print the WER")
+    r.add_argument("--oracle", action="store_true", help="with --ref: print the list's oracle WER too")
+    add_threads(r)
+    add_quiet(r)
+    r.set_defaults(func=_rescore)
     sc = tsub.add_parser("score", help="log probability and perplexity of text under a saved TRF model",
                          description="Score text (files, or stdin when no file or - is given), one sentence a "
                                      "line, words separated by spaces; words outside the model's vocabulary "
