@@ -75,6 +75,11 @@ def env(tmp_path_factory):
     model, _ = train_augsa(fs, train, AugSAConfig(samples=10, chains=1, iterations=10, t_c=10, t0=5, max_length=4,
                                                   long=True))
     save_trf(model, d / "m.npz", vocab)
+    (d / "pairs.txt").write_text("a b\tx\nb a\ty x\n")
+    from fsmlearn.rcm.io import save_align_rcm
+    from fsmlearn.rcm.transduce import fit_transducer
+    rcm, ins, outs = fit_transducer([(["a", "b"], ["x"]), (["b", "a"], ["y", "x"])], passes=1, hash_bits=8)
+    save_align_rcm(rcm, d / "rcm.json", outs.symbols, ins.symbols)
     (d / "nb.txt").write_text("1\tthe cat\t-1\n1\tcat the\t-2\n")
     from fsmlearn.mrf import MRFModel, save_mrf, save_tagger
     from fsmlearn.mrf.tagger import fit_tagger
@@ -111,6 +116,10 @@ FILE_CASES = [
     ("mrf eval", "{d}/mt.npz {}", KINDS),
     ("mrf neighbours", "{} the", KINDS),
     ("mrf neighbours", "{d}/mlm.npz {}", KINDS),          # a word not in the model (here: the path)
+    ("rcms train", "{} -o {o}", KINDS),
+    ("rcms decode", "{}", KINDS),
+    ("rcms eval", "{} {d}/pairs.txt", KINDS),
+    ("rcms eval", "{d}/rcm.json {}", KINDS),
     ("rcms speech", "--resume --report {} --models {o}", ("directory",) + FILE_KINDS),
     ("rcms words", "--resume --report {} --models {o}", ("directory",) + FILE_KINDS),
     ("tag train", "--data {} -o {o}", KINDS),

@@ -35,6 +35,90 @@ def _words(args) -> int:
     return 0
 
 
+def _train(args) -> int:
+    import time
+    from ..rcm.io import save_align_rcm
+    from ..rcm.transduce import error_rates, fit_transducer, read_pairs, transduce
+    say = Progress(args.quiet)
+    pairs = read_pairs(args.pairs, args.chars)
+    dev = read_pairs(args.dev, args.chars) if args.dev else None
+    say(f"{args.pairs}: {len(pairs):,} pairs, {sum(len(x) for x, _ in pairs):,} input and "
+        f"{sum(len(y) for _, y in pairs):,} output tokens")
+    t0 = time.time()
+    method = "rcms" if args.strategy == "rcms" else "beam"
+
+    def on_pass(p, model, st, inputs, outputs):
+        line = f"pass {p}/{args.passes}: log-likelihood {st['loglik']:.1f}, {time.time() - t0:.0f} s"
+        if dev is not None:
+            hyps = [transduce(model, inputs, outputs, x, args.size, method)[0]
+                    if not inputs.unknown(x) else [] for x, _ in dev]
+            r = error_rates(hyps, [y for _, y in dev])
+            line += f"; {args.dev}: CER {r['cer']:.3f}, exact match {100 * r['exact_match']:.1f}%"
+        say(line)
+
+    model, inputs, outputs = fit_transducer(pairs, strategy=args.strategy, size=args.size, order=args.order,
+                                            passes=args.passes, max_advance=args.max_advance, seed=args.seed,
+                                            hash_bits=args.hash_bits, on_pass=on_pass)
+    save_align_rcm(model, args.output, outputs.symbols, inputs.symbols)
+    say(f"wrote {args.output}: {len(inputs.symbols)} input and {len(outputs.symbols)} output symbols, "
+        f"{args.passes} passes in {time.time() - t0:.0f} s")
+    return 0
+
+
+def _load(path):
+    from ..errors import ArgumentError
+    from ..rcm.io import load_align_rcm
+    from ..rcm.transduce import Alphabet
+    model, outs, ins = load_align_rcm(path)
+    if outs is None or ins is None:
+        raise ArgumentError(f"{path}: the model has no symbol tables (written by the speech experiment without "
+                            "them?): it cannot read text")
+    return model, Alphabet(ins), Alphabet(outs)
+
+
+def _decode(args) -> int:
+    import sys
+    from ..data import iter_strict_lines
+    from ..errors import ArgumentError
+    from ..rcm.transduce import transduce
+    model, inputs, outputs = _load(args.model)
+    method = "beam" if args.beam else "rcms"
+    join = "" if args.chars else " "
+    for ln, line in iter_strict_lines(getattr(sys.stdin, "buffer", sys.stdin), "<stdin>"):
+        x = list(line.strip()) if args.chars else line.split()
+        if not x:
+            sys.stdout.write("\n")
+            continue
+        try:
+            y, p = transduce(model, inputs, outputs, x, args.size, method)
+        except ArgumentError as e:
+            raise ArgumentError(f"<stdin>:{ln}: {e}") from None
+        sys.stdout.write(join.join(y) + (f"\t{p:.6g}" if args.probability else "") + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def _eval(args) -> int:
+    from ..rcm.transduce import error_rates, read_pairs, transduce
+    model, inputs, outputs = _load(args.model)
+    pairs = read_pairs(args.pairs, args.chars)
+    method = "beam" if args.beam else "rcms"
+    hyps = [transduce(model, inputs, outputs, x, args.size, method)[0] if not inputs.unknown(x) else []
+            for x, _ in pairs]
+    unseen = sum(1 for x, _ in pairs if inputs.unknown(x))
+    r = error_rates(hyps, [y for _, y in pairs])
+    print(f"{args.pairs}: CER {r['cer']:.4f} ({r['reference_tokens']:,} reference tokens), exact match "
+          f"{100 * r['exact_match']:.2f}% ({r['pairs']:,} pairs"
+          + (f"; {unseen} with input symbols the model never saw, counted as empty outputs)" if unseen else ")"))
+    return 0
+
+
+def _add_transducer_options(p) -> None:
+    p.add_argument("--chars", action="store_true", help="every character a token (default: tokens separated by "
+                                                        "spaces)")
+    p.add_argument("--size", type=int, default=20, help="B: contexts per position (default 20, the paper's)")
+
+
 def _add_run_options(p, name: str, pngs: str) -> None:
     """The options speech and words share: seed, jobs, report, models, resume, quiet."""
     p.add_argument("--seed", type=int, default=0, help="random seed of the data orders and the task (default 0)")
@@ -71,6 +155,49 @@ def add_parser(sub) -> None:
                    help="JSON report (PNG beside it) (default: %(default)s)")
     add_quiet(p)
     p.set_defaults(func=_decipher)
+
+    p = rsub.add_parser("train", help="train a latent-alignment transducer on your input/output pairs (section 6)",
+                        description="Train the latent-alignment model of section 6 (the speech task: each output "
+                                    "token covers 1..--max-advance input tokens, alignments unobserved; features "
+                                    "on output (n+1)-grams and alignment edges) on PAIRS, one 'input<TAB>output' "
+                                    "a line, tokens separated by spaces (--chars: every character a token), by "
+                                    "AdaGrad with a learning strategy of the paper: RCMS contexts (rcms), beam "
+                                    "search selecting by model, target or hybrid score, or forced decoding of "
+                                    "imputed alignments.  The model (with its symbol tables) is written "
+                                    "atomically to -o; 'fsmlearn rcms decode' and 'fsmlearn rcms eval' apply it.")
+    p.add_argument("pairs", help="training pairs, input<TAB>output per line")
+    p.add_argument("-o", "--output", required=True, help="the model file to write")
+    p.add_argument("--strategy", choices=["rcms", "model", "target", "hybrid", "forced"], default="rcms",
+                   help="learning strategy (default rcms)")
+    p.add_argument("--order", type=int, default=4, help="n: features on output (n+1)-grams (default 4: 5-grams)")
+    p.add_argument("--passes", type=int, default=5, help="passes over the pairs (default 5)")
+    p.add_argument("--max-advance", type=int, default=2, help="input tokens one output token may cover (default 2)")
+    p.add_argument("--dev", help="pairs scored after every pass (CER, exact match)")
+    p.add_argument("--hash-bits", type=int, default=20,
+                   help="the feature weights' hash table has 2^BITS entries (default 20; the paper's runs: 22)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the data order (default 0)")
+    _add_transducer_options(p)
+    add_quiet(p)
+    p.set_defaults(func=_train)
+
+    p = rsub.add_parser("decode", help="the best output for each input line (stdin) of a trained transducer",
+                        description="Read inputs from stdin, one a line, and write the best output of each "
+                                    "(the engine's best path over the RCMS contexts, or the beam's with --beam), "
+                                    "with --probability its p(y | x) after a tab.")
+    p.add_argument("model", help="a model written by fsmlearn rcms train")
+    p.add_argument("--beam", action="store_true", help="beam contexts instead of RCMS contexts")
+    p.add_argument("--probability", action="store_true", help="print p(y | x) after each output")
+    _add_transducer_options(p)
+    p.set_defaults(func=_decode)
+
+    p = rsub.add_parser("eval", help="CER and exact match of a trained transducer on pairs",
+                        description="Decode the inputs of PAIRS and print the token (character) error rate "
+                                    "against their outputs and the exact-match rate.")
+    p.add_argument("model", help="a model written by fsmlearn rcms train")
+    p.add_argument("pairs", help="input<TAB>output per line")
+    p.add_argument("--beam", action="store_true", help="beam contexts instead of RCMS contexts")
+    _add_transducer_options(p)
+    p.set_defaults(func=_eval)
 
     p = rsub.add_parser("speech", help="latent alignments (section 6, figure 4): the beam strategies, forced "
                                        "decoding and RCMS on phonemes -> spelling")
