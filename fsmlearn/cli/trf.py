@@ -44,16 +44,12 @@ def _score(args) -> int:
 
 
 def _train(args) -> int:
-    from ..data.text import read_token_lines
+    from ..data.text import held_out, read_token_lines
     from ..errors import ArgumentError
     from ..trf.fit import FitConfig, fit_trf, to_corpus, vocabulary
     say = Progress(args.quiet)
     sents = read_token_lines(args.text)
-    if args.dev:
-        train_s, dev_s = sents, read_token_lines(args.dev)
-    else:
-        train_s = [x for i, x in enumerate(sents) if i % 20 != 19]
-        dev_s = [x for i, x in enumerate(sents) if i % 20 == 19]
+    train_s, dev_s = held_out(sents, read_token_lines(args.dev) if args.dev else None)
     if not train_s or not dev_s:
         raise ArgumentError(f"{', '.join(args.text)}: {len(sents)} sentences; training needs some and held-out "
                             "text for the stop rule (--dev, or at least 20 sentences to hold every 20th out)")

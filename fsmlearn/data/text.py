@@ -116,3 +116,12 @@ def read_token_lines(paths) -> list[list[str]]:
                 if words:
                     out.append(words)
     return out
+
+
+def held_out(sents, dev=None, every: int = 20):
+    """(training, held-out) sentences: ``dev`` when given, else every ``every``-th sentence of
+    ``sents`` held out (the rest trained on)."""
+    if dev is not None:
+        return list(sents), list(dev)
+    return ([s for i, s in enumerate(sents) if i % every != every - 1],
+            [s for i, s in enumerate(sents) if i % every == every - 1])

@@ -128,13 +128,9 @@ OWN_VOCAB = 10_000
 
 def _own_data(cfg: LMConfig, say):
     """The user's text (``cfg.text``) and held-out text (``cfg.dev``, or every 20th sentence)."""
-    from ..data.text import read_token_lines
+    from ..data.text import held_out, read_token_lines
     sents = read_token_lines(cfg.text)
-    if cfg.dev:
-        train, valid = sents, read_token_lines(cfg.dev)
-    else:
-        train = [s for i, s in enumerate(sents) if i % 20 != 19]
-        valid = [s for i, s in enumerate(sents) if i % 20 == 19]
+    train, valid = held_out(sents, read_token_lines(cfg.dev) if cfg.dev else None)
     if not train or not valid:
         raise ArgumentError(f"{', '.join(map(str, cfg.text))}: {len(sents)} sentences; training needs some and "
                             "held-out text too (--dev, or at least 20 sentences to hold every 20th out)")

@@ -45,36 +45,20 @@ from ..errors import ArgumentError
 from ..trf.augsa import AugSAConfig, refine_zeta, train_augsa
 from ..trf.classes import exchange_clusters
 from ..trf.features import as_corpus, build_features, make_templates
+from ..trf.fit import FitConfig
 from .report import device, new_figure, peak_rss_mb, save_figure, write_report
 
 UNK = "<unk>"
 
 
 @dataclass
-class LMConfig:
-    """Settings of the Brown-LM experiment (defaults: the paper's PTB settings)."""
-    features: str = "w+c+ws+cs+wsh+csh+tied"
-    order: int = 4
-    classes: int = 200
-    samples: int = 300
-    chains: int = 10
-    iterations: int = 50_000
-    hours: float = 2.75
-    t_c: float = 3000.0
-    beta_lambda: float = 0.8
-    beta_zeta: float = 0.6
-    t0: int = 2000
-    l2: float = 4e-5
-    max_length: int = 100
-    stop_window: int = 1000
-    stop_threshold: float = 1e-4
-    eval_every: int = 100
-    seed: int = 0
+class LMConfig(FitConfig):
+    """Settings of the Brown-LM experiment: :class:`~fsmlearn.trf.fit.FitConfig`'s (the paper's
+    PTB settings) and where the run's files go."""
     report: str = "reports/trf-lm.json"
     model: str = "models/trf-lm.npz"
     resume: bool = False
     kn_order: int = 5
-    refine_iterations: int = 1000
     data_dir: str | None = None
 
     def check(self) -> None:
