@@ -107,3 +107,17 @@ def test_parallel_runs_equal_the_serial_ones_and_report_context_length(tmp_path)
             assert 0 <= x["context_length"] <= 6 and 0 <= x["token_accuracy"] <= 1
     with pytest.raises(ArgumentError, match="--jobs"):
         run_decipher(DecipherConfig(jobs=0), sentences=toy_sentences())
+
+
+def test_clauses_split_at_punctuation_and_keep_runs_of_two_words():
+    from fsmlearn.experiments.rcm_decipher import clauses
+    assert clauses("the cat , he said : yes .".split()) == [["the", "cat"], ["he", "said"]]
+    assert clauses(["a", "b", "“", "c", "d", "e", "”"]) == [["a", "b"], ["c", "d", "e"]]
+    assert clauses([",", "a", "--", "b", "c"]) == [["b", "c"]]
+    sents = [["a", "b", ",", "c", "d", "x"], ["a", "b", "."]] * 60
+    d = prepare_decipherment(sents, vocab=4, ciphertexts=50, seed=0, segments="clauses")
+    # "c d x" holds x (not among the 4 words: a b , c ... by frequency, ties by spelling)
+    assert d["sentences"] == len(d["cipher"]) + len(d["plain"])
+    assert all(len(s) >= 2 for s in d["plain"])
+    with pytest.raises(ArgumentError, match="sentences or clauses"):
+        prepare_decipherment(sents, vocab=4, ciphertexts=5, seed=0, segments="words")

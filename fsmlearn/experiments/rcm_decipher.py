@@ -76,6 +76,7 @@ class DecipherConfig:
     jobs: int = 1
     plaintext: int | None = None
     discount: float = 0.25
+    segments: str = "sentences"
 
 
 def plaintext_perplexity(lm: AbsoluteDiscountLM, sentences) -> float:
@@ -93,8 +94,30 @@ def plaintext_perplexity(lm: AbsoluteDiscountLM, sentences) -> float:
     return float(np.exp(-total / n)) if n else float("nan")
 
 
-def prepare_decipherment(sentences, vocab: int, ciphertexts: int, seed: int) -> dict:
-    """The decipherment data from tokenised sentences (see the module docstring).
+def _is_punctuation(word: str) -> bool:
+    import unicodedata
+    return all(unicodedata.category(c).startswith("P") for c in word)
+
+
+def clauses(sentence) -> list:
+    """A sentence's clauses: its runs of words between tokens made only of punctuation
+    characters (Unicode categories P*), the punctuation dropped, runs of two words or more (a
+    single word gives the transition model nothing)."""
+    out, cur = [], []
+    for w in list(sentence) + ["."]:
+        if _is_punctuation(w):
+            if len(cur) >= 2:
+                out.append(cur)
+            cur = []
+        else:
+            cur.append(w)
+    return out
+
+
+def prepare_decipherment(sentences, vocab: int, ciphertexts: int, seed: int, segments: str = "sentences") -> dict:
+    """The decipherment data from tokenised sentences (see the module docstring); with
+    ``segments="clauses"`` the units are the sentences' :func:`clauses` that consist of the
+    kept words (the vocabulary still counted over whole sentences).
 
     Returns:
         dict: words (the kept vocabulary, most frequent first), plain (lists of word ids),
@@ -107,9 +130,12 @@ def prepare_decipherment(sentences, vocab: int, ciphertexts: int, seed: int) -> 
     counts = Counter(w for s in sentences for w in s)
     words = [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:vocab]]
     wid = {w: i for i, w in enumerate(words)}
-    kept = [[wid[w] for w in s] for s in sentences if all(w in wid for w in s)]
+    if segments not in ("sentences", "clauses"):
+        raise ArgumentError(f"segments {segments!r}: sentences or clauses")
+    units = sentences if segments == "sentences" else [c for s in sentences for c in clauses(s)]
+    kept = [[wid[w] for w in s] for s in units if all(w in wid for w in s)]
     if len(kept) <= ciphertexts:
-        raise ArgumentError(f"only {len(kept)} sentences consist of the {vocab} most frequent words; "
+        raise ArgumentError(f"only {len(kept)} {segments} consist of the {vocab} most frequent words; "
                             f"need more than {ciphertexts} (the rest is the plaintext)")
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(kept))
@@ -200,7 +226,7 @@ def run_decipher(cfg: DecipherConfig, progress=None, sentences=None) -> dict:
     if sentences is None:
         say(f"reading {cfg.data}")
         sentences = iter_dataset_words(cfg.data)
-    d = prepare_decipherment(sentences, cfg.vocab, cfg.ciphertexts, cfg.seed)
+    d = prepare_decipherment(sentences, cfg.vocab, cfg.ciphertexts, cfg.seed, cfg.segments)
     if cfg.plaintext is not None:
         if not 1 <= cfg.plaintext <= len(d["plain"]):
             raise ArgumentError(f"--plaintext must be between 1 and the {len(d['plain']):,} plaintext sentences, "
@@ -208,7 +234,7 @@ def run_decipher(cfg: DecipherConfig, progress=None, sentences=None) -> dict:
         d["plain"] = d["plain"][:cfg.plaintext]
     V = len(d["words"])
     tokens = np.bincount(np.concatenate([np.asarray(c) for c in d["cipher"]]), minlength=V)
-    say(f"{d['sentences']:,} sentences of the {V} most frequent words: {len(d['cipher']):,} enciphered "
+    say(f"{d['sentences']:,} {cfg.segments} of the {V} most frequent words: {len(d['cipher']):,} enciphered "
         f"({int(tokens.sum()):,} tokens), {len(d['plain']):,} plaintext")
     rng = np.random.default_rng(cfg.seed + 1)
     start = np.log(np.full((V, V), 1.0 / V) * (1 + 0.01 * rng.random((V, V))))
