@@ -187,3 +187,22 @@ def test_nbest_word_errors_and_layouts(tmp_path):
     (tmp_path / "s.txt").write_text("x\ta\t-1\ny\tb\t-1\nx\tc\t-1\n")
     with pytest.raises(CorpusFormatError, match="together"):
         read_nbest(tmp_path / "s.txt")
+
+
+def test_trf_train_lower_is_recorded_and_applied_by_score(tmp_path, capsys):
+    """--lower: the model's words are lower-case, and trf score lower-cases the text it reads
+    (no <unk> for a capitalised known word) and says so."""
+    lines = ["The Cat eats Rice", "the dog eats soup", "A cat eats soup"] * 40
+    (tmp_path / "t.txt").write_text("\n".join(lines) + "\n")
+    assert main(["trf", "train", str(tmp_path / "t.txt"), "-o", str(tmp_path / "m.npz"), "--features", "w",
+                 "--classes", "2", "--samples", "10", "--chains", "1", "--iterations", "10", "--eval-every", "10",
+                 "--refine-iterations", "0", "--max-length", "6", "--lower", "-q"]) == 0
+    from fsmlearn.trf.io import load_trf
+    model, vocab = load_trf(tmp_path / "m.npz")
+    assert model.meta["lower"] is True and "cat" in vocab and "Cat" not in vocab
+    (tmp_path / "s.txt").write_text("THE CAT EATS RICE\n")
+    capsys.readouterr()
+    assert main(["trf", "score", str(tmp_path / "m.npz"), str(tmp_path / "s.txt")]) == 0
+    out = capsys.readouterr().out
+    assert "0 <unk> (lower-cased, as the model's text was)" in out
+

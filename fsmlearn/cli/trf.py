@@ -33,7 +33,8 @@ def _score(args) -> int:
         r = score_text(model, vocab, path, out=sys.stdout if args.sentences else None, base=args.base,
                        scorer=scorer)
         name = "<stdin>" if path == "-" else path
-        line = (f"{name}: {r['sentences']:,} sentences, {r['tokens']:,} tokens (</s> included), {r['oovs']:,} <unk>, "
+        line = (f"{name}: {r['sentences']:,} sentences, {r['tokens']:,} tokens (</s> included), {r['oovs']:,} <unk>"
+                + (" (lower-cased, as the model's text was)" if model.meta.get("lower") else "") + ", "
                 f"{log} {r['log_prob']:.2f}, perplexity {r['perplexity']:.2f}")
         if r["zero"]:
             line += (f" ({r['zero']:,} sentences of probability 0: empty, or longer than the model's lengths; "
@@ -50,6 +51,9 @@ def _train(args) -> int:
     say = Progress(args.quiet)
     sents = read_token_lines(args.text)
     train_s, dev_s = held_out(sents, read_token_lines(args.dev) if args.dev else None)
+    if args.lower:
+        train_s = [[w.lower() for w in x] for x in train_s]
+        dev_s = [[w.lower() for w in x] for x in dev_s]
     if not train_s or not dev_s:
         raise ArgumentError(f"{', '.join(args.text)}: {len(sents)} sentences; training needs some and held-out "
                             "text for the stop rule (--dev, or at least 20 sentences to hold every 20th out)")
@@ -70,7 +74,8 @@ def _train(args) -> int:
     cfg = FitConfig(features=args.features, order=args.order, classes=args.classes, samples=args.samples,
                     chains=args.chains, iterations=args.iterations, hours=args.hours, eval_every=args.eval_every,
                     refine_iterations=args.refine_iterations, seed=args.seed, max_length=args.max_length)
-    _, summary = fit_trf(train, dev, vocab, cfg, model_path=args.output, resume=args.resume, progress=say)
+    _, summary = fit_trf(train, dev, vocab, cfg, model_path=args.output, resume=args.resume, progress=say,
+                         lower=args.lower)
     say(f"wrote {args.output}: {summary['features']:,} features, {summary['iterations']:,} iterations in "
         f"{summary['seconds']:.0f} s, held-out perplexity {summary['dev_ppl']:.1f}")
     return 0
@@ -103,8 +108,10 @@ def _rescore(args) -> int:
         lm = CompiledLM.load(args.lm)
     say = Progress(args.quiet)
 
+    lower = bool(model.meta.get("lower", False))
+
     def features(nb):
-        corpus, _ = to_corpus([h or ["<unk>"] for h in nb.hyps], vocab)
+        corpus, _ = to_corpus([([w.lower() for w in h] if lower else h) or ["<unk>"] for h in nb.hyps], vocab)
         trf = scorer.log_probs(corpus) / np.log(10.0)
         cols = [nb.scores, np.where(np.isfinite(trf), trf, -1e9)]
         if lm is not None:
@@ -196,6 +203,8 @@ def add_parser(sub) -> None:
                    help="iterations re-estimating zeta with lambda fixed after training (default 1000; 0: none)")
     t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     t.add_argument("--resume", action="store_true", help="continue from the model file's last checkpoint")
+    t.add_argument("--lower", action="store_true",
+                   help="lower-case the text (recorded in the model: trf score and rescore lower-case theirs too)")
     add_quiet(t)
     t.set_defaults(func=_train)
     r = tsub.add_parser("rescore", help="rescore an n-best list with a TRF (and an n-gram LM): section 7's use",

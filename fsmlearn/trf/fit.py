@@ -87,9 +87,11 @@ def _ppl(logp, corpus) -> float:
     return float(math.exp(-np.sum(logp) / (corpus.lengths.sum() + len(corpus))))
 
 
-def fit_trf(train, dev, vocab, cfg: FitConfig, *, model_path, resume: bool = False, progress=None):
+def fit_trf(train, dev, vocab, cfg: FitConfig, *, model_path, resume: bool = False, progress=None,
+            lower: bool = False):
     """Train a TRF on the id corpora ``train`` and ``dev`` (:func:`to_corpus`) and save it with
-    its vocabulary to ``model_path`` (atomically, at every evaluation and at the end).
+    its vocabulary to ``model_path`` (atomically, at every evaluation and at the end);
+    ``lower``: the text was lower-cased (recorded, so that scoring lower-cases too).
 
     Returns:
         (model, summary dict: iterations, seconds, the held-out perplexity curve and at the end).
@@ -131,6 +133,7 @@ def fit_trf(train, dev, vocab, cfg: FitConfig, *, model_path, resume: bool = Fal
     t_train = time.time()
 
     def cb(t, m, rec):
+        m.meta["lower"] = bool(lower)
         if t % cfg.eval_every == 0:
             curve.append({"iteration": t, "seconds": time.time() - t_train,
                           "dev_ppl": _ppl(m.log_probs(dev, log_z1=m.log_z1()), dev)})
@@ -141,6 +144,7 @@ def fit_trf(train, dev, vocab, cfg: FitConfig, *, model_path, resume: bool = Fal
 
     model, rec = train_augsa(fs, train, acfg, dev=dev, callback=cb, progress=say, model=resumed)
     model.meta["curve"] = curve
+    model.meta["lower"] = bool(lower)
     if cfg.refine_iterations > 0:
         say(f"re-estimating zeta with lambda fixed ({cfg.refine_iterations:,} iterations)")
         refine_zeta(model, cfg.refine_iterations, samples=cfg.samples, chains=cfg.chains, train=train,

@@ -111,13 +111,14 @@ class TRFScorer:
         return r.length_term[length_groups(lens, r.m, r.long)] + scores
 
 
-def read_sentences(path, vocab: list[str], batch: int = BATCH) -> Iterator[tuple[Corpus, np.ndarray]]:
+def read_sentences(path, vocab: list[str], batch: int = BATCH, lower: bool = False) -> Iterator[tuple[Corpus, np.ndarray]]:
     """Batches of sentences of a text file or stdin (``-``) as word ids.
 
     Args:
         path: the file (.gz/.bz2/.xz read too), or ``-`` for stdin.
         vocab: the model's words.
         batch: sentences per batch.
+        lower: lower-case each line first (a model trained on lower-cased text).
 
     Yields:
         (corpus, int64 [n] ``<unk>`` replacements per sentence); an empty line is a
@@ -134,6 +135,8 @@ def read_sentences(path, vocab: list[str], batch: int = BATCH) -> Iterator[tuple
     name = STDIN if stdin else str(path)
     toks, ptr, oov = [], [0], []
     for n, line in byte_lines(path, utf8=False, binary=stdin, empty=stdin):
+        if lower:
+            line = line.decode("utf-8", "surrogateescape").lower().encode("utf-8", "surrogateescape")
         k = 0
         for w in line.split():
             i = index.get(w)
@@ -169,7 +172,8 @@ def score_text(model: TRF, vocab: list[str], path, out=None, base: str = "10", t
     and ``<unk>`` count (``log_prob<TAB>unks``, as ``lm score`` writes them) to ``out``.
 
     Args:
-        model: the TRF; vocab: its words.
+        model: the TRF; vocab: its words (lines are lower-cased first when the model was
+            trained on lower-cased text, ``model.meta["lower"]``).
         path: the file, or ``-`` for stdin.
         out: a text stream for the per-line figures, or None.
         base: ``"10"`` (log10) or ``"e"`` (ln).
@@ -191,7 +195,7 @@ def score_text(model: TRF, vocab: list[str], path, out=None, base: str = "10", t
     scale = 1 / math.log(10) if base == "10" else 1.0
     sents = tokens = oovs = zero = tokens_nz = 0
     total = total_nz = 0.0
-    for corpus, oov in read_sentences(path, vocab):
+    for corpus, oov in read_sentences(path, vocab, lower=bool(model.meta.get("lower", False))):
         lp = scorer.log_probs(corpus)
         lens = corpus.lengths + 1
         fin = np.isfinite(lp)
