@@ -5,10 +5,56 @@ from __future__ import annotations
 from .common import DATASET_NAMES, Progress, add_quiet
 
 
+def _decipher_own(args) -> int:
+    import sys
+    from ..experiments.rcm_decipher import parse_runs
+    from collections import Counter
+    from ..data.text import read_token_lines
+    from ..errors import ArgumentError
+    from ..fsm.atomic import atomic_write
+    from ..rcm.decipher import decipher
+    say = Progress(args.quiet)
+    if not (args.cipher and args.plain):
+        raise ArgumentError("--cipher and --plain go together: your ciphertext and plaintext of its language")
+    run = parse_runs(args.runs or "rcms:2:60")
+    if len(run) != 1:
+        raise ArgumentError(f"--runs {args.runs!r}: one run (method:order[:size]) for your own cipher")
+    method, order, size = run[0]
+    plain_lines = read_token_lines([args.plain])
+    cipher_lines = read_token_lines([args.cipher])
+    if not cipher_lines:
+        raise ArgumentError(f"{args.cipher}: no ciphertext in it")
+    counts = Counter(w for s in plain_lines for w in s)
+    words = [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:args.vocab]]
+    wid = {w: i for i, w in enumerate(words)}
+    plain = [[wid[w] for w in s] for s in plain_lines if all(w in wid for w in s)]
+    if not plain:
+        raise ArgumentError(f"{args.plain}: no line consists of its {args.vocab} most frequent words")
+    symbols = sorted({c for s in cipher_lines for c in s})
+    sid = {c: i for i, c in enumerate(symbols)}
+    cipher = [[sid[c] for c in s] for s in cipher_lines]
+    say(f"{len(cipher):,} ciphertext lines ({sum(map(len, cipher)):,} tokens, {len(symbols):,} symbols); "
+        f"plaintext LM of order {order} on {len(plain):,} lines of the {len(words):,} most frequent words")
+    log_emit, best, _ = decipher(cipher, plain, len(words), order=order, size=size or 60, method=method,
+                                 iterations=args.iterations, discount=args.discount, seed=args.seed, progress=say)
+    key = "".join(f"{c}\t{words[int(log_emit[:, j].argmax())]}\n" for j, c in enumerate(symbols))
+    if args.key:
+        atomic_write(args.key, lambda f: f.write(key.encode("utf-8")))
+        say(f"wrote the key to {args.key}: {len(symbols):,} cipher symbols")
+    else:
+        sys.stdout.write(key + "\n")
+    for ws in best:
+        sys.stdout.write(" ".join(words[int(w)] for w in ws) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
 def _decipher(args) -> int:
-    from ..experiments.rcm_decipher import DecipherConfig, parse_runs, run_decipher
+    from ..experiments.rcm_decipher import DEFAULT_RUNS, DecipherConfig, parse_runs, run_decipher
+    if args.cipher or args.plain:
+        return _decipher_own(args)
     cfg = DecipherConfig(data=args.dataset, vocab=args.vocab, ciphertexts=args.ciphertexts,
-                         iterations=args.iterations, seed=args.seed, runs=parse_runs(args.runs),
+                         iterations=args.iterations, seed=args.seed, runs=parse_runs(args.runs or DEFAULT_RUNS),
                          report=args.report, jobs=args.jobs, plaintext=args.plaintext,
                          discount=args.discount, segments=args.segments)
     run_decipher(cfg, progress=Progress(args.quiet))
@@ -137,7 +183,19 @@ def add_parser(sub) -> None:
     from ..experiments.rcm_decipher import DEFAULT_RUNS
     rcm = sub.add_parser("rcms", help="reified context models (Steinhardt and Liang 2015)")
     rsub = rcm.add_subparsers(dest="rcm_command", metavar="command", required=True)
-    p = rsub.add_parser("decipher", help="decipherment by EM (section 6): exact, beam and RCMS contexts")
+    p = rsub.add_parser("decipher", help="decipherment by EM (section 6): exact, beam and RCMS contexts; your own "
+                                         "cipher with --cipher and --plain",
+                        description="Without --cipher: the paper's experiment (section 6, figure 5) on a dataset's "
+                                    "most frequent words, enciphered by a seeded substitution, every run of "
+                                    "--runs.  With --cipher FILE --plain FILE: decipher your own word-"
+                                    "substitution cipher (ciphertext lines of space-separated symbols) by EM "
+                                    "under an absolute-discounting LM of the plaintext's --vocab most frequent "
+                                    "words, with the one run --runs names (default rcms:2:60); prints the "
+                                    "learned key (symbol TAB word; to --key FILE instead) and the deciphered "
+                                    "lines (each token's most probable word).")
+    p.add_argument("--cipher", help="your ciphertext: one line per sentence, symbols separated by spaces")
+    p.add_argument("--plain", help="plaintext of the cipher's language for the LM, one sentence a line")
+    p.add_argument("--key", help="with --cipher: write the key here (default: stdout, before the text)")
     p.add_argument("--dataset", default="mixed-text", choices=DATASET_NAMES,
                    help="the text whose frequent words are enciphered (default: mixed-text)")
     p.add_argument("--vocab", type=int, default=500, help="the most frequent words kept (default 500)")
@@ -152,8 +210,9 @@ def add_parser(sub) -> None:
                         "paper's; 6,241 in Mixed-text at 500 words), or clauses (runs of two or more words "
                         "between punctuation tokens) made only of them (33,440): more plaintext for the "
                         "2nd-order LM (default: sentences)")
-    p.add_argument("--runs", default=DEFAULT_RUNS,
-                   help=f"method (exact, beam or rcms):order[:size],... (default: the paper's {DEFAULT_RUNS})")
+    p.add_argument("--runs", default=None,
+                   help=f"method (exact, beam or rcms):order[:size],... (default: the paper's {DEFAULT_RUNS}; "
+                        "with --cipher one run, default rcms:2:60)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once, in forked processes (default 1)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the cipher and the runs (default 0)")
     p.add_argument("--report", default="reports/rcm-decipher.json",

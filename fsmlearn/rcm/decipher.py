@@ -221,3 +221,44 @@ def mapping_accuracy(counts: np.ndarray, truth: np.ndarray, weights=None) -> flo
     ok = (guess == np.asarray(truth)).astype(float)
     w = np.ones_like(ok) if weights is None else np.asarray(weights, float)
     return float((ok * w).sum() / w.sum())
+
+
+def decipher(ciphertexts, plain, num_words: int, *, order: int = 2, size: int = 60, method: str = "rcms",
+             iterations: int = 20, discount: float = 0.25, seed: int = 0, progress=None):
+    """Learn a substitution table from ``ciphertexts`` (sequences of cipher symbols 0..C-1) by EM
+    (:func:`em_step`) under the plaintext LM of ``plain`` (sequences of words 0..num_words-1;
+    :class:`AbsoluteDiscountLM` of ``order``), from a near-uniform start (``seed``), with
+    ``method`` "rcms", "beam" (RCMS with weight -inf outside the ``size`` contexts) or "exact"
+    (exact ``order``-th order contexts), as section 6's decipherment does.
+
+    Returns:
+        (log_emit float64 [num_words, C]: log p(cipher symbol | word), the words each cipher
+        token most probably stands for (per sequence, int64), the log-likelihood per iteration).
+    """
+    if method not in ("rcms", "beam", "exact") or order < 1 or size < 1 or iterations < 1:
+        raise ArgumentError(f"method {method!r} (rcms, beam or exact), order {order} (>= 1), size {size} and "
+                            f"iterations {iterations} (>= 1)")
+    say = progress or (lambda m: None)
+    C = 1 + max((int(np.max(x)) for x in ciphertexts if len(x)), default=-1)
+    if C < 1:
+        raise ArgumentError("the ciphertext is empty")
+    lm = AbsoluteDiscountLM(plain, num_words, order, discount=discount)
+    model = DecipherModel(lm, outside=-np.inf if method == "beam" else 0.0)
+    rng = np.random.default_rng(seed)
+    log_emit = np.log(np.full((num_words, C), 1.0 / C) * (1 + 0.01 * rng.random((num_words, C))))
+    log_emit -= np.logaddexp.reduce(log_emit, axis=1, keepdims=True)
+    exact = order if method == "exact" else None
+    history = []
+    for it in range(1, iterations + 1):
+        log_emit, ll, _ = em_step(model, ciphertexts, log_emit, size, exact_order=exact)
+        history.append(ll)
+        say(f"EM iteration {it}/{iterations}: log-likelihood {ll:,.1f}")
+    words = []
+    for x in ciphertexts:
+        x = np.asarray(x, np.int64)
+        if not x.size:
+            words.append(np.zeros(0, np.int64))
+            continue
+        r = rcms(model, x.size, size, log_emit[:, x].T, exact_order=exact)
+        words.append(np.argmax(r.marginals(), axis=1).astype(np.int64))
+    return log_emit, words, history
