@@ -11,7 +11,7 @@ context with a star backs off to the lower-order estimate: the n-gram
 features of equation 6 with weights log p(y | history).  The E-step's
 posteriors are the engine's marginals on the RCMS machine.
 
-Public names: AbsoluteDiscountLM, DecipherModel, em_step, mapping_accuracy.
+Public names: AbsoluteDiscountLM, DecipherModel, em_step, mapping_accuracy, decipher.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ..algo import chain_forward_backward
 from ..errors import ArgumentError
 from .model import rcms
 
-__all__ = ["AbsoluteDiscountLM", "DecipherModel", "em_step", "mapping_accuracy"]
+__all__ = ["AbsoluteDiscountLM", "DecipherModel", "em_step", "mapping_accuracy", "decipher"]
 
 _BOS = -2
 
