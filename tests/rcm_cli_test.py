@@ -95,3 +95,41 @@ def test_rcms_decipher_your_own_cipher(tmp_path):
     assert set(learned) == set(symbols) and sum(learned[key[w]] == w for w in words) >= 7
     r = run(["rcms", "decipher", "--cipher", tmp_path / "cipher.txt"])
     assert r.returncode == 2 and "--plain" in r.stderr
+
+
+def _aligned(w: str):
+    """The rule's output of w and how many letters of w each output letter covers."""
+    out, i = [], 0
+    while i < len(w):
+        ch, a = ("f", 2) if w[i:i + 2] == "ph" else ("c" if w[i] == "k" else w[i], 1)
+        if out and out[-1][0] == ch:
+            out[-1] = (ch, out[-1][1] + a)
+        else:
+            out.append((ch, a))
+        i += a
+    return "".join(c for c, _ in out), [a for _, a in out]
+
+
+def test_rcms_train_on_given_alignments(tmp_path):
+    rng = random.Random(6)
+    lines = []
+    for w in _words(rng, 300):
+        y, adv = _aligned(w)
+        if y == _rule(w) and max(adv) <= 2:
+            lines.append(f"{w}\t{y}\t{' '.join(map(str, adv))}")
+    (tmp_path / "train.txt").write_text("\n".join(lines) + "\n")
+    test = [w for w in _words(rng, 40)]
+    (tmp_path / "test.txt").write_text("".join(f"{w}\t{_rule(w)}\n" for w in test))
+    r = run(["rcms", "train", tmp_path / "train.txt", "-o", tmp_path / "m.json", "--chars", "--passes", "2",
+             "--hash-bits", "16"])
+    assert r.returncode == 0, r.stderr
+    assert "alignments given" in r.stderr
+    r = run(["rcms", "eval", tmp_path / "m.json", tmp_path / "test.txt", "--chars", "--beam"])
+    assert r.returncode == 0, r.stderr
+    assert float(r.stdout.split("exact match ")[1].split("%")[0]) >= 80.0, r.stdout
+    (tmp_path / "bad.txt").write_text("abc\tabc\t1 1 1\nphase\tfase\t1 1 1 1\n")
+    r = run(["rcms", "train", tmp_path / "bad.txt", "-o", tmp_path / "x.json", "--chars"])
+    assert r.returncode == 2 and "bad.txt" in r.stderr and ":2" in r.stderr and "alignment" in r.stderr, r.stderr
+    r = run(["rcms", "train", tmp_path / "train.txt", "-o", tmp_path / "x.json", "--chars", "--strategy", "rcms"])
+    assert r.returncode == 2 and "forced" in r.stderr
+    assert not (tmp_path / "x.json").exists()

@@ -88,17 +88,17 @@ def _train(args) -> int:
     say = Progress(args.quiet)
     pairs = read_pairs(args.pairs, args.chars)
     dev = read_pairs(args.dev, args.chars) if args.dev else None
-    say(f"{args.pairs}: {len(pairs):,} pairs, {sum(len(x) for x, _ in pairs):,} input and "
-        f"{sum(len(y) for _, y in pairs):,} output tokens")
+    say(f"{args.pairs}: {len(pairs):,} pairs, {sum(len(p[0]) for p in pairs):,} input and "
+        f"{sum(len(p[1]) for p in pairs):,} output tokens" + (", alignments given" if len(pairs[0]) == 3 else ""))
     t0 = time.time()
-    method = "rcms" if args.strategy == "rcms" else "beam"
+    method = "rcms" if (args.strategy or ("forced" if len(pairs[0]) == 3 else "rcms")) == "rcms" else "beam"
 
     def on_pass(p, model, st, inputs, outputs):
         line = f"pass {p}/{args.passes}: log-likelihood {st['loglik']:.1f}, {time.time() - t0:.0f} s"
         if dev is not None:
-            hyps = [transduce(model, inputs, outputs, x, args.size, method)[0]
-                    if not inputs.unknown(x) else [] for x, _ in dev]
-            r = error_rates(hyps, [y for _, y in dev])
+            hyps = [transduce(model, inputs, outputs, p[0], args.size, method)[0]
+                    if not inputs.unknown(p[0]) else [] for p in dev]
+            r = error_rates(hyps, [p[1] for p in dev])
             line += f"; {args.dev}: CER {r['cer']:.3f}, exact match {100 * r['exact_match']:.1f}%"
         say(line)
 
@@ -149,10 +149,10 @@ def _eval(args) -> int:
     model, inputs, outputs = _load(args.model)
     pairs = read_pairs(args.pairs, args.chars)
     method = "beam" if args.beam else "rcms"
-    hyps = [transduce(model, inputs, outputs, x, args.size, method)[0] if not inputs.unknown(x) else []
-            for x, _ in pairs]
-    unseen = sum(1 for x, _ in pairs if inputs.unknown(x))
-    r = error_rates(hyps, [y for _, y in pairs])
+    hyps = [transduce(model, inputs, outputs, p[0], args.size, method)[0] if not inputs.unknown(p[0]) else []
+            for p in pairs]
+    unseen = sum(1 for p in pairs if inputs.unknown(p[0]))
+    r = error_rates(hyps, [p[1] for p in pairs])
     print(f"{args.pairs}: CER {r['cer']:.4f} ({r['reference_tokens']:,} reference tokens), exact match "
           f"{100 * r['exact_match']:.2f}% ({r['pairs']:,} pairs"
           + (f"; {unseen} with input symbols the model never saw, counted as empty outputs)" if unseen else ")"))
@@ -229,10 +229,11 @@ def add_parser(sub) -> None:
                                     "search selecting by model, target or hybrid score, or forced decoding of "
                                     "imputed alignments.  The model (with its symbol tables) is written "
                                     "atomically to -o; 'fsmlearn rcms decode' and 'fsmlearn rcms eval' apply it.")
-    p.add_argument("pairs", help="training pairs, input<TAB>output per line")
+    p.add_argument("pairs", help="training pairs, input<TAB>output per line, optionally <TAB>alignment: the input "
+                                 "tokens each output token covers (e.g. 1 2 1)")
     p.add_argument("-o", "--output", required=True, help="the model file to write")
-    p.add_argument("--strategy", choices=["rcms", "model", "target", "hybrid", "forced"], default="rcms",
-                   help="learning strategy (default rcms)")
+    p.add_argument("--strategy", choices=["rcms", "model", "target", "hybrid", "forced"], default=None,
+                   help="learning strategy (default rcms; forced, on them, when the pairs give alignments)")
     p.add_argument("--order", type=int, default=4, help="n: features on output (n+1)-grams (default 4: 5-grams)")
     p.add_argument("--passes", type=int, default=5, help="passes over the pairs (default 5)")
     p.add_argument("--max-advance", type=int, default=2, help="input tokens one output token may cover (default 2)")

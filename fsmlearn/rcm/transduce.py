@@ -28,12 +28,15 @@ def _split(text: str, chars: bool) -> list[str]:
     return list(text.strip()) if chars else text.split()
 
 
-def read_pairs(path, chars: bool = False) -> list[tuple[list[str], list[str]]]:
+def read_pairs(path, chars: bool = False) -> list[tuple]:
     """Input/output pairs, one a line: ``input<TAB>output``, tokens separated by spaces (or every
-    character a token, ``chars``).
+    character a token, ``chars``), optionally ``<TAB>alignment``: how many input tokens each
+    output token covers (space-separated integers >= 1, one per output token, summing to the
+    input's length).  Returns (x, y) or (x, y, advances) per line.
 
     Raises:
-        CorpusFormatError: a line without exactly one tab, or with an empty side (file, line).
+        CorpusFormatError: a line with neither 1 nor 2 tabs, an empty side, or an alignment that
+            does not fit its pair (file, line).
     """
     from ..data.text import iter_strict_lines, open_text
     try:
@@ -46,12 +49,25 @@ def read_pairs(path, chars: bool = False) -> list[tuple[list[str], list[str]]]:
             if not line.strip():
                 continue
             parts = line.split("\t")
-            if len(parts) != 2:
-                raise CorpusFormatError(f"expected input<TAB>output, got {len(parts) - 1} tabs: {line!r}", Path(path), ln)
+            if len(parts) not in (2, 3):
+                raise CorpusFormatError(f"expected input<TAB>output[<TAB>alignment], got {len(parts) - 1} tabs: "
+                                        f"{line!r}", Path(path), ln)
             x, y = _split(parts[0], chars), _split(parts[1], chars)
             if not x or not y:
                 raise CorpusFormatError(f"an empty {'input' if not x else 'output'}: {line!r}", Path(path), ln)
-            out.append((x, y))
+            if len(parts) == 3:
+                try:
+                    adv = [int(a) for a in parts[2].split()]
+                except ValueError:
+                    adv = []
+                if len(adv) != len(y) or min(adv, default=0) < 1 or sum(adv) != len(x):
+                    raise CorpusFormatError(f"the alignment {parts[2]!r} must give each of the {len(y)} output tokens "
+                                            f"1 or more of the {len(x)} input tokens, {len(x)} in all", Path(path), ln)
+                out.append((x, y, adv))
+            else:
+                out.append((x, y))
+            if len(out[-1]) != len(out[0]):
+                raise CorpusFormatError("some lines give an alignment and others do not: all or none", Path(path), ln)
     if not out:
         raise ArgumentError(f"{path}: no pair in it")
     return out
@@ -72,26 +88,35 @@ class Alphabet:
         return [t for t in tokens if t not in self.index]
 
 
-def fit_transducer(pairs, *, strategy: str = "rcms", size: int = 20, order: int = 4, passes: int = 5,
+def fit_transducer(pairs, *, strategy: str | None = None, size: int = 20, order: int = 4, passes: int = 5,
                    max_advance: int = 2, hash_bits: int = 20, seed: int = 0, on_pass=None, progress=None):
-    """An :class:`~fsmlearn.rcm.align.AlignRCM` trained on ``pairs`` (token lists): ``size``
+    """An :class:`~fsmlearn.rcm.align.AlignRCM` trained on ``pairs`` (token lists, and with a
+    third item the given alignments, which forced decoding then trains on; ``strategy``
+    default: "forced" with alignments, else "rcms"): ``size``
     contexts per position (B), character ``order`` n (features on (n + 1)-grams), ``passes``
     over the data.  ``on_pass(p, model, stats, inputs, outputs)`` after each pass.  Returns (model, inputs,
     outputs) (the :class:`Alphabet` of each side)."""
     from .align import AlignRCM
     from .align_learn import STRATEGIES, DenseAdaGrad, impute_alignments, train
+    given = len(pairs[0]) == 3
+    strategy = strategy or ("forced" if given else "rcms")
+    if given and strategy != "forced":
+        raise ArgumentError(f"alignments are given: they train forced decoding, not strategy {strategy!r}")
     if strategy not in STRATEGIES:
         raise ArgumentError(f"strategy {strategy!r}: one of {', '.join(STRATEGIES)}")
     if size < 1 or passes < 1 or order < 0 or not 1 <= max_advance <= 20 or not 4 <= hash_bits <= 30:
         raise ArgumentError(f"size {size} and passes {passes} (>= 1), order {order} (>= 0), max_advance "
                             f"{max_advance} (1..20), hash_bits {hash_bits} (4..30)")
-    inputs = Alphabet(sorted({t for x, _ in pairs for t in x}))
-    outputs = Alphabet(sorted({t for _, y in pairs for t in y}))
-    data = [(inputs.ids(x), outputs.ids(y)) for x, y in pairs]
+    inputs = Alphabet(sorted({t for p in pairs for t in p[0]}))
+    outputs = Alphabet(sorted({t for p in pairs for t in p[1]}))
+    data = [(inputs.ids(p[0]), outputs.ids(p[1])) for p in pairs]
+    if given and max(max(p[2]) for p in pairs) > max_advance:
+        raise ArgumentError(f"a given alignment covers more than max_advance = {max_advance} input tokens with one "
+                            "output token")
     model = AlignRCM(len(outputs.symbols), len(inputs.symbols), n=order, max_advance=max_advance, hash_bits=hash_bits)
     opt = DenseAdaGrad(model.theta.size)
-    alignments = None
-    if strategy == "forced":
+    alignments = [np.asarray(p[2], np.int64) for p in pairs] if given else None
+    if strategy == "forced" and not given:
         _, alignments = impute_alignments(data, model.num_chars, model.num_phonemes, max_advance=max_advance,
                                           seed=seed, progress=progress)
     for p in range(1, passes + 1):
