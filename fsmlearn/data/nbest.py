@@ -42,43 +42,38 @@ def read_nbest(path) -> NBest:
         CorpusFormatError: a line of neither layout, a score that is not a finite number, or an
             id whose lines are not together (file and line named).
     """
-    from .text import iter_strict_lines, open_text
-    try:
-        f = open_text(path, "rb")
-    except OSError as e:
-        raise ArgumentError(f"{path}: cannot read: {e.strerror or e}") from None
+    from .text import strict_file_lines
     ids, hyps, scores, starts = [], [], [], []
     seen = set()
-    with f:
-        for ln, line in iter_strict_lines(f, str(path)):
-            if not line.strip():
-                continue
-            if " ||| " in line:
-                fields = [x.strip() for x in line.split("|||")]
-                if len(fields) < 3:
-                    raise CorpusFormatError(f"a Moses n-best line needs id ||| hypothesis ||| ... ||| score: "
-                                            f"{line!r}", Path(path), ln)
-            else:
-                fields = line.split("\t")
-                if len(fields) != 3:
-                    raise CorpusFormatError(f"expected id<TAB>hypothesis<TAB>score or id ||| hypothesis ||| ... ||| "
-                                            f"score: {line!r}", Path(path), ln)
-            i, hyp, sc = fields[0], fields[1].split(), fields[-1]
-            try:
-                s = float(sc)
-            except ValueError:
-                s = float("nan")
-            if not np.isfinite(s):
-                raise CorpusFormatError(f"the score {sc!r} is not a finite number", Path(path), ln)
-            if not ids or ids[-1] != i:
-                if i in seen:
-                    raise CorpusFormatError(f"id {i!r} again after other ids: an id's hypotheses must be together",
-                                            Path(path), ln)
-                seen.add(i)
-                ids.append(i)
-                starts.append(len(hyps))
-            hyps.append(hyp)
-            scores.append(s)
+    for ln, line in strict_file_lines(path):
+        if not line.strip():
+            continue
+        if " ||| " in line:
+            fields = [x.strip() for x in line.split("|||")]
+            if len(fields) < 3:
+                raise CorpusFormatError(f"a Moses n-best line needs id ||| hypothesis ||| ... ||| score: "
+                                        f"{line!r}", Path(path), ln)
+        else:
+            fields = line.split("\t")
+            if len(fields) != 3:
+                raise CorpusFormatError(f"expected id<TAB>hypothesis<TAB>score or id ||| hypothesis ||| ... ||| "
+                                        f"score: {line!r}", Path(path), ln)
+        i, hyp, sc = fields[0], fields[1].split(), fields[-1]
+        try:
+            s = float(sc)
+        except ValueError:
+            s = float("nan")
+        if not np.isfinite(s):
+            raise CorpusFormatError(f"the score {sc!r} is not a finite number", Path(path), ln)
+        if not ids or ids[-1] != i:
+            if i in seen:
+                raise CorpusFormatError(f"id {i!r} again after other ids: an id's hypotheses must be together",
+                                        Path(path), ln)
+            seen.add(i)
+            ids.append(i)
+            starts.append(len(hyps))
+        hyps.append(hyp)
+        scores.append(s)
     if not ids:
         raise ArgumentError(f"{path}: no hypothesis in it")
     return NBest(ids, hyps, np.array(scores), np.array(starts + [len(hyps)], np.int64))
@@ -86,13 +81,8 @@ def read_nbest(path) -> NBest:
 
 def read_references(path, n: int) -> list[list[str]]:
     """One reference per line (tokens separated by spaces) for the ``n`` ids of a list."""
-    from .text import iter_strict_lines, open_text
-    try:
-        f = open_text(path, "rb")
-    except OSError as e:
-        raise ArgumentError(f"{path}: cannot read: {e.strerror or e}") from None
-    with f:
-        refs = [line.split() for _, line in iter_strict_lines(f, str(path))]
+    from .text import strict_file_lines
+    refs = [line.split() for _, line in strict_file_lines(path)]
     if len(refs) != n:
         raise ArgumentError(f"{path}: {len(refs)} references for a list of {n} ids (one per id, in its order)")
     return refs

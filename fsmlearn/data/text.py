@@ -95,27 +95,31 @@ def iter_strict_lines(f, where: str = "<stdin>"):
         yield lineno, line
 
 
+def strict_file_lines(path):
+    """The (line number, line) pairs of a text file (:func:`iter_strict_lines`; ``.gz``/``.bz2``/
+    ``.xz`` decompressed).
+
+    Raises:
+        ArgumentError: a file that cannot be opened; CorpusFormatError: as
+            :func:`iter_strict_lines`.
+    """
+    from ..errors import ArgumentError
+    try:
+        f = open_text(path, "rb")
+    except OSError as e:
+        raise ArgumentError(f"{path}: cannot read: {e.strerror or e}") from None
+    with f:
+        yield from iter_strict_lines(f, str(path))
+
+
 def read_token_lines(paths) -> list[list[str]]:
     """The sentences of text files (one a line, tokens separated by white space; ``.gz``/
     ``.bz2``/``.xz`` decompressed), empty lines skipped.
 
     Raises:
-        CorpusFormatError: binary data or text that is not UTF-8, with the file and line.
-        ArgumentError: a file that cannot be opened.
+        as :func:`strict_file_lines`.
     """
-    from ..errors import ArgumentError
-    out = []
-    for p in paths:
-        try:
-            f = open_text(p, "rb")
-        except OSError as e:
-            raise ArgumentError(f"{p}: cannot read: {e.strerror or e}") from None
-        with f:
-            for _, line in iter_strict_lines(f, str(p)):
-                words = line.split()
-                if words:
-                    out.append(words)
-    return out
+    return [words for p in paths for _, line in strict_file_lines(p) if (words := line.split())]
 
 
 def held_out(sents, dev=None, every: int = 20):

@@ -38,36 +38,31 @@ def read_pairs(path, chars: bool = False) -> list[tuple]:
         CorpusFormatError: a line with neither 1 nor 2 tabs, an empty side, or an alignment that
             does not fit its pair (file, line).
     """
-    from ..data.text import iter_strict_lines, open_text
-    try:
-        f = open_text(path, "rb")
-    except OSError as e:
-        raise ArgumentError(f"{path}: cannot read: {e.strerror or e}") from None
+    from ..data.text import strict_file_lines
     out = []
-    with f:
-        for ln, line in iter_strict_lines(f, str(path)):
-            if not line.strip():
-                continue
-            parts = line.split("\t")
-            if len(parts) not in (2, 3):
-                raise CorpusFormatError(f"expected input<TAB>output[<TAB>alignment], got {len(parts) - 1} tabs: "
-                                        f"{line!r}", Path(path), ln)
-            x, y = _split(parts[0], chars), _split(parts[1], chars)
-            if not x or not y:
-                raise CorpusFormatError(f"an empty {'input' if not x else 'output'}: {line!r}", Path(path), ln)
-            if len(parts) == 3:
-                try:
-                    adv = [int(a) for a in parts[2].split()]
-                except ValueError:
-                    adv = []
-                if len(adv) != len(y) or min(adv, default=0) < 1 or sum(adv) != len(x):
-                    raise CorpusFormatError(f"the alignment {parts[2]!r} must give each of the {len(y)} output tokens "
-                                            f"1 or more of the {len(x)} input tokens, {len(x)} in all", Path(path), ln)
-                out.append((x, y, adv))
-            else:
-                out.append((x, y))
-            if len(out[-1]) != len(out[0]):
-                raise CorpusFormatError("some lines give an alignment and others do not: all or none", Path(path), ln)
+    for ln, line in strict_file_lines(path):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) not in (2, 3):
+            raise CorpusFormatError(f"expected input<TAB>output[<TAB>alignment], got {len(parts) - 1} tabs: "
+                                    f"{line!r}", Path(path), ln)
+        x, y = _split(parts[0], chars), _split(parts[1], chars)
+        if not x or not y:
+            raise CorpusFormatError(f"an empty {'input' if not x else 'output'}: {line!r}", Path(path), ln)
+        if len(parts) == 3:
+            try:
+                adv = [int(a) for a in parts[2].split()]
+            except ValueError:
+                adv = []
+            if len(adv) != len(y) or min(adv, default=0) < 1 or sum(adv) != len(x):
+                raise CorpusFormatError(f"the alignment {parts[2]!r} must give each of the {len(y)} output tokens "
+                                        f"1 or more of the {len(x)} input tokens, {len(x)} in all", Path(path), ln)
+            out.append((x, y, adv))
+        else:
+            out.append((x, y))
+        if len(out[-1]) != len(out[0]):
+            raise CorpusFormatError("some lines give an alignment and others do not: all or none", Path(path), ln)
     if not out:
         raise ArgumentError(f"{path}: no pair in it")
     return out

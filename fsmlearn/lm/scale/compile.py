@@ -172,15 +172,13 @@ def _state_of_suffix(g, j, is_ctx_flat, off, suf_flat, sid_flat):
 
 
 @nb.njit(cache=True)
-def _arcs_kernel(rows_last, lp, src, suf_k, k, N, is_ctx_flat, off, suf_flat, sid_flat, bos, eos, home,
+def _arcs_kernel(rows_last, lp, src, suf_k, k, N, is_ctx_flat, off, suf_flat, sid_flat, bos, eos,
                  a_src, a_lab, a_dst, a_w, f_state, f_w):
-    """The arcs and final weights of the order-k rows (``_build_arcs``'s rule, row by row; not
-    of the rows another partition answers for, ``home`` false); returns (arcs, finals) written."""
+    """The arcs and final weights of the order-k rows (``_build_arcs``'s rule, row by row);
+    returns (arcs, finals) written."""
     a = 0
     f = 0
     for i in range(rows_last.shape[0]):
-        if not home:
-            break
         w = rows_last[i]
         s = src[i]
         if w == eos:
@@ -282,8 +280,10 @@ def arcs(parts, replies, bos: int, eos: int):
         a_src, a_lab = np.empty(M, np.int64), np.empty(M, np.int32)
         a_dst, a_w = np.empty(M, np.int64), np.empty(M)
         f_s, f_w = np.empty(M, np.int64), np.empty(M)
-        na, nf = _arcs_kernel(np.ascontiguousarray(rows[:, -1]), st["lp"][k], src, suf_k, k, N, is_ctx_flat,
-                              off, suf_flat, sid_flat, bos, eos, home, a_src, a_lab, a_dst, a_w, f_s, f_w)
+        na, nf = 0, 0                   # a copy another partition answers for gives no arc here
+        if home:
+            na, nf = _arcs_kernel(np.ascontiguousarray(rows[:, -1]), st["lp"][k], src, suf_k, k, N, is_ctx_flat,
+                                  off, suf_flat, sid_flat, bos, eos, a_src, a_lab, a_dst, a_w, f_s, f_w)
         A_src.append(a_src[:na]), A_lab.append(a_lab[:na]), A_dst.append(a_dst[:na]), A_w.append(a_w[:na])
         F_s.append(f_s[:nf]), F_w.append(f_w[:nf])
     out = {"src": np.concatenate(A_src), "lab": np.concatenate(A_lab), "dst": np.concatenate(A_dst),
