@@ -19,8 +19,9 @@ Posteriors and expectations:
     expectation (values on arcs and on final weights), entropy (of the paths,
     final weights included).
 Paths:
-    best_path (a Path), sample_paths (a Samples), label_strings (the symbols of
-    either, through the symbol tables).
+    best_path (a Path), k_best_paths (the k cheapest of an acyclic machine),
+    sample_paths (a Samples), label_strings (the symbols of either, through the
+    symbol tables).
 Operations on machines:
     compose, intersect (failure arcs on the right machine), trim, phi_expand.
 Errors (all in :mod:`fsmlearn.errors`):
@@ -48,14 +49,14 @@ __version__ = "0.1.0"
 #: fsmlearn`` stays cheap for commands that need one part of the engine
 _ENGINE = ("shortest_distance", "forward", "backward", "total_weight", "forward_backward", "ForwardBackward",
            "arc_posteriors", "final_posteriors", "log_partition_gradient", "expectation", "entropy",
-           "best_path", "Path", "sample_paths", "Samples", "label_strings", "compose", "intersect", "trim",
-           "phi_expand")
+           "best_path", "k_best_paths", "Path", "sample_paths", "Samples", "label_strings", "compose", "intersect",
+           "trim", "phi_expand")
 __all__ = ["Machine", "SymbolTable", "EPSILON", "PHI", "DEFAULT_OPENFST_PHI",
            "FsmError", "NoAcceptingPathError", "NotAMachineError", "SymbolTableError",
            "shortest_distance", "forward", "backward", "total_weight",
            "forward_backward", "ForwardBackward", "arc_posteriors", "final_posteriors",
            "log_partition_gradient", "expectation", "entropy",
-           "best_path", "Path", "sample_paths", "Samples", "label_strings",
+           "best_path", "k_best_paths", "Path", "sample_paths", "Samples", "label_strings",
            "compose", "intersect", "trim", "phi_expand"]
 
 

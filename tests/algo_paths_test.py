@@ -7,7 +7,8 @@ import pynini
 import pytest
 
 from conftest import backoff_machine, random_machine
-from fsmlearn.algo import arc_posteriors, best_path, compose, label_strings, sample_paths, total_weight
+from fsmlearn.algo import (arc_posteriors, best_path, compose, k_best_paths, label_strings, sample_paths,
+                           total_weight)
 from fsmlearn.errors import ArgumentError, NoAcceptingPathError
 from fsmlearn.fsm import PHI, Machine, SymbolTable
 from fsmlearn.testing import chi2_sf, enumerate_paths
@@ -25,6 +26,43 @@ def test_best_path_matches_pynini(rng, cyclic):
         w, fin = m.neglog_weights()
         assert p.weight == pytest.approx(w[p.arcs].sum() + fin[p.states[-1]], abs=1e-9)
         assert p.states[0] == m.start
+
+
+def test_k_best_paths_are_the_cheapest_paths_by_enumeration(rng):
+    for trial in range(6):
+        m = random_machine(rng, 9, 18, cyclic=False, semiring="tropical", arc_type="log64")
+        w, f = m.neglog_weights()
+        costs = sorted(-np.log(p) for _, p in enumerate_paths(m))
+        for k in (1, 3, len(costs) + 2):
+            got = k_best_paths(m, k)
+            assert len(got) == min(k, len(costs))
+            assert [p.weight for p in got] == pytest.approx(costs[:len(got)], abs=1e-9)
+            for p in got:       # each a path of the machine with the cost it says
+                assert p.states[0] == m.start and np.all(m.arc_src[p.arcs] == p.states[:-1])
+                assert p.weight == pytest.approx(w[p.arcs].sum() + f[p.states[-1]], abs=1e-9)
+            assert len({tuple(p.arcs) for p in got}) == len(got)
+        assert k_best_paths(m, 1)[0].weight == pytest.approx(best_path(m).weight, abs=1e-9)
+
+
+def test_k_best_paths_match_pynini_nshortest(rng):
+    for _ in range(4):
+        m = random_machine(rng, 40, 160, cyclic=False, semiring="tropical", arc_type="log64")
+        sp = pynini.shortestpath(m.to_pynini("standard"), nshortest=7)
+        ref = sorted(-np.log(p) for _, p in enumerate_paths(Machine.from_pynini(sp, semiring="tropical")))
+        assert len(ref) == 7
+        got = [p.weight for p in k_best_paths(m, 7)]
+        assert got == pytest.approx(ref, rel=1e-5)
+
+
+def test_k_best_paths_refuses_cycles_and_bad_k(rng):
+    m = random_machine(rng, 8, 30, cyclic=True, semiring="tropical", arc_type="log64")
+    with pytest.raises(ArgumentError, match="cycle"):
+        k_best_paths(m, 2)
+    with pytest.raises(ArgumentError, match="k must be an integer"):
+        k_best_paths(m, 0)
+    empty = Machine.from_arcs(2, 0, {}, [0], [1], [1], weight=[0.0])
+    with pytest.raises(NoAcceptingPathError, match="accepts no string"):
+        k_best_paths(empty, 3)
 
 
 def test_best_path_of_empty_language():

@@ -16,7 +16,7 @@ from conftest import random_machine
 from fsmlearn import Machine, NotAMachineError
 
 ENGINE = ["shortest_distance", "forward", "backward", "total_weight", "forward_backward", "arc_posteriors",
-          "final_posteriors", "log_partition_gradient", "expectation", "entropy", "best_path", "sample_paths",
+          "final_posteriors", "log_partition_gradient", "expectation", "entropy", "best_path", "k_best_paths", "sample_paths",
           "label_strings", "compose", "intersect", "trim", "phi_expand"]
 
 
@@ -98,6 +98,7 @@ def _calls(x, m):
         "expectation": lambda: fsmlearn.expectation(x, np.ones(3)),
         "entropy": lambda: fsmlearn.entropy(x),
         "best_path": lambda: fsmlearn.best_path(x),
+        "k_best_paths": lambda: fsmlearn.k_best_paths(x, 2),
         "sample_paths": lambda: fsmlearn.sample_paths(x, 3),
         "label_strings": lambda: fsmlearn.label_strings(x, paths.Samples(np.zeros(1, np.int64),
                                                                          np.zeros(0, np.int64))),

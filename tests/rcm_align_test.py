@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from fsmlearn.algo import forward_backward
 from fsmlearn.errors import ArgumentError, NoAcceptingPathError
-from fsmlearn.rcm.align import (BOS, EOS, AlignRCM, advances_valid, best_alignment, decode, feature_id,
-                                rcms_align)
+from fsmlearn.rcm.align import BOS, EOS, AlignRCM, advances_valid, feature_id, rcms_align
+from fsmlearn.rcm.align_decode import best_alignment, decode, decode_kbest, output_marginals
 from fsmlearn.rcm.align_learn import (STRATEGIES, average_context_length, impute_alignments, prepare_update,
                                       sequence_gradient, train)
 
@@ -249,6 +249,30 @@ def test_with_room_for_every_suffix_inference_is_exact(C, A, Lp, ML, n, backoff,
     assert tuple(chars) == tuple(v % C for v in best)
     same = [k for k, p in enumerate(paths) if tuple(v % C for v in p) == tuple(chars)]
     assert abs(conf - np.exp(sc[same] - logz).sum()) < 1e-9
+    # the k best outputs: distinct y in the order of their best (y, z), each with p(y | x)
+    best_of: dict = {}
+    for k in np.argsort(-sc, kind="stable"):
+        best_of.setdefault(tuple(v % C for v in paths[k]), []).append(k)
+    want = list(best_of)[:4]
+    got = decode_kbest(model, x, 4, BIG, max_len=ML)
+    assert len(got) == min(4, len(best_of))
+    for (chars_k, p_y, lp), y_k in zip(got, want):
+        ks = best_of[y_k]
+        assert abs(lp - (sc[ks].max() - logz)) < 1e-9       # its best alignment's log p(y, z | x)
+        assert abs(p_y - np.exp(sc[ks] - logz).sum()) < 1e-9
+        if len({round(sc[j], 9) for j in range(len(paths))}) == len(paths):      # no ties: the same order
+            assert tuple(chars_k) == y_k
+    # the posterior marginals of the characters by position; row i sums to P(|y| >= i)
+    char_marg = np.zeros((ML, C))
+    for v in range(V):
+        char_marg[:, v % C] += marg[:, v]
+    om = output_marginals(model, x, BIG, max_len=ML)
+    assert om.shape == (ML, C) and np.abs(om - char_marg).max() < 1e-9
+    assert np.abs(om.sum(axis=1) - length[::-1].cumsum()[::-1][1:]).max() < 1e-9
+    # the lattice's own element machine is the reference's
+    em, _ = element_machine(lat)
+    lem = lat.element_machine()
+    assert np.array_equal(lem.dst, em.dst) and np.array_equal(lem.weight, em.weight)
 
 
 def element_machine(lat, allowed=None, length=None):

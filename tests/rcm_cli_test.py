@@ -55,6 +55,29 @@ def test_rcms_train_decode_eval_on_a_spelling_rule(tmp_path):
     outs = [ln.split("\t") for ln in r1.stdout.splitlines()]
     assert sum(o == _rule(w) for (o, _), w in zip(outs, test)) >= 0.8 * len(test)
     assert all(0.0 < float(p) <= 1.0 + 1e-9 for _, p in outs)
+    # the k best: the first is decode's, probabilities distinct outputs' (summing to at most 1)
+    r = run(["rcms", "decode", tmp_path / "m.json", "--chars", "--kbest", "3"], stdin="\n".join(test[:5]) + "\n")
+    assert r.returncode == 0, r.stderr
+    blocks = [b.splitlines() for b in r.stdout.strip("\n").split("\n\n")]
+    assert len(blocks) == 5
+    for block, (best, p_best) in zip(blocks, outs):
+        rows = [ln.split("\t") for ln in block]
+        assert [int(x[0]) for x in rows] == list(range(1, len(rows) + 1)) and 1 <= len(rows) <= 3
+        assert rows[0][1] == best and abs(float(rows[0][2]) - float(p_best)) <= 1e-5 * float(p_best)
+        assert len({x[1] for x in rows}) == len(rows) and sum(float(x[2]) for x in rows) <= 1 + 1e-6
+    # the posterior marginals: the first position's tokens sum to 1, the most probable first
+    r = run(["rcms", "decode", tmp_path / "m.json", "--chars", "--marginals", "--min-probability", "0"],
+            stdin=test[0] + "\n")
+    assert r.returncode == 0, r.stderr
+    rows = [ln.split("\t") for ln in r.stdout.strip("\n").splitlines()]
+    assert [int(x[0]) for x in rows] == list(range(1, len(rows) + 1)) and len(rows) >= len(_rule(test[0]))
+    first = [(t.rsplit(" ", 1)[0], float(t.rsplit(" ", 1)[1])) for t in rows[0][1:]]
+    assert abs(sum(p for _, p in first) - 1.0) < 1e-3 and [p for _, p in first] == sorted((p for _, p in first),
+                                                                                          reverse=True)
+    if float(outs[0][1]) > 0.5:         # a confident best output: its first token is the likeliest
+        assert first[0][0] == outs[0][0][0]
+    r = run(["rcms", "decode", tmp_path / "m.json", "--chars", "--kbest", "0"], stdin="abc\n")
+    assert r.returncode == 2 and "--kbest" in r.stderr
     r = run(["rcms", "decode", tmp_path / "m.json", "--chars"], stdin="zzz\n")
     assert r.returncode == 2 and "<stdin>:1" in r.stderr and "never saw" in r.stderr
     (tmp_path / "bad.txt").write_text("abc\tabc\nno tab here\n")

@@ -7,7 +7,7 @@ relaxation of linear semirings), solve_phi (phi systems), solve_tropical
 rule and the errors it ends in), relax_blocks (systems with matrix-valued
 rows over a phi forest), phi (failure-arc machines as linear systems),
 posteriors (forward-backward, arc posteriors, expectations, entropy, gradients),
-paths (best path, sampling, label strings of paths), compose (composition, intersection), score
+paths (best path, k best paths, sampling, label strings of paths), compose (composition, intersection), score
 (scoring label sequences without a product), chain (forward-backward and
 Viterbi over dense first-order chains given as matrices).
 
@@ -18,7 +18,7 @@ saying to convert it with ``Machine.from_pynini``).
 Public names: shortest_distance, forward, backward, total_weight, SolveInfo,
 forward_backward, ForwardBackward, arc_posteriors, final_posteriors,
 log_partition_gradient, expectation, entropy, phi_expand, phi_structure, linear_system,
-relax_block_system, phi_pass_rows, Path, Samples, best_path, sample_paths,
+relax_block_system, phi_pass_rows, Path, Samples, best_path, k_best_paths, sample_paths,
 label_strings, compose, intersect, score_sequences, ScoreResult, trim, ChainResult,
 chain_forward_backward, chain_best.
 """
@@ -36,7 +36,7 @@ _LAZY = {
     "entropy": "posteriors",
     "phi_expand": "phi", "phi_structure": "phi", "linear_system": "phi",
     "relax_block_system": "relax_blocks", "phi_pass_rows": "relax_blocks",
-    "Path": "paths", "Samples": "paths", "best_path": "paths", "sample_paths": "paths",
+    "Path": "paths", "Samples": "paths", "best_path": "paths", "k_best_paths": "paths", "sample_paths": "paths",
     "label_strings": "paths",
     "score_sequences": "score", "ScoreResult": "score",
     "ChainResult": "chain", "chain_forward_backward": "chain", "chain_best": "chain",

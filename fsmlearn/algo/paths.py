@@ -6,6 +6,11 @@ proportional to their weight: with backward values beta, a path at state s
 stops with probability ``f(s) / beta(s)`` and takes arc a with probability
 ``w_a beta(dst) / beta(s)``.
 
+:func:`k_best_paths` gives the k paths of least cost of an acyclic machine
+(the k-best Viterbi recursion: in topological order every state keeps the k
+cheapest prefixes that reach it, each with the arc and the rank of the prefix
+at that arc's source it extends).
+
 On a phi machine sampling follows failure semantics exactly.  A state's
 events are its own arcs, its own final weight and its phi arc, whose
 probability is the mass its own events leave.  Having taken the phi arc from
@@ -23,7 +28,7 @@ the walk is the machine's own generative process, with no solve.
 ids) into strings of their input or output labels, through the machine's
 symbol tables (label ids where it has none), epsilon and phi skipped.
 
-Public names: Path, best_path, sample_paths, Samples, label_strings.
+Public names: Path, best_path, k_best_paths, sample_paths, Samples, label_strings.
 """
 
 from __future__ import annotations
@@ -109,6 +114,105 @@ def best_path(m: Machine) -> Path:
     arcs = np.asarray(arcs[::-1], dtype=np.int64)
     states = np.concatenate([[m.start], m.dst[arcs]]).astype(np.int64)
     return Path(arcs, states, float(total[q]), m.ilabel[arcs].copy(), m.olabel[arcs].copy())
+
+
+@nb.njit(cache=True)
+def _kbest_kernel(order, src_start, dst, w, start, k):
+    """The k cheapest prefixes of every state of an acyclic machine: ``order`` a topological
+    order of the states; per state, costs ascending, with the arc and the source's rank each
+    extends (ties keep the order they arrive in: sources in ``order``, arcs by id)."""
+    n = src_start.shape[0] - 1
+    cost = np.full((n, k), np.inf)
+    arc_bp = np.full((n, k), -1, np.int64)
+    rank_bp = np.full((n, k), -1, np.int64)
+    cnt = np.zeros(n, np.int64)
+    cost[start, 0] = 0.0
+    cnt[start] = 1
+    for oi in range(order.shape[0]):
+        s = order[oi]
+        for a in range(src_start[s], src_start[s + 1]):
+            d = dst[a]
+            wa = w[a]
+            if not wa < np.inf:
+                continue
+            for r in range(cnt[s]):
+                c = cost[s, r] + wa
+                m = cnt[d]
+                if m == k and c >= cost[d, k - 1]:
+                    break       # the source's later prefixes cost no less
+                j = m if m < k else k - 1
+                while j > 0 and cost[d, j - 1] > c:
+                    cost[d, j] = cost[d, j - 1]
+                    arc_bp[d, j] = arc_bp[d, j - 1]
+                    rank_bp[d, j] = rank_bp[d, j - 1]
+                    j -= 1
+                cost[d, j] = c
+                arc_bp[d, j] = a
+                rank_bp[d, j] = r
+                if m < k:
+                    cnt[d] = m + 1
+    return cost, arc_bp, rank_bp, cnt
+
+
+def k_best_paths(m: Machine, k: int) -> list[Path]:
+    """The ``k`` paths of least cost of an acyclic machine, cheapest first (fewer when it has
+    fewer accepting paths of finite cost; weights as negative logs, the tropical semiring).
+
+    The k-best Viterbi recursion over a topological order: d_k(q) = the k smallest of
+    {d_r(p) + w(a) : a = p -> q, r < k}, then the k smallest d_r(q) + f(q) over all q.  Every
+    path is a distinct arc sequence (an ambiguous machine may give one label string several
+    times: :func:`label_strings` of the result shows it); ties are broken by the order of
+    states and arcs, so the result is deterministic.  ``k_best_paths(m, 1)[0]`` has the cost
+    of :func:`best_path`.
+
+    Raises:
+        ArgumentError: ``k`` < 1, or the machine has a cycle (the k cheapest paths of a cyclic
+            machine are not this recursion's).
+        NoAcceptingPathError: the machine accepts no string.
+        SemiringError: the machine has phi arcs (use phi_expand first).
+        NotAMachineError: ``m`` is not a Machine.
+    """
+    from .schedule import schedule_for
+    require_machine(m, "k_best_paths", "m")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ArgumentError(f"k_best_paths: k must be an integer >= 1, got {k!r}")
+    if m.has_phi:
+        raise SemiringError("k_best_paths over a phi machine needs its phi-free expansion: "
+                            "k_best_paths(phi_expand(m), k)")
+    if m.num_states == 0:
+        raise NoAcceptingPathError("k_best_paths: the machine has no states")
+    sch = schedule_for(m, False)
+    if sch.cyclic:
+        raise ArgumentError("k_best_paths: the machine has a cycle; the k-best recursion needs an acyclic "
+                            "machine (best_path handles cyclic ones)")
+    w, f = m.neglog_weights()
+    k = int(k)
+    cost, arc_bp, rank_bp, cnt = _kbest_kernel(sch.comp_states.astype(np.int64), m.src_start, m.dst,
+                                               np.ascontiguousarray(w, np.float64), int(m.start), k)
+    ranks = np.arange(k)[None, :] < cnt[:, None]
+    tot = np.where(ranks, cost + f[:, None], np.inf).ravel()
+    ok = np.flatnonzero(tot < np.inf)
+    if ok.size == 0:
+        raise NoAcceptingPathError("k_best_paths: the machine accepts no string (no path of finite cost "
+                                   "reaches a final state)")
+    pick = ok[np.argsort(tot[ok], kind="stable")[:k]]
+    src = m.arc_src
+    out = []
+    for flat in pick:
+        q, r = divmod(int(flat), k)
+        arcs = []
+        s = q
+        while arc_bp[s, r] >= 0:
+            a = int(arc_bp[s, r])
+            arcs.append(a)
+            r = int(rank_bp[s, r])
+            s = int(src[a])
+        if s != m.start:
+            raise FsmError(f"internal error: back-pointers end at state {s}, not the start state")
+        arcs = np.asarray(arcs[::-1], dtype=np.int64)
+        states = np.concatenate([[m.start], m.dst[arcs]]).astype(np.int64)
+        out.append(Path(arcs, states, float(tot[flat]), m.ilabel[arcs].copy(), m.olabel[arcs].copy()))
+    return out
 
 
 @dataclass

@@ -126,7 +126,11 @@ def _decode(args) -> int:
     import sys
     from ..data import iter_strict_lines
     from ..errors import ArgumentError
-    from ..rcm.transduce import transduce
+    from ..rcm.transduce import marginals, transduce, transduce_kbest
+    if args.kbest is not None and args.kbest < 1:
+        raise ArgumentError(f"--kbest must be at least 1, got {args.kbest}")
+    if not 0.0 <= args.min_probability < 1.0:
+        raise ArgumentError(f"--min-probability must be in [0, 1), got {args.min_probability}")
     model, inputs, outputs = _load(args.model)
     method = "beam" if args.beam else "rcms"
     join = "" if args.chars else " "
@@ -136,10 +140,19 @@ def _decode(args) -> int:
             sys.stdout.write("\n")
             continue
         try:
-            y, p = transduce(model, inputs, outputs, x, args.size, method)
+            if args.kbest:
+                for r, (y, p) in enumerate(transduce_kbest(model, inputs, outputs, x, args.kbest, args.size, method)):
+                    sys.stdout.write(f"{r + 1}\t{join.join(y)}\t{p:.6g}\n")
+                sys.stdout.write("\n")
+            elif args.marginals:
+                for i, row in enumerate(marginals(model, inputs, outputs, x, args.size, method, args.min_probability)):
+                    sys.stdout.write(f"{i + 1}\t" + "\t".join(f"{t} {p:.4g}" for t, p in row) + "\n")
+                sys.stdout.write("\n")
+            else:
+                y, p = transduce(model, inputs, outputs, x, args.size, method)
+                sys.stdout.write(join.join(y) + (f"\t{p:.6g}" if args.probability else "") + "\n")
         except ArgumentError as e:
             raise ArgumentError(f"<stdin>:{ln}: {e}") from None
-        sys.stdout.write(join.join(y) + (f"\t{p:.6g}" if args.probability else "") + "\n")
     sys.stdout.flush()
     return 0
 
@@ -247,11 +260,22 @@ def add_parser(sub) -> None:
 
     p = rsub.add_parser("decode", help="the best output for each input line (stdin) of a trained transducer",
                         description="Read inputs from stdin, one a line, and write the best output of each "
-                                    "(the engine's best path over the RCMS contexts, or the beam's with --beam), "
-                                    "with --probability its p(y | x) after a tab.")
+                                    "(Steinhardt and Liang 2015, section 6: the engine's best path over the RCMS "
+                                    "contexts, B = --size per position and alignment state, or the beam's with "
+                                    "--beam), with --probability its p(y | x) = sum over alignments after a tab.  "
+                                    "--kbest K: per input, K lines 'rank<TAB>output<TAB>p(y | x)' (the distinct "
+                                    "outputs of the cheapest output-alignment paths, in the order of their best "
+                                    "alignment) and a blank line.  --marginals: per input, one line per output "
+                                    "position 'i<TAB>token p<TAB>token p ...' (P(y_i = token | x), most probable "
+                                    "first, above --min-probability; a row sums to P(|y| >= i)) and a blank line.")
     p.add_argument("model", help="a model written by fsmlearn rcms train")
     p.add_argument("--beam", action="store_true", help="beam contexts instead of RCMS contexts")
-    p.add_argument("--probability", action="store_true", help="print p(y | x) after each output")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--probability", action="store_true", help="print p(y | x) after each output")
+    how.add_argument("--kbest", type=int, metavar="K", help="the K best distinct outputs per input, with p(y | x)")
+    how.add_argument("--marginals", action="store_true", help="the posterior marginals of each output position")
+    p.add_argument("--min-probability", type=float, default=0.001,
+                   help="with --marginals, the tokens printed have P(y_i = token | x) above this (default 0.001)")
     _add_transducer_options(p)
     p.set_defaults(func=_decode)
 

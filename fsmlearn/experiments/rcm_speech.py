@@ -40,7 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ArgumentError
-from ..rcm.align import AlignRCM, decode
+from ..rcm.align import AlignRCM
+from ..rcm.align_decode import decode
 from ..rcm.align_learn import STRATEGIES, DenseAdaGrad, impute_alignments, train
 from ..rcm.io import save_align_rcm
 from .rcm_metrics import (plot_pass_curves, plot_pr_curves, precision_recall_curve, recall_at_precision,

@@ -409,7 +409,8 @@ def warm_tag(tmp: Path) -> None:
 def warm_rcm(tmp: Path) -> None:
     """Reified context models: RCMS inference and learning, decipherment EM, alignment RCMs."""
     from ..rcm import BOS, STAR, NGramRCM, rcms
-    from ..rcm.align import AlignRCM, best_alignment, decode, feature_id, rcms_align
+    from ..rcm.align import AlignRCM, feature_id, rcms_align
+    from ..rcm.align_decode import best_alignment, decode, decode_kbest, output_marginals
     from ..rcm.align_learn import STRATEGIES, average_context_length, impute_alignments, train
     from ..rcm.decipher import AbsoluteDiscountLM, DecipherModel, em_step, mapping_accuracy
     from ..rcm.io import load_align_rcm, load_rcm, save_align_rcm, save_rcm
@@ -458,6 +459,8 @@ def warm_rcm(tmp: Path) -> None:
         hyp = [decode(am, x, 4)[0], decode(am, x, 4, method="beam")[0]]
         best_alignment(am, x, y, B=4)
         best_alignment(am, x, y, exact_order=1)
+        decode_kbest(am, x, 3, 4)
+        output_marginals(am, x, 4)
         average_context_length(am, x, y, B=4)
         lat = rcms_align(am, x, 4)
         lat.scores(am.theta + 0.1)                       # new weights on built contexts

@@ -77,9 +77,11 @@ array of that size):
   label where the context does not determine it (BOS at i = 1);
 - ``end``: the final n-gram (y_{L-n+1..L}, EOS) on the extended alphabet.
 
-Public names: AlignRCM, AlignLattice, ArcPool, rcms_align, feature_id, decode,
-best_alignment, label_of, advances_valid, STAR, BOS, EOS, TEMPLATES,
-default_max_len.
+Decoding (the best output, the k best, posterior marginals, the best alignment) is
+:mod:`fsmlearn.rcm.align_decode`.
+
+Public names: AlignRCM, AlignLattice, ArcPool, rcms_align, feature_id, label_of,
+advances_valid, method_outside, allowed_labels, STAR, BOS, EOS, TEMPLATES, default_max_len.
 """
 
 from __future__ import annotations
@@ -91,13 +93,12 @@ from dataclasses import dataclass, field
 import numba as nb
 import numpy as np
 
-from ..algo import best_path, forward_backward
 from ..errors import ArgumentError
 from ..fsm.machine import Machine
 from .contexts import _heap_replace_root, _heap_sift_up, _merge_kernel
 
-__all__ = ["AlignRCM", "AlignLattice", "ArcPool", "rcms_align", "feature_id", "decode", "best_alignment", "label_of",
-           "advances_valid", "STAR", "BOS", "EOS", "TEMPLATES", "default_max_len"]
+__all__ = ["AlignRCM", "AlignLattice", "ArcPool", "rcms_align", "feature_id", "label_of", "advances_valid",
+           "method_outside", "allowed_labels", "STAR", "BOS", "EOS", "TEMPLATES", "default_max_len"]
 
 STAR = -1   #: an undetermined position (characters, labels)
 BOS = -2    #: before the sequence (characters, labels, phonemes)
@@ -1100,6 +1101,16 @@ class AlignLattice:
         m = Machine(start=0, final=final, src_start=src_start, dst=dst, ilabel=ilabel, weight=w, semiring="log")
         return m, ArcPool(self.num_arcs, elems, arc, lab, scale, top, total, best)
 
+    def element_machine(self, theta=None, scores=None) -> Machine:
+        """The machine with one arc per element (lattice arc), labelled label + 1 and weighted
+        -score, arcs in the lattice's order: every (y, z) of the contexts is one path of it (the
+        pooled :meth:`machine` has the same path sums with fewer arcs; this one is what the k best
+        paths need, since a pooled arc keeps only its best element's label)."""
+        s, fin = self.scores(theta) if scores is None else scores
+        src_start = _src_start(self.arc_src, self.num_contexts)
+        return Machine(start=0, final=-fin, src_start=src_start, dst=self.arc_dst, ilabel=self.arc_ilabel,
+                       weight=-s, semiring="log")
+
     def target_machine(self, theta=None, scores=None):
         """The machine restricted to the target the lattice was built with."""
         if self.target is None:
@@ -1128,7 +1139,8 @@ def _same_bits(a, b) -> bool:
                                                  np.ascontiguousarray(b).view(np.int64))
 
 
-def _allowed_from(model: AlignRCM, y, advances=None) -> np.ndarray:
+def allowed_labels(model: AlignRCM, y, advances=None) -> np.ndarray:
+    """bool [L, V]: the labels that spell y (with ``advances``, only those advances) at each position."""
     V = model.num_labels
     C = model.num_chars
     L = y.size
@@ -1250,7 +1262,7 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
     allowed = None
     if ya is not None:
         adv = None if advances is None else model.check_advances(advances, L, Lp)
-        allowed = _allowed_from(model, ya, adv)
+        allowed = allowed_labels(model, ya, adv)
     mask = (1 << model.hash_bits) - 1
     theta = model.theta
     xe = np.concatenate([[BOS], xa, [EOS]]).astype(np.int64)
@@ -1356,65 +1368,12 @@ def rcms_align(model: AlignRCM, x, B: int, *, y=None, advances=None, select: str
 
 
 # ----------------------------------------------------------------------------- inference
-def _method_outside(method: str) -> float:
+
+
+def method_outside(method: str) -> float:
+    """The outside weight of a decoding method: 0 for "rcms" (RCMS contexts), -inf for "beam"."""
     if method == "rcms":
         return 0.0
     if method == "beam":
         return -math.inf
     raise ArgumentError(f"method must be 'rcms' or 'beam', got {method!r}")
-
-
-def decode(model: AlignRCM, x, B: int = 20, method: str = "rcms", max_len: int | None = None):
-    """The best output for x and its probability.
-
-    The best path of the machine (the engine's :func:`~fsmlearn.algo.best_path`) gives the best
-    (y, z); its characters are the output, and the confidence is p(y | x) = sum_z p(y, z | x)
-    under the same contexts: exp(log Z_y - log Z), log Z_y the total weight of the machine
-    restricted to y.
-
-    Args:
-        model: the model.
-        x: int [L'] phonemes.
-        B: contexts per position and z.
-        method: "rcms" (RCMS contexts) or "beam" (beam search: outside -inf).
-        max_len: output positions (default :func:`default_max_len`).
-
-    Returns:
-        (characters int64 [L], confidence float); an empty output and 0.0 when nothing has mass.
-    """
-    outside = _method_outside(method)
-    lat = rcms_align(model, x, B, outside=outside, max_len=max_len)
-    sc = lat.scores()
-    m, pool = lat.machine(scores=sc)
-    fb = forward_backward(m, allow_empty=True)
-    if not math.isfinite(fb.log_partition):
-        return np.zeros(0, np.int64), 0.0
-    p = best_path(pool.best_machine(m))
-    labels = np.asarray(p.ilabels, np.int64) - 1
-    chars = labels % model.num_chars
-    allowed = _allowed_from(model, chars)
-    mt, _ = lat.machine(allowed=allowed, length=chars.size, scores=sc)
-    fbt = forward_backward(mt, allow_empty=True)
-    return chars, float(math.exp(min(0.0, fbt.log_partition - fb.log_partition)))
-
-
-def best_alignment(model: AlignRCM, x, y, B: int = 20, exact_order: int | None = None,
-                   max_len: int | None = None) -> np.ndarray:
-    """The best alignment of (x, y): the advances a_1..a_L of the best path of the machine
-    restricted to y (contexts chosen by the target's mass; ``exact_order`` for exact contexts,
-    e.g. 1 for a first-order model, with which the result is the exact Viterbi alignment).
-
-    Raises:
-        ArgumentError: bad arguments, or no alignment of y onto x with at most A phonemes per
-            character.
-    """
-    ya = model.check_y(y)
-    lat = rcms_align(model, x, B, y=ya, select="target", max_len=max_len, exact_order=exact_order,
-                     target_only=True)
-    m, pool = lat.target_machine()
-    fb = forward_backward(m, allow_empty=True)
-    if not math.isfinite(fb.log_partition):
-        raise ArgumentError(f"no alignment of {ya.size} characters onto {lat.x.size} phonemes with at most "
-                            f"{model.max_advance} phonemes per character")
-    p = best_path(pool.best_machine(m))
-    return (np.asarray(p.ilabels, np.int64) - 1) // model.num_chars

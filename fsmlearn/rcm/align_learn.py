@@ -42,7 +42,8 @@ import numpy as np
 
 from ..algo import forward_backward
 from ..errors import ArgumentError
-from .align import AlignLattice, AlignRCM, best_alignment, default_max_len, rcms_align
+from .align import AlignLattice, AlignRCM, default_max_len, rcms_align
+from .align_decode import best_alignment
 
 __all__ = ["STRATEGIES", "UpdateProblem", "prepare_update", "sequence_gradient", "DenseAdaGrad", "train",
            "impute_alignments", "average_context_length"]

@@ -8,9 +8,9 @@ output token covering 1..``max_advance`` input tokens; trained by AdaGrad on the
 log-likelihood with one of the paper's strategies (RCMS contexts, beam search selecting by
 model, target or hybrid score, forced decoding from imputed alignments;
 :func:`~fsmlearn.rcm.align_learn.train`), decoded by the engine's best path over the RCMS or
-beam contexts (:func:`~fsmlearn.rcm.align.decode`).
+beam contexts (:func:`~fsmlearn.rcm.align_decode.decode`).
 
-Public names: read_pairs, Alphabet, fit_transducer, transduce, error_rates.
+Public names: read_pairs, Alphabet, fit_transducer, transduce, transduce_kbest, marginals, error_rates.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ArgumentError, CorpusFormatError
 
-__all__ = ["read_pairs", "Alphabet", "fit_transducer", "transduce", "error_rates"]
+__all__ = ["read_pairs", "Alphabet", "fit_transducer", "transduce", "transduce_kbest", "marginals", "error_rates"]
 
 
 def _split(text: str, chars: bool) -> list[str]:
@@ -122,14 +122,43 @@ def fit_transducer(pairs, *, strategy: str | None = None, size: int = 20, order:
     return model, inputs, outputs
 
 
-def transduce(model, inputs: Alphabet, outputs: Alphabet, x, size: int = 20, method: str = "rcms"):
-    """The best output tokens for the input tokens ``x`` and their probability p(y | x)."""
-    from .align import decode
+def _ids(inputs: Alphabet, x) -> np.ndarray:
     bad = inputs.unknown(x)
     if bad:
         raise ArgumentError(f"input symbols the model never saw: {' '.join(dict.fromkeys(bad))}")
-    y, conf = decode(model, inputs.ids(x), size, method)
+    return inputs.ids(x)
+
+
+def transduce(model, inputs: Alphabet, outputs: Alphabet, x, size: int = 20, method: str = "rcms"):
+    """The best output tokens for the input tokens ``x`` and their probability p(y | x)."""
+    from .align_decode import decode
+    y, conf = decode(model, _ids(inputs, x), size, method)
     return [outputs.symbols[int(c)] for c in y], float(conf)
+
+
+def transduce_kbest(model, inputs: Alphabet, outputs: Alphabet, x, k: int, size: int = 20,
+                    method: str = "rcms") -> list:
+    """The k best distinct outputs for ``x`` (:func:`~fsmlearn.rcm.align_decode.decode_kbest`):
+    a list of (output tokens, p(y | x)), best first."""
+    from .align_decode import decode_kbest
+    return [([outputs.symbols[int(c)] for c in y], p) for y, p, _ in
+            decode_kbest(model, _ids(inputs, x), k, size, method)]
+
+
+def marginals(model, inputs: Alphabet, outputs: Alphabet, x, size: int = 20, method: str = "rcms",
+              threshold: float = 0.0) -> list:
+    """Per output position i = 1, 2, ...: the output tokens t with P(y_i = t | x) > ``threshold``
+    and that probability, most probable first (:func:`~fsmlearn.rcm.align_decode.output_marginals`);
+    positions up to the last one with P(|y| >= i | x) > ``threshold``."""
+    from .align_decode import output_marginals
+    P = output_marginals(model, _ids(inputs, x), size, method)
+    rows = []
+    for i in range(P.shape[0]):
+        if P[i].sum() <= threshold:
+            break
+        order = np.argsort(-P[i], kind="stable")
+        rows.append([(outputs.symbols[int(c)], float(P[i, c])) for c in order if P[i, c] > threshold])
+    return rows
 
 
 def error_rates(hyps, refs) -> dict:
