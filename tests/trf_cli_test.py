@@ -116,7 +116,7 @@ def test_trf_train_on_own_text_scores_and_resumes(tmp_path, capsys):
     A, F = ["cat", "dog", "cow"], ["bread", "rice", "soup"]
     lines = [f"the {r.choice(A)} eats {r.choice(F)}" + (" today" if r.random() < .3 else "") for _ in range(300)]
     (tmp_path / "t.txt").write_text("\n".join(lines) + "\n")
-    args = ["trf", "train", str(tmp_path / "t.txt"), "-o", str(tmp_path / "m.npz"), "--features", "w+c",
+    args = ["trf", "train", str(tmp_path / "t.txt"), "-o", str(tmp_path / "m.npz"), "--features", "class",
             "--classes", "3", "--samples", "20", "--chains", "2", "--iterations", "30", "--eval-every", "10",
             "--refine-iterations", "5", "--max-length", "10", "-q"]
     assert main(args) == 0
@@ -124,6 +124,7 @@ def test_trf_train_on_own_text_scores_and_resumes(tmp_path, capsys):
     model, vocab = load_trf(tmp_path / "m.npz")
     assert vocab[-1] == "<unk>" and set(vocab[:-1]) == {"the", "eats", "today"} | set(A) | set(F)
     assert [c["iteration"] for c in model.meta["curve"]] == [10, 20, 30]
+    assert model.features.templates.names == ("w", "c")       # the preset "class"
     (tmp_path / "s.txt").write_text("the cat eats rice\nrice eats the cat\n")
     capsys.readouterr()
     assert main(["trf", "score", str(tmp_path / "m.npz"), str(tmp_path / "s.txt"), "--sentences"]) == 0
@@ -194,7 +195,7 @@ def test_trf_train_lower_is_recorded_and_applied_by_score(tmp_path, capsys):
     (no <unk> for a capitalised known word) and says so."""
     lines = ["The Cat eats Rice", "the dog eats soup", "A cat eats soup"] * 40
     (tmp_path / "t.txt").write_text("\n".join(lines) + "\n")
-    assert main(["trf", "train", str(tmp_path / "t.txt"), "-o", str(tmp_path / "m.npz"), "--features", "w",
+    assert main(["trf", "train", str(tmp_path / "t.txt"), "-o", str(tmp_path / "m.npz"), "--features", "ngram",
                  "--classes", "2", "--samples", "10", "--chains", "1", "--iterations", "10", "--eval-every", "10",
                  "--refine-iterations", "0", "--max-length", "6", "--lower", "-q"]) == 0
     from fsmlearn.trf.io import load_trf

@@ -50,6 +50,15 @@ def test_table_2_templates():
     assert make_templates("w", 3).label == ("w0", "w-1w0", "w-2w-1w0") and not make_templates("w").uses_classes
 
 
+def test_feature_presets_name_the_papers_sets():
+    assert make_templates("paper").label == make_templates("w+c+ws+cs+wsh+csh+tied").label      # Table 3
+    assert make_templates("previous").names == ("w", "c", "ws", "cs", "cpw")
+    assert make_templates("class", 2).label == ("w0", "w-1w0", "c0", "c-1c0")
+    assert make_templates("ngram").names == ("w",) and not make_templates("ngram").uses_classes
+    with pytest.raises(ArgumentError, match="preset .*paper"):
+        make_templates("papers")
+
+
 @pytest.mark.parametrize("bad", ["w+x", "w+w", ""])
 def test_bad_templates_are_refused(bad):
     with pytest.raises(ArgumentError):

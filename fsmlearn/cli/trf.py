@@ -188,8 +188,10 @@ def add_parser(sub) -> None:
     t.add_argument("--dev", nargs="+", help="held-out text files (default: every 20th sentence of TEXT)")
     t.add_argument("--vocab", help="the vocabulary: a number (the most frequent training words) or a file of "
                                    "words; the rest are <unk> (default: every training word)")
-    t.add_argument("--features", default="w+c+ws+cs+wsh+csh+tied",
-                   help="feature types of Table 2 joined by + (default: %(default)s, the full model; e.g. w+c)")
+    t.add_argument("--features", default="paper",
+                   help="a feature set by name: paper (w+c+ws+cs+wsh+csh+tied, Table 3's TRFs; the default), "
+                        "previous (w+c+ws+cs+cpw, Table 3's TRF of the earlier work), class (w+c), ngram (w); or "
+                        "feature types of Table 2 joined by +")
     t.add_argument("--order", type=int, default=4, help="the largest n of the w and c n-gram features (default 4)")
     t.add_argument("--classes", type=int, default=200, help="word classes (default 200)")
     t.add_argument("--samples", type=int, default=300, help="samples per AugSA iteration (default 300)")
@@ -261,7 +263,8 @@ def _lm(args) -> int:
 def add_lm_parser(tsub) -> None:
     p = tsub.add_parser("lm", help="Brown-LM: TRF (AugSA) against lmplz's KN5 and their interpolations")
     p.add_argument("--features", default="w+c+ws+cs+wsh+csh+tied",
-                   help="feature types of Table 2, joined by + (default: %(default)s, the full model)")
+                   help="feature types of Table 2, joined by +, or a set by name (paper, previous, class, ngram; "
+                        "see trf train) (default: %(default)s, the paper's full model)")
     p.add_argument("--classes", type=int, default=200, help="word classes (default 200)")
     p.add_argument("--iterations", type=int, default=50_000, help="AugSA iteration limit (default 50000)")
     p.add_argument("--hours", type=float, default=2.75, help="training time limit in hours (default 2.75)")

@@ -19,8 +19,12 @@ A feature is stored as one int64 key: the template id (5 bits) above four 14-bit
 holding its token (or class) ids left-aligned (unused slots 0), so keys are exact (no
 hashing collisions) for ids up to 16,382 (vocabularies up to 16,380 tokens).
 
-Public names: TEMPLATE_TYPES, Templates, make_templates, FeatureSet, build_features,
-Corpus, as_corpus, HOLE, MAX_ID.
+Feature sets by name (:data:`FEATURE_PRESETS`): ``paper`` (w+c+ws+cs+wsh+csh+tied, Table 3's
+TRFs of this work), ``previous`` (w+c+ws+cs+cpw, Table 3's best TRF of the previous work),
+``class`` (w+c) and ``ngram`` (w).
+
+Public names: TEMPLATE_TYPES, FEATURE_PRESETS, resolve_features, Templates, make_templates,
+FeatureSet, build_features, Corpus, as_corpus, HOLE, MAX_ID.
 """
 
 from __future__ import annotations
@@ -43,6 +47,22 @@ UNUSED = 1
 KIND_W, KIND_C = 0, 1
 
 TEMPLATE_TYPES = ("w", "c", "ws", "cs", "wsh", "csh", "cpw", "tied")
+
+#: the feature sets of the paper by name (section 6, Table 3) and two smaller ones
+FEATURE_PRESETS = {
+    "paper": "w+c+ws+cs+wsh+csh+tied",      # Table 3's 10 TRFs of this work (and sections 6-7's runs)
+    "previous": "w+c+ws+cs+cpw",            # Table 3's best TRF of the previous work [21]
+    "class": "w+c",                         # word and class n-grams
+    "ngram": "w",                           # word n-grams only
+}
+
+
+def resolve_features(types) -> str:
+    """The ``+``-joined feature types of a preset name (:data:`FEATURE_PRESETS`) or of types
+    given directly (returned as they are)."""
+    if isinstance(types, str) and types.strip() in FEATURE_PRESETS:
+        return FEATURE_PRESETS[types.strip()]
+    return types if isinstance(types, str) else "+".join(types)
 
 
 @dataclass(frozen=True)
@@ -90,20 +110,23 @@ def _type_rows(t: str, order: int):
         return [(("c", "c", "c", "w"), (-3, -2, -1, 0)), (("c", "c", "w"), (-2, -1, 0)), (("c", "w"), (-1, 0))], False
     if t == "tied":
         return [(("c", "c"), (-d, 0)) for d in range(6, 10)] + [(("w", "w"), (-d, 0)) for d in range(6, 10)], True
-    raise ArgumentError(f"unknown TRF feature type {t!r}; expected some of {', '.join(TEMPLATE_TYPES)}")
+    raise ArgumentError(f"unknown TRF feature type {t!r}; expected a preset ({', '.join(FEATURE_PRESETS)}) or "
+                        f"types among {', '.join(TEMPLATE_TYPES)} joined by +")
 
 
 def make_templates(types, order: int = 4) -> Templates:
-    """The template rows of feature types such as ``"w+c+ws+cs+wsh+csh+tied"``.
+    """The template rows of feature types such as ``"w+c+ws+cs+wsh+csh+tied"`` or of a preset.
 
     Args:
-        types: a ``+``-separated string or a sequence of type names (:data:`TEMPLATE_TYPES`).
+        types: a ``+``-separated string or a sequence of type names (:data:`TEMPLATE_TYPES`), or
+            the name of a preset (:data:`FEATURE_PRESETS`: ``paper`` is Table 3's set).
         order: the largest n of the ``w`` and ``c`` n-gram types (1..4).
 
     Raises:
         ArgumentError: an unknown type, a repeated type, or ``order`` outside 1..4.
     """
-    names = tuple(s.strip() for s in (types.split("+") if isinstance(types, str) else types) if s.strip())
+    types = resolve_features(types)
+    names = tuple(s.strip() for s in types.split("+") if s.strip())
     if not names:
         raise ArgumentError("no TRF feature types given")
     if len(set(names)) != len(names):

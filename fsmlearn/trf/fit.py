@@ -110,13 +110,16 @@ def fit_trf(train, dev, vocab, cfg: FitConfig, *, model_path, resume: bool = Fal
             raise ArgumentError(f"{model_path}: another vocabulary (other text or --vocab); remove it or drop "
                                 "--resume")
     V = len(vocab)
-    n_classes = min(cfg.classes, V)
-    t0 = time.time()
-    classes, cinfo = exchange_clusters([train.sentence(i) for i in range(len(train))], V, n_classes, max_passes=50,
-                                       seed=cfg.seed)
-    say(f"{n_classes} classes by exchange clustering: {len(cinfo.criterion)} passes, {time.time() - t0:.1f} s")
-    fs = build_features(train, V, make_templates(cfg.features, cfg.order), classes=classes, n_classes=n_classes)
-    say(f"{fs.num_features:,} features ({cfg.features})")
+    templates = make_templates(cfg.features, cfg.order)
+    classes, n_classes = None, 0
+    if templates.uses_classes:
+        n_classes = min(cfg.classes, V)
+        t0 = time.time()
+        classes, cinfo = exchange_clusters([train.sentence(i) for i in range(len(train))], V, n_classes,
+                                           max_passes=50, seed=cfg.seed)
+        say(f"{n_classes} classes by exchange clustering: {len(cinfo.criterion)} passes, {time.time() - t0:.1f} s")
+    fs = build_features(train, V, templates, classes=classes, n_classes=n_classes or None)
+    say(f"{fs.num_features:,} features ({'+'.join(templates.names)})")
     acfg = AugSAConfig(samples=cfg.samples, chains=cfg.chains, iterations=cfg.iterations, t_c=cfg.t_c,
                        beta_lambda=cfg.beta_lambda, beta_zeta=cfg.beta_zeta, t0=cfg.t0, l2=cfg.l2, pi0="eq26",
                        max_length=cfg.max_length, long=True, stop=True, stop_window=cfg.stop_window,
