@@ -52,6 +52,9 @@ def test_rcms_train_decode_eval_on_a_spelling_rule(tmp_path):
     r1 = run(["rcms", "decode", tmp_path / "m.json", "--chars", "--probability"], stdin="\n".join(test) + "\n")
     r2 = run(["rcms", "decode", tmp_path / "m.json", "--chars", "--probability"], stdin="\n".join(test) + "\n")
     assert r1.returncode == 0 and r1.stdout == r2.stdout            # a reloaded model, the same outputs
+    r3 = run(["rcms", "decode", tmp_path / "m.json", "--chars", "--probability", "--threads", "2"],
+             stdin="\n".join(test) + "\n")
+    assert r3.returncode == 0 and r3.stdout == r1.stdout, r3.stderr     # two worker processes, in input order
     outs = [ln.split("\t") for ln in r1.stdout.splitlines()]
     assert sum(o == _rule(w) for (o, _), w in zip(outs, test)) >= 0.8 * len(test)
     assert all(0.0 < float(p) <= 1.0 + 1e-9 for _, p in outs)
@@ -78,8 +81,9 @@ def test_rcms_train_decode_eval_on_a_spelling_rule(tmp_path):
         assert first[0][0] == outs[0][0][0]
     r = run(["rcms", "decode", tmp_path / "m.json", "--chars", "--kbest", "0"], stdin="abc\n")
     assert r.returncode == 2 and "--kbest" in r.stderr
-    r = run(["rcms", "decode", tmp_path / "m.json", "--chars"], stdin="zzz\n")
-    assert r.returncode == 2 and "<stdin>:1" in r.stderr and "never saw" in r.stderr
+    for threads in ("1", "2"):
+        r = run(["rcms", "decode", tmp_path / "m.json", "--chars", "--threads", threads], stdin="abe\nzzz\n")
+        assert r.returncode == 2 and "<stdin>:2" in r.stderr and "never saw" in r.stderr, r.stderr
     (tmp_path / "bad.txt").write_text("abc\tabc\nno tab here\n")
     r = run(["rcms", "train", tmp_path / "bad.txt", "-o", tmp_path / "x.json"])
     assert r.returncode == 2 and "bad.txt" in r.stderr and ":2" in r.stderr

@@ -119,7 +119,7 @@ def test_trf_train_on_own_text_scores_and_resumes(tmp_path, capsys):
     args = ["trf", "train", str(tmp_path / "t.txt"), "-o", str(tmp_path / "m.npz"), "--features", "class",
             "--classes", "3", "--samples", "20", "--chains", "2", "--iterations", "30", "--eval-every", "10",
             "--refine-iterations", "5", "--max-length", "10", "-q"]
-    assert main(args) == 0
+    assert main(args + ["--threads", "1"]) == 0
     from fsmlearn.trf.io import load_trf
     model, vocab = load_trf(tmp_path / "m.npz")
     assert vocab[-1] == "<unk>" and set(vocab[:-1]) == {"the", "eats", "today"} | set(A) | set(F)
@@ -130,6 +130,9 @@ def test_trf_train_on_own_text_scores_and_resumes(tmp_path, capsys):
     assert main(["trf", "score", str(tmp_path / "m.npz"), str(tmp_path / "s.txt"), "--sentences"]) == 0
     scores = [float(x.split("\t")[0]) for x in capsys.readouterr().out.splitlines()]
     assert scores[0] > scores[1]
+    first = np.array(model.lam)
+    assert main(args[:4] + [str(tmp_path / "m2.npz")] + args[5:] + ["--threads", "2"]) == 0
+    assert np.array_equal(load_trf(tmp_path / "m2.npz")[0].lam, first)     # the chains do not depend on threads
     assert main(args[:-1] + ["--iterations", "40", "--resume", "-q"]) == 0
     assert [c["iteration"] for c in load_trf(tmp_path / "m.npz")[0].meta["curve"]] == [10, 20, 30, 40]
     (tmp_path / "o.txt").write_text("\n".join(x.replace("cat", "lion") for x in lines) + "\n")

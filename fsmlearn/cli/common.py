@@ -1,7 +1,7 @@
 """What the subcommand modules share: progress lines and number formatting.
 
 Public names: DATASET_NAMES, positive_int, Progress, percent, add_quiet, add_scale, check_scale, add_threads,
-check_threads, ngram_sizes.
+check_threads, add_workers, ordered_map, ngram_sizes.
 """
 
 from __future__ import annotations
@@ -49,6 +49,38 @@ def check_threads(threads: int) -> int:
     if threads < 0:
         raise ArgumentError(f"--threads must be >= 0, got {threads}")
     return threads
+
+
+def add_workers(parser) -> None:
+    """``--threads`` for commands whose work per line holds the interpreter (decoders whose kernels
+    are called once per input): that many worker processes, each loading the model once."""
+    parser.add_argument("--threads", type=int, default=1,
+                        help="worker processes applying the model to lines in parallel, output in input order "
+                             "(default 1: this process; 0: one per core)")
+
+
+def ordered_map(init, init_args: tuple, work, items, workers: int, batch: int = 256):
+    """``work(item)`` for every item, in order: here after ``init(*init_args)`` when ``workers`` is 1,
+    else in ``workers`` spawned processes (0: one per core) that each run ``init`` once, the
+    items sent in batches so that a stream is never read whole.  ``init`` and ``work`` are
+    module-level functions (they are pickled by name)."""
+    import itertools
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+    n = workers if workers > 0 else (os.cpu_count() or 1)
+    if n == 1:
+        init(*init_args)
+        for it in items:
+            yield work(it)
+        return
+    it = iter(items)
+    with ProcessPoolExecutor(n, mp_context=get_context("spawn"), initializer=init, initargs=init_args) as ex:
+        while True:
+            chunk = list(itertools.islice(it, batch))
+            if not chunk:
+                break
+            yield from ex.map(work, chunk, chunksize=max(1, len(chunk) // (4 * n)))
 
 
 def positive_int(text: str) -> int:

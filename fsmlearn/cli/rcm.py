@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import DATASET_NAMES, Progress, add_quiet
+from .common import DATASET_NAMES, Progress, add_quiet, add_workers
 
 
 def _decipher_own(args) -> int:
@@ -122,48 +122,82 @@ def _load(path):
     return model, Alphabet(ins), Alphabet(outs)
 
 
+#: the model of this process's decoding workers (ordered_map's init sets it)
+_WORKER: dict = {}
+
+
+def _init_worker(path: str, chars: bool, size: int, method: str, kbest=None, marginals: bool = False,
+                 threshold: float = 0.0, probability: bool = False) -> None:
+    _WORKER.update(model=_load(path), chars=chars, size=size, method=method, kbest=kbest, marginals=marginals,
+                   threshold=threshold, probability=probability)
+
+
+def _decode_one(item):
+    """(line number, text) -> ("ok", output text) or ("error", the line's message)."""
+    from ..errors import ArgumentError
+    from ..rcm.transduce import marginals, transduce, transduce_kbest
+    ln, line = item
+    w = _WORKER
+    model, inputs, outputs = w["model"]
+    x = list(line.strip()) if w["chars"] else line.split()
+    if not x:
+        return "ok", "\n"
+    join = "" if w["chars"] else " "
+    try:
+        if w["kbest"]:
+            rows = transduce_kbest(model, inputs, outputs, x, w["kbest"], w["size"], w["method"])
+            return "ok", "".join(f"{r + 1}\t{join.join(y)}\t{p:.6g}\n" for r, (y, p) in enumerate(rows)) + "\n"
+        if w["marginals"]:
+            rows = marginals(model, inputs, outputs, x, w["size"], w["method"], w["threshold"])
+            return "ok", "".join(f"{i + 1}\t" + "\t".join(f"{t} {p:.4g}" for t, p in row) + "\n"
+                                 for i, row in enumerate(rows)) + "\n"
+        y, p = transduce(model, inputs, outputs, x, w["size"], w["method"])
+        return "ok", join.join(y) + (f"\t{p:.6g}" if w["probability"] else "") + "\n"
+    except ArgumentError as e:
+        return "error", f"<stdin>:{ln}: {e}"
+
+
+def _best_one(item):
+    """(input tokens) -> the best output tokens ([] for an input with unseen symbols)."""
+    from ..rcm.transduce import transduce
+    model, inputs, outputs = _WORKER["model"]
+    if inputs.unknown(item):
+        return []
+    return transduce(model, inputs, outputs, item, _WORKER["size"], _WORKER["method"])[0]
+
+
 def _decode(args) -> int:
     import sys
     from ..data import iter_strict_lines
     from ..errors import ArgumentError
-    from ..rcm.transduce import marginals, transduce, transduce_kbest
+    from .common import check_threads, ordered_map
     if args.kbest is not None and args.kbest < 1:
         raise ArgumentError(f"--kbest must be at least 1, got {args.kbest}")
     if not 0.0 <= args.min_probability < 1.0:
         raise ArgumentError(f"--min-probability must be in [0, 1), got {args.min_probability}")
-    model, inputs, outputs = _load(args.model)
+    workers = check_threads(args.threads)
+    _load(args.model)           # a bad model file: one line here, before any worker starts
     method = "beam" if args.beam else "rcms"
-    join = "" if args.chars else " "
-    for ln, line in iter_strict_lines(getattr(sys.stdin, "buffer", sys.stdin), "<stdin>"):
-        x = list(line.strip()) if args.chars else line.split()
-        if not x:
-            sys.stdout.write("\n")
-            continue
-        try:
-            if args.kbest:
-                for r, (y, p) in enumerate(transduce_kbest(model, inputs, outputs, x, args.kbest, args.size, method)):
-                    sys.stdout.write(f"{r + 1}\t{join.join(y)}\t{p:.6g}\n")
-                sys.stdout.write("\n")
-            elif args.marginals:
-                for i, row in enumerate(marginals(model, inputs, outputs, x, args.size, method, args.min_probability)):
-                    sys.stdout.write(f"{i + 1}\t" + "\t".join(f"{t} {p:.4g}" for t, p in row) + "\n")
-                sys.stdout.write("\n")
-            else:
-                y, p = transduce(model, inputs, outputs, x, args.size, method)
-                sys.stdout.write(join.join(y) + (f"\t{p:.6g}" if args.probability else "") + "\n")
-        except ArgumentError as e:
-            raise ArgumentError(f"<stdin>:{ln}: {e}") from None
+    init_args = (args.model, args.chars, args.size, method, args.kbest, args.marginals, args.min_probability,
+                 args.probability)
+    lines = iter_strict_lines(getattr(sys.stdin, "buffer", sys.stdin), "<stdin>")
+    for status, text in ordered_map(_init_worker, init_args, _decode_one, lines, workers):
+        if status == "error":
+            raise ArgumentError(text)
+        sys.stdout.write(text)
     sys.stdout.flush()
     return 0
 
 
 def _eval(args) -> int:
-    from ..rcm.transduce import error_rates, read_pairs, transduce
-    model, inputs, outputs = _load(args.model)
+    from ..rcm.transduce import error_rates, read_pairs
+    from .common import check_threads, ordered_map
+    workers = check_threads(args.threads)
     pairs = read_pairs(args.pairs, args.chars)
     method = "beam" if args.beam else "rcms"
-    hyps = [transduce(model, inputs, outputs, p[0], args.size, method)[0] if not inputs.unknown(p[0]) else []
-            for p in pairs]
+    hyps = list(ordered_map(_init_worker, (args.model, args.chars, args.size, method), _best_one, [p[0] for p in pairs],
+                            workers))
+    _, inputs, _ = _load(args.model)
     unseen = sum(1 for p in pairs if inputs.unknown(p[0]))
     r = error_rates(hyps, [p[1] for p in pairs])
     print(f"{args.pairs}: CER {r['cer']:.4f} ({r['reference_tokens']:,} reference tokens), exact match "
@@ -277,6 +311,7 @@ def add_parser(sub) -> None:
     p.add_argument("--min-probability", type=float, default=0.001,
                    help="with --marginals, the tokens printed have P(y_i = token | x) above this (default 0.001)")
     _add_transducer_options(p)
+    add_workers(p)
     p.set_defaults(func=_decode)
 
     p = rsub.add_parser("eval", help="CER and exact match of a trained transducer on pairs",
@@ -286,6 +321,7 @@ def add_parser(sub) -> None:
     p.add_argument("pairs", help="input<TAB>output per line")
     p.add_argument("--beam", action="store_true", help="beam contexts instead of RCMS contexts")
     _add_transducer_options(p)
+    add_workers(p)
     p.set_defaults(func=_eval)
 
     p = rsub.add_parser("speech", help="latent alignments (section 6, figure 4): the beam strategies, forced "

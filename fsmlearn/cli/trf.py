@@ -46,6 +46,7 @@ def _score(args) -> int:
 
 def _train(args) -> int:
     from ..data.text import held_out, read_token_lines
+    from .common import check_threads
     from ..errors import ArgumentError
     from ..trf.fit import FitConfig, fit_trf, to_corpus, vocabulary
     say = Progress(args.quiet)
@@ -73,7 +74,8 @@ def _train(args) -> int:
         f"held-out ({'--dev' if args.dev else 'every 20th'}; {oov_d:,} <unk>); vocabulary {len(vocab):,} with <unk>")
     cfg = FitConfig(features=args.features, order=args.order, classes=args.classes, samples=args.samples,
                     chains=args.chains, iterations=args.iterations, hours=args.hours, eval_every=args.eval_every,
-                    refine_iterations=args.refine_iterations, seed=args.seed, max_length=args.max_length)
+                    refine_iterations=args.refine_iterations, seed=args.seed, max_length=args.max_length,
+                    threads=check_threads(args.threads))
     _, summary = fit_trf(train, dev, vocab, cfg, model_path=args.output, resume=args.resume, progress=say,
                          lower=args.lower)
     say(f"wrote {args.output}: {summary['features']:,} features, {summary['iterations']:,} iterations in "
@@ -207,6 +209,9 @@ def add_parser(sub) -> None:
     t.add_argument("--resume", action="store_true", help="continue from the model file's last checkpoint")
     t.add_argument("--lower", action="store_true",
                    help="lower-case the text (recorded in the model: trf score and rescore lower-case theirs too)")
+    t.add_argument("--threads", type=int, default=0,
+                   help="threads running the sampling chains; 0 for all of numba's (default 0; the result does not "
+                        "depend on it: each chain draws from its own generator)")
     add_quiet(t)
     t.set_defaults(func=_train)
     r = tsub.add_parser("rescore", help="rescore an n-best list with a TRF (and an n-gram LM): section 7's use",

@@ -72,12 +72,15 @@ class FitConfig:
     eval_every: int = 100
     refine_iterations: int = 1000
     seed: int = 0
+    threads: int = 0        # numba threads for the sampling chains (0: all; the chains' draws do not depend on it)
 
     def check(self) -> None:
         if not (self.hours > 0 and math.isfinite(self.hours)):
             raise ArgumentError(f"hours = {self.hours} must be positive")
         if self.classes < 2:
             raise ArgumentError(f"classes = {self.classes} must be at least 2")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 0:
+            raise ArgumentError(f"threads = {self.threads!r} must be an integer >= 0")
         if self.refine_iterations < 0 or self.eval_every < 1 or self.iterations < 1:
             raise ArgumentError(f"refine_iterations {self.refine_iterations} (>= 0), eval_every {self.eval_every} "
                                 f"and iterations {self.iterations} (>= 1)")
@@ -145,7 +148,13 @@ def fit_trf(train, dev, vocab, cfg: FitConfig, *, model_path, resume: bool = Fal
             say(f"iteration {t:,}: held-out perplexity {curve[-1]['dev_ppl']:.1f}")
         return time.time() > deadline
 
-    model, rec = train_augsa(fs, train, acfg, dev=dev, callback=cb, progress=say, model=resumed)
+    import numba as nb
+    before = nb.get_num_threads()
+    nb.set_num_threads(min(cfg.threads, nb.config.NUMBA_NUM_THREADS) if cfg.threads else nb.config.NUMBA_NUM_THREADS)
+    try:
+        model, rec = train_augsa(fs, train, acfg, dev=dev, callback=cb, progress=say, model=resumed)
+    finally:
+        nb.set_num_threads(before)
     model.meta["curve"] = curve
     model.meta["lower"] = bool(lower)
     if cfg.refine_iterations > 0:
