@@ -210,3 +210,21 @@ def test_trf_train_lower_is_recorded_and_applied_by_score(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "0 <unk> (lower-cased, as the model's text was)" in out
 
+
+
+def test_trf_lm_kn_comparison_leaves_no_arpa_unless_asked(tmp_path):
+    """trf lm's KN5 comparison scores lmplz's model and removes its ARPA (about 100 MB on
+    Brown-LM) unless --kn-arpa names a place to keep it."""
+    import random
+    from fsmlearn.experiments.trf_lm import LMConfig, _kn5
+    from fsmlearn.trf.features import as_corpus
+    r = random.Random(1)
+    vocab = ["the", "cat", "dog", "eats", "rice", "<unk>"]
+    sents = [[0, r.choice([1, 2]), 3, r.choice([4, 5])] for _ in range(200)]
+    data = {k: as_corpus(sents[i::3]) for i, k in enumerate(("train", "valid", "test"))}
+    out = _kn5(LMConfig(kn_order=3), vocab, data, tmp_path, lambda m: None)
+    assert list(tmp_path.iterdir()) == [] and out["arpa"] is None
+    assert out["test"].shape == (len(data["test"]),) and np.all(out["test"] < 0)
+    kept = _kn5(LMConfig(kn_order=3, kn_arpa=str(tmp_path / "kn.arpa")), vocab, data, tmp_path, lambda m: None)
+    assert [p.name for p in tmp_path.iterdir()] == ["kn.arpa"]
+    assert np.array_equal(kept["test"], out["test"])

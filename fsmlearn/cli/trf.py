@@ -260,7 +260,7 @@ def _lm(args) -> int:
     cfg = LMConfig(features=args.features, classes=args.classes, iterations=args.iterations, hours=args.hours,
                    samples=args.samples, chains=args.chains, eval_every=args.eval_every, seed=args.seed,
                    report=args.report, model=args.model, resume=args.resume,
-                   refine_iterations=args.refine_iterations, stop_window=args.stop_window)
+                   refine_iterations=args.refine_iterations, stop_window=args.stop_window, kn_arpa=args.kn_arpa)
     run_lm(cfg, progress=Progress(args.quiet))
     return 0
 
@@ -288,5 +288,7 @@ def add_lm_parser(tsub) -> None:
                    help="H of the stop rule (Appendix E), in iterations (default 1000)")
     p.add_argument("--refine-iterations", type=int, default=1000,
                    help="iterations re-estimating zeta with lambda fixed after training (default 1000; 0: none)")
+    p.add_argument("--kn-arpa", help="keep lmplz's KN5 ARPA (about 100 MB) at this path (default: a temporary file, "
+                                     "removed once the comparison is scored)")
     add_quiet(p)
     p.set_defaults(func=_lm)

@@ -59,6 +59,7 @@ class LMConfig(FitConfig):
     model: str = "models/trf-lm.npz"
     resume: bool = False
     kn_order: int = 5
+    kn_arpa: str | None = None       # where to keep lmplz's ARPA (default: a temporary file, removed)
     data_dir: str | None = None
 
     def check(self) -> None:
@@ -98,14 +99,18 @@ def _kn5(cfg: LMConfig, vocab, data, work: Path, progress) -> dict:
     """lmplz's modified Kneser-Ney model on the training text; ln p of every sentence."""
     import kenlm
     from ..lm.tools import run_lmplz
-    arpa = work / f"brown-lm-kn{cfg.kn_order}.arpa"
-    t0 = time.time()
-    run_lmplz(kenlm_text(data["train"], vocab), cfg.kn_order, arpa)
-    secs = time.time() - t0
-    model = kenlm.Model(str(arpa))
-    out = {"seconds": secs, "arpa": str(arpa)}
-    for split in ("valid", "test"):
-        out[split] = np.array([model.score(s, bos=True, eos=True) for s in kenlm_text(data[split], vocab)]) * math.log(10)
+    import tempfile
+    with tempfile.TemporaryDirectory(dir=work, prefix=".kn-") as tmp:
+        arpa = Path(cfg.kn_arpa) if cfg.kn_arpa else Path(tmp) / f"brown-lm-kn{cfg.kn_order}.arpa"
+        t0 = time.time()
+        run_lmplz(kenlm_text(data["train"], vocab), cfg.kn_order, arpa)
+        secs = time.time() - t0
+        model = kenlm.Model(str(arpa))
+        out = {"seconds": secs, "arpa": str(arpa) if cfg.kn_arpa else None}
+        for split in ("valid", "test"):
+            out[split] = np.array([model.score(s, bos=True, eos=True)
+                                   for s in kenlm_text(data[split], vocab)]) * math.log(10)
+        del model
     progress(f"KN{cfg.kn_order} (lmplz, {secs:.0f} s): test perplexity {_ppl(out['test'], data['test']):.1f}")
     return out
 
