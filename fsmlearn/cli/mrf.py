@@ -250,8 +250,9 @@ def add_parser(sub) -> None:
 
     p = msub.add_parser("tag", help="tag sentences from stdin with an MRF tagger",
                         description="Tag stdin, one sentence per line (tokens separated by spaces unless "
-                                    "--tokenize), with a tagger written by 'fsmlearn mrf train-tagger' (the "
-                                    "engine's best path on each sentence's lattice), writing one tagged "
+                                    "--tokenize), with a tagger written by 'fsmlearn mrf train-tagger' (Jernite, "
+                                    "Rush and Sontag 2015, section 6 and Table 2: the lifted MRF tagger; the best "
+                                    "path on each sentence's lattice), writing one tagged "
                                     "sentence per line, as 'fsmlearn tag tag' does.")
     p.add_argument("model", help="a tagger written by fsmlearn mrf train-tagger (or mrf tag-wsj --model)")
     p.add_argument("--tokenize", action="store_true",
@@ -262,7 +263,9 @@ def add_parser(sub) -> None:
 
     p = msub.add_parser("eval", help="accuracy of an MRF tagger on a tagged file: total, known, unknown words",
                         description="Tag DATA's words with MODEL and print the accuracy in total, on known words "
-                                    "(seen in training) and on unknown words, as 'fsmlearn tag eval' does.")
+                                    "(seen in training) and on unknown words, as 'fsmlearn tag eval' does (the "
+                                    "accuracies of Jernite, Rush and Sontag 2015, section 6, Table 2: total and "
+                                    "unseen words).")
     p.add_argument("model", help="a tagger written by fsmlearn mrf train-tagger")
     p.add_argument("data", help="a tagged file (or a tagged dataset: wsj-train, wsj-small)")
     _tagged_file_options(p)

@@ -316,7 +316,8 @@ def add_parser(sub) -> None:
 
     p = rsub.add_parser("eval", help="CER and exact match of a trained transducer on pairs",
                         description="Decode the inputs of PAIRS and print the token (character) error rate "
-                                    "against their outputs and the exact-match rate.")
+                                    "against their outputs and the exact-match rate (Steinhardt and Liang 2015, "
+                                    "section 6: CER, the paper's measure of the speech task).")
     p.add_argument("model", help="a model written by fsmlearn rcms train")
     p.add_argument("pairs", help="input<TAB>output per line")
     p.add_argument("--beam", action="store_true", help="beam contexts instead of RCMS contexts")

@@ -236,13 +236,15 @@ def add_parser(sub) -> None:
     add_quiet(r)
     r.set_defaults(func=_rescore)
     sc = tsub.add_parser("score", help="log probability and perplexity of text under a saved TRF model",
-                         description="Score text (files, or stdin when no file or - is given), one sentence a "
+                         description="Score text under p(x) of a TRF (Wang, Ou and Tan, section 3, equation 2, "
+                                     "with the model's estimated normalisers zeta; section 7's perplexity): text "
+                                     "files, or stdin when no file or - is given, one sentence a "
                                      "line, words separated by spaces; words outside the model's vocabulary "
                                      "count as <unk>.  Prints a summary per input; with --sentences each "
                                      "line's log probability and <unk> count (as lm score prints them) on "
                                      "stdout and the summary on stderr.  An empty line has probability 0 "
                                      "under a TRF (-inf).")
-    sc.add_argument("model", help="a model saved by fsmlearn trf lm (.npz)")
+    sc.add_argument("model", help="a model saved by fsmlearn trf train or trf lm (.npz)")
     sc.add_argument("text", nargs="*", help="text files, one sentence per line (.gz/.bz2/.xz read too; "
                                             "- or none: stdin)")
     sc.add_argument("--sentences", action="store_true",
