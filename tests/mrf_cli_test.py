@@ -70,3 +70,9 @@ def test_mrf_lm_on_own_text_and_neighbours(tmp_path):
     assert r.returncode == 2 and "unicorn" in r.stderr and r.stdout == ""
     r = run(["mrf", "lm", tmp_path / "t.txt"])
     assert r.returncode == 2 and "-o" in r.stderr
+    # the default rank (30) on a text of 13 word states: the largest rank the states allow
+    r = run(["mrf", "lm", tmp_path / "t.txt", "-o", tmp_path / "d.npz", "--max-iter", "3", "--minutes", "1"])
+    assert r.returncode == 0 and "rank 30 is at least" in r.stderr, r.stderr
+    r = run(["mrf", "lm", tmp_path / "t.txt", "-o", tmp_path / "e.npz", "--rank", "-1"])
+    assert r.returncode == 2 and "rank -1 (expected >= 1, or 0 for full rank)" in r.stderr
+    assert not (tmp_path / "e.npz").exists()

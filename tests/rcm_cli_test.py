@@ -160,3 +160,18 @@ def test_rcms_train_on_given_alignments(tmp_path):
     r = run(["rcms", "train", tmp_path / "train.txt", "-o", tmp_path / "x.json", "--chars", "--strategy", "rcms"])
     assert r.returncode == 2 and "forced" in r.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_given_alignments_may_share_an_input_token(tmp_path):
+    """An advance of 0: the output token shares the previous one's input token ("x" -> "ks"),
+    as the model's alignments allow; 0 after a token covering two, a first 0, a wrong sum and
+    a line that is only a tab are located errors."""
+    import pytest
+    from fsmlearn.errors import CorpusFormatError
+    from fsmlearn.rcm.transduce import read_pairs
+    (tmp_path / "ok.txt").write_text("ax\taks\t1 1 0\nab\tab\t1 1\n")
+    assert read_pairs(tmp_path / "ok.txt", chars=True)[0] == (["a", "x"], ["a", "k", "s"], [1, 1, 0])
+    for i, bad in enumerate(["abc\tab\t2 0\n", "ab\tab\t0 2\n", "ab\tabc\t1 0 0\n", "ab\tab\t1 1\n\t\n"]):
+        (tmp_path / f"b{i}.txt").write_text(bad)
+        with pytest.raises(CorpusFormatError, match=f"b{i}.txt"):
+            read_pairs(tmp_path / f"b{i}.txt", chars=True)

@@ -154,6 +154,8 @@ def test_trf_rescore_picks_what_the_model_prefers(tmp_path, capsys):
                  "--classes", "3", "--samples", "20", "--chains", "2", "--iterations", "30", "--eval-every", "10",
                  "--refine-iterations", "5", "--max-length", "10", "-q"]) == 0
     (tmp_path / "nb.txt").write_text("a ||| rice eats the cat ||| f=1 ||| -1.0\na ||| the cat eats rice ||| f=2 ||| -1.5\n"
+                                     "b ||| soup the eats dog ||| f=1 ||| -2.0\nb ||| the dog eats soup ||| f=2 ||| -2.2\n")
+    (tmp_path / "nb.tsv").write_text("a\trice eats the cat\t-1.0\na\tthe cat eats rice\t-1.5\n"
                                      "b\tsoup the eats dog\t-2.0\nb\tthe dog eats soup\t-2.2\n")
     (tmp_path / "ref.txt").write_text("the cat eats rice\nthe dog eats soup\n")
     capsys.readouterr()
@@ -162,6 +164,12 @@ def test_trf_rescore_picks_what_the_model_prefers(tmp_path, capsys):
     out = capsys.readouterr()
     assert out.out == "a\tthe cat eats rice\nb\tthe dog eats soup\n"
     assert "WER 0.00% (8 reference words), oracle WER 0.00%, the list's first 87.50%" in out.err
+    assert main(["trf", "rescore", str(tmp_path / "m.npz"), str(tmp_path / "nb.tsv")]) == 0     # the tab layout
+    assert capsys.readouterr().out == "a\tthe cat eats rice\nb\tthe dog eats soup\n"
+    (tmp_path / "one.txt").write_text("the cat eats rice\n")
+    assert main(["trf", "rescore", str(tmp_path / "m.npz"), nb, "--ref", str(tmp_path / "one.txt")]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "1 references for a list of 2 ids" in out.err       # checked before any output
     assert main(["trf", "rescore", str(tmp_path / "m.npz"), nb, "--weights", "1,0"]) == 0
     assert capsys.readouterr().out == "a\trice eats the cat\nb\tsoup the eats dog\n"
     assert main(["trf", "rescore", str(tmp_path / "m.npz"), nb, "--dev", nb, "--dev-ref", ref]) == 0
@@ -185,9 +193,15 @@ def test_nbest_word_errors_and_layouts(tmp_path):
         return min(brute(h[1:], r) + 1, brute(h, r[1:]) + 1, brute(h[1:], r[1:]) + (h[0] != r[0]))
     for h, r in product([[], ["a"], ["a", "b"], ["b", "a", "a"]], repeat=2):
         assert word_errors(h, r) == brute(h, r)
-    (tmp_path / "l.txt").write_text("x ||| a b ||| -1\nx\tb\t-2\ny\tc\t0\n")
+    (tmp_path / "l.txt").write_text("x ||| a b ||| f=1 ||| -1\nx ||| b ||| -2\ny ||| c ||| 0\n")
     nb = read_nbest(tmp_path / "l.txt")
     assert nb.ids == ["x", "y"] and nb.hyps == [["a", "b"], ["b"], ["c"]] and nb.ptr.tolist() == [0, 2, 3]
+    assert nb.scores.tolist() == [-1.0, -2.0, 0.0]
+    (tmp_path / "t.txt").write_text("x\ta b\t-1\nx\tb\t-2\ny\tc\t0\n")
+    assert read_nbest(tmp_path / "t.txt").hyps == nb.hyps
+    (tmp_path / "m.txt").write_text("x ||| a b ||| -1\nx\tb\t-2\n")
+    with pytest.raises(CorpusFormatError, match=r"m\.txt.*2.*tab .* Moses"):
+        read_nbest(tmp_path / "m.txt")
     (tmp_path / "s.txt").write_text("x\ta\t-1\ny\tb\t-1\nx\tc\t-1\n")
     with pytest.raises(CorpusFormatError, match="together"):
         read_nbest(tmp_path / "s.txt")

@@ -48,6 +48,19 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args, formatter_class=HelpFormatter, **kwargs):
         super().__init__(*args, formatter_class=formatter_class, **kwargs)
 
+    def parse_known_args(self, args=None, namespace=None):
+        """A command's parser (one without subcommands) takes its options and its file arguments
+        in any order (``trf score MODEL --base e A.txt B.txt``): argparse's intermixed parsing,
+        else a list of files after an option would be refused."""
+        has_sub = any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
+        if has_sub or getattr(self, "_intermixing", False):
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
     def error(self, message):
         sub = self.prog.partition(" ")[2]
         where = f"{sub}: " if sub else ""

@@ -269,21 +269,24 @@ def add_parser(sub) -> None:
 
     p = rsub.add_parser("train", help="train a latent-alignment transducer on your input/output pairs (section 6)",
                         description="Train the latent-alignment model of section 6 (the speech task: each output "
-                                    "token covers 1..--max-advance input tokens, alignments unobserved; features "
+                                    "token covers 1..--max-advance new input tokens, or 0: it shares the input "
+                                    "token of the output token before it (one input token spelled by several), "
+                                    "alignments unobserved; features "
                                     "on output (n+1)-grams and alignment edges) on PAIRS, one 'input<TAB>output' "
                                     "a line, tokens separated by spaces (--chars: every character a token), by "
                                     "AdaGrad with a learning strategy of the paper: RCMS contexts (rcms), beam "
                                     "search selecting by model, target or hybrid score, or forced decoding of "
                                     "imputed alignments.  The model (with its symbol tables) is written "
                                     "atomically to -o; 'fsmlearn rcms decode' and 'fsmlearn rcms eval' apply it.")
-    p.add_argument("pairs", help="training pairs, input<TAB>output per line, optionally <TAB>alignment: the input "
-                                 "tokens each output token covers (e.g. 1 2 1)")
+    p.add_argument("pairs", help="training pairs, input<TAB>output per line, optionally <TAB>alignment: the new input "
+                                 "tokens each output token covers (e.g. 1 2 1, or 1 0 1: the second output token "
+                                 "shares the first's input token)")
     p.add_argument("-o", "--output", required=True, help="the model file to write")
     p.add_argument("--strategy", choices=["rcms", "model", "target", "hybrid", "forced"], default=None,
                    help="learning strategy (default rcms; forced, on them, when the pairs give alignments)")
     p.add_argument("--order", type=int, default=4, help="n: features on output (n+1)-grams (default 4: 5-grams)")
     p.add_argument("--passes", type=int, default=5, help="passes over the pairs (default 5)")
-    p.add_argument("--max-advance", type=int, default=2, help="input tokens one output token may cover (default 2)")
+    p.add_argument("--max-advance", type=int, default=2, help="new input tokens one output token may cover (default 2)")
     p.add_argument("--dev", help="pairs scored after every pass (CER, exact match)")
     p.add_argument("--hash-bits", type=int, default=20,
                    help="the feature weights' hash table has 2^BITS entries (default 20; the paper's runs: 22)")

@@ -141,12 +141,13 @@ def _rescore(args) -> int:
     else:
         w = np.ones(len(names))
     nb = read_nbest(args.nbest)
+    refs = read_references(args.ref, len(nb.ids)) if args.ref else None     # checked before any output
     picked = choose(features(nb), w, nb.ptr)
     for i, j in zip(nb.ids, picked):
         sys.stdout.write(f"{i}\t{' '.join(nb.hyps[j])}\n")
     sys.stdout.flush()
-    if args.ref:
-        e, n = errors(nb, read_references(args.ref, len(nb.ids)))
+    if refs is not None:
+        e, n = errors(nb, refs)
         line = f"{args.nbest}: WER {100 * error_rate(e, picked, n):.2f}% ({n:,} reference words)"
         if args.oracle:
             oracle = np.array([a + int(np.argmin(e[a:b])) for a, b in zip(nb.ptr[:-1], nb.ptr[1:])])

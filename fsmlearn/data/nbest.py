@@ -39,15 +39,23 @@ def read_nbest(path) -> NBest:
     """An n-best list (either layout, the lines of one id together).
 
     Raises:
-        CorpusFormatError: a line of neither layout, a score that is not a finite number, or an
-            id whose lines are not together (file and line named).
+        CorpusFormatError: a line of neither layout or of the other layout than the first line's,
+            a score that is not a finite number, or an id whose lines are not together (file and
+            line named).
     """
     from .text import strict_file_lines
     ids, hyps, scores, starts = [], [], [], []
     seen = set()
+    layout = None
     for ln, line in strict_file_lines(path):
         if not line.strip():
             continue
+        this = "Moses (id ||| hypothesis ||| ... ||| score)" if " ||| " in line else "tab (id<TAB>hypothesis<TAB>score)"
+        if layout is None:
+            layout = this
+        elif this != layout:
+            raise CorpusFormatError(f"a line of the {this} layout in a list of the {layout} layout: {line!r}",
+                                    Path(path), ln)
         if " ||| " in line:
             fields = [x.strip() for x in line.split("|||")]
             if len(fields) < 3:

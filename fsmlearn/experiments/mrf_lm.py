@@ -73,11 +73,16 @@ class LMConfig:
     probes: tuple = DEFAULT_PROBES
 
     def check(self) -> None:
-        if self.K < 1 or (self.rank is not None and self.rank < 1) or self.max_iter < 1 or self.minutes <= 0 \
-                or self.patience < 1 or self.l2 < 0 or (self.vocab is not None and self.vocab < 1):
-            raise ArgumentError(f"lm settings out of range: K {self.K}, rank {self.rank}, vocab {self.vocab}, "
-                                f"max_iter {self.max_iter}, minutes {self.minutes}, patience {self.patience}, "
-                                f"l2 {self.l2}")
+        bad = [f"{name} {value} (expected {want})" for name, value, ok, want in (
+            ("order K", self.K, self.K >= 1, ">= 1"),
+            ("rank", self.rank, self.rank is None or self.rank >= 1, ">= 1, or 0 for full rank"),
+            ("max_iter", self.max_iter, self.max_iter >= 1, ">= 1"),
+            ("minutes", self.minutes, self.minutes > 0, "> 0"),
+            ("patience", self.patience, self.patience >= 1, ">= 1"),
+            ("l2", self.l2, self.l2 >= 0, ">= 0"),
+            ("vocab", self.vocab, self.vocab is None or self.vocab >= 1, ">= 1")) if not ok]
+        if bad:
+            raise ArgumentError("lm settings out of range: " + "; ".join(bad))
         if self.init not in ("random", "pmi"):
             raise ArgumentError(f"init {self.init!r}; expected 'random' or 'pmi'")
         if self.rank is None and (self.vocab is None or self.vocab > 3000) and not self.text:
@@ -86,7 +91,8 @@ class LMConfig:
 
 
 def nearest_neighbours(U: np.ndarray, symbols, words, k: int = 3) -> dict:
-    """The k nearest rows of U by cosine for each word of ``words`` found in ``symbols``."""
+    """The k nearest rows of U by cosine for each word of ``words`` found in ``symbols`` (the
+    sentence separator ``<S>`` is not a word: never a neighbour)."""
     idx = {w: i for i, w in enumerate(symbols)}
     n = U / np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-12)
     out = {}
@@ -95,6 +101,8 @@ def nearest_neighbours(U: np.ndarray, symbols, words, k: int = 3) -> dict:
             continue
         s = n @ n[idx[w]]
         s[idx[w]] = -np.inf
+        if SEP in idx:
+            s[idx[SEP]] = -np.inf
         out[w] = [[symbols[j], float(s[j])] for j in np.argsort(-s)[:k]]
     return out
 
@@ -196,7 +204,12 @@ def run_lm(cfg: LMConfig, progress=None) -> dict:
     say(f"moments: N = {mtr.N:,} (train), {mva.N:,} (valid); pairs per distance "
         f"{[p.nnz for p in mtr.pairs]} in {t_moments:.1f} s")
     del train, valid, xtr, xva
-    model = MRFModel.init(C, K, rank=cfg.rank, seed=cfg.seed, scale=cfg.init_scale, symbols=symbols)
+    rank = cfg.rank
+    if rank is not None and rank >= C:
+        # U is C x D: a rank of C or more is no constraint (and the truncated SVD needs D < C)
+        rank = C - 1 if C > 1 else 1
+        say(f"rank {cfg.rank} is at least the {C} states of this text's vocabulary: rank {rank} instead")
+    model = MRFModel.init(C, K, rank=rank, seed=cfg.seed, scale=cfg.init_scale, symbols=symbols)
     # theta^0 starts at the log unigram frequencies: the optimum of the model without pairwise
     # potentials, where the lifted bound is exact
     model.theta0[:] = np.log(np.maximum(mtr.unary, 0.5) / mtr.N)

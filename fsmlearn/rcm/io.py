@@ -95,6 +95,11 @@ def _read_json(path: Path, fmt: str):
         raw = path.read_bytes()
     except OSError as e:
         raise ModelFormatError(f"cannot read: {e.strerror}", path) from None
+    if raw[:1] != b"{" and not raw.lstrip()[:1] == b"{":
+        kind = ("a zip or .npz file" if raw[:2] == b"PK" else "a compressed file" if raw[:2] in (b"\x1f\x8b", b"BZ")
+                else "binary data" if b"\0" in raw[:1024] else "text that is not a JSON object")
+        raise ModelFormatError(f"not a fsmlearn RCM model ({kind}; the models are JSON files written by "
+                               f"'fsmlearn rcms train' or the rcms experiments)", path, 1)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

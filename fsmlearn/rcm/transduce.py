@@ -30,9 +30,11 @@ def _split(text: str, chars: bool) -> list[str]:
 
 def read_pairs(path, chars: bool = False) -> list[tuple]:
     """Input/output pairs, one a line: ``input<TAB>output``, tokens separated by spaces (or every
-    character a token, ``chars``), optionally ``<TAB>alignment``: how many input tokens each
-    output token covers (space-separated integers >= 1, one per output token, summing to the
-    input's length).  Returns (x, y) or (x, y, advances) per line.
+    character a token, ``chars``), optionally ``<TAB>alignment``: how many new input tokens each
+    output token covers (space-separated integers, one per output token, summing to the input's
+    length; 0: the token shares the previous output token's input token, which must then cover
+    just one; the first >= 1: :func:`~fsmlearn.rcm.align.advances_valid`).  Returns (x, y) or
+    (x, y, advances) per line.
 
     Raises:
         CorpusFormatError: a line with neither 1 nor 2 tabs, an empty side, or an alignment that
@@ -41,7 +43,7 @@ def read_pairs(path, chars: bool = False) -> list[tuple]:
     from ..data.text import strict_file_lines
     out = []
     for ln, line in strict_file_lines(path):
-        if not line.strip():
+        if not line.strip() and "\t" not in line:
             continue
         parts = line.split("\t")
         if len(parts) not in (2, 3):
@@ -55,9 +57,12 @@ def read_pairs(path, chars: bool = False) -> list[tuple]:
                 adv = [int(a) for a in parts[2].split()]
             except ValueError:
                 adv = []
-            if len(adv) != len(y) or min(adv, default=0) < 1 or sum(adv) != len(x):
+            from .align import advances_valid
+            if len(adv) != len(y) or not advances_valid(adv, len(x), max(adv, default=0)):
                 raise CorpusFormatError(f"the alignment {parts[2]!r} must give each of the {len(y)} output tokens "
-                                        f"1 or more of the {len(x)} input tokens, {len(x)} in all", Path(path), ln)
+                                        f"the number of new input tokens it covers, {len(x)} in all, the first at "
+                                        "least 1, and 0 (sharing the previous token's input token) only after a "
+                                        "token that covers one", Path(path), ln)
             out.append((x, y, adv))
         else:
             out.append((x, y))
@@ -99,9 +104,12 @@ def fit_transducer(pairs, *, strategy: str | None = None, size: int = 20, order:
         raise ArgumentError(f"alignments are given: they train forced decoding, not strategy {strategy!r}")
     if strategy not in STRATEGIES:
         raise ArgumentError(f"strategy {strategy!r}: one of {', '.join(STRATEGIES)}")
-    if size < 1 or passes < 1 or order < 0 or not 1 <= max_advance <= 20 or not 4 <= hash_bits <= 30:
-        raise ArgumentError(f"size {size} and passes {passes} (>= 1), order {order} (>= 0), max_advance "
-                            f"{max_advance} (1..20), hash_bits {hash_bits} (4..30)")
+    bad = [f"{name} {value} (expected {want})" for name, value, ok, want in (
+        ("size", size, size >= 1, ">= 1"), ("passes", passes, passes >= 1, ">= 1"), ("order", order, order >= 0, ">= 0"),
+        ("max_advance", max_advance, 1 <= max_advance <= 20, "1..20"),
+        ("hash_bits", hash_bits, 4 <= hash_bits <= 30, "4..30")) if not ok]
+    if bad:
+        raise ArgumentError("out of range: " + "; ".join(bad))
     inputs = Alphabet(sorted({t for p in pairs for t in p[0]}))
     outputs = Alphabet(sorted({t for p in pairs for t in p[1]}))
     data = [(inputs.ids(p[0]), outputs.ids(p[1])) for p in pairs]

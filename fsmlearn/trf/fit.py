@@ -107,6 +107,8 @@ def fit_trf(train, dev, vocab, cfg: FitConfig, *, model_path, resume: bool = Fal
     say = progress or (lambda msg: None)
     model_path = Path(model_path)
     resumed = None
+    if resume and not model_path.exists():
+        say(f"--resume: no model at {model_path} yet: training from the start")
     if resume and model_path.exists():
         resumed, words = load_trf(model_path)
         if list(words or []) != list(vocab):
