@@ -719,7 +719,7 @@ def _select_by_partition(seg, vals, B):
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 2 ** 32 - 1), st.integers(0, 7), st.integers(0, 60))
 def test_heap_selection_keeps_the_b_heaviest_ties_to_the_earlier(seed, B, n):
-    from fsmlearn.rcm.align import _select_segments
+    from fsmlearn.rcm.align_kernels import _select_segments
     rng = np.random.default_rng(seed)
     vals = rng.integers(-3, 4, n).astype(float)          # many ties
     vals[rng.random(n) < 0.3] = -np.inf
@@ -731,7 +731,7 @@ def test_heap_selection_keeps_the_b_heaviest_ties_to_the_earlier(seed, B, n):
 
 
 def test_pool_kernels_and_restriction_match_numpy():
-    from fsmlearn.rcm.align import _pool, _pool_total, _restrict_elems
+    from fsmlearn.rcm.align_lattice import _pool, _pool_total, _restrict_elems
     rng = np.random.default_rng(3)
     M = 50
     arc = np.sort(rng.integers(0, M, 400))

@@ -32,7 +32,7 @@ _LAZY = {
     "NGramRCM": "model",
     "RCMSResult": "model",
     "rcms": "model",
-    "AlignRCM": "align",
+    "AlignRCM": "align_model",
     "DecipherModel": "decipher",
     "load_rcm": "io",
     "save_rcm": "io",

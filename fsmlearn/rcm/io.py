@@ -209,7 +209,7 @@ def load_align_rcm(path):
         ModelFormatError: as :func:`load_rcm`; also a feature id out of range, repeated or
             out of order, or a weight that is zero or not finite (with its line and value).
     """
-    from .align import AlignRCM
+    from .align_model import AlignRCM
     path = Path(path)
     text, d = _read_json(path, ALIGN_FORMAT)
     field = _fields(d, path)

@@ -57,7 +57,7 @@ def read_pairs(path, chars: bool = False) -> list[tuple]:
                 adv = [int(a) for a in parts[2].split()]
             except ValueError:
                 adv = []
-            from .align import advances_valid
+            from .align_model import advances_valid
             if len(adv) != len(y) or not advances_valid(adv, len(x), max(adv, default=0)):
                 raise CorpusFormatError(f"the alignment {parts[2]!r} must give each of the {len(y)} output tokens "
                                         f"the number of new input tokens it covers, {len(x)} in all, the first at "
@@ -96,7 +96,7 @@ def fit_transducer(pairs, *, strategy: str | None = None, size: int = 20, order:
     contexts per position (B), character ``order`` n (features on (n + 1)-grams), ``passes``
     over the data.  ``on_pass(p, model, stats, inputs, outputs)`` after each pass.  Returns (model, inputs,
     outputs) (the :class:`Alphabet` of each side)."""
-    from .align import AlignRCM
+    from .align_model import AlignRCM
     from .align_learn import STRATEGIES, DenseAdaGrad, impute_alignments, train
     given = len(pairs[0]) == 3
     strategy = strategy or ("forced" if given else "rcms")
