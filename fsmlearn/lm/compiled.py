@@ -152,7 +152,8 @@ def _machine_arcs(T, L, n, back, back_cost):
 def _encode_parts(buf, cuts, table, wbuf, woff, mask, unk):
     """:func:`~fsmlearn.lm.vocab.encode_lines` of a text cut into parts of whole lines
     (``cuts``: int64 [P + 1] byte offsets, each part after a newline), the parts
-    counted and then encoded in parallel; the same (ptr, ids, oov)."""
+    counted and then encoded in parallel (:func:`~fsmlearn.lm.vocab.count_span` and
+    :func:`~fsmlearn.lm.vocab.encode_span`, inlined); the same (ptr, ids, oov)."""
     P = cuts.shape[0] - 1
     ns = np.zeros(P + 1, np.int64)
     nt = np.zeros(P + 1, np.int64)

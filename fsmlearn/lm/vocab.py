@@ -35,6 +35,15 @@ _CR = ord("\r")
 _VT = ord("\v")
 _FF = ord("\f")
 
+#: byte classes of the tokeniser: 0 a token's byte, 1 whitespace inside a line (space, tab, CR,
+#: VT, FF: what ``bytes.split`` splits at besides the newline), 2 the newline (a numba global:
+#: a constant of the compiled kernels)
+_BYTE_CLASS = np.zeros(256, np.uint8)
+_BYTE_CLASS[[SPACE, TAB, _CR, _VT, _FF]] = 1
+_BYTE_CLASS[NEWLINE] = 2
+_FNV_OFFSET = np.uint64(1469598103934665603)
+_FNV_PRIME = np.uint64(1099511628211)
+
 
 class WordIndex:
     """Mixin for an object with a ``vocab`` list (word id = position): the
@@ -96,7 +105,13 @@ def fnv1a(buf, s, e):
 @nb.njit(cache=True)
 def vocab_find(buf, s, e, table, wbuf, woff, mask):
     """(word id or -1, slot) of the bytes buf[s:e]."""
-    i = np.int64(fnv1a(buf, s, e) & np.uint64(mask))
+    return _probe(fnv1a(buf, s, e), buf, s, e, table, wbuf, woff, mask)
+
+
+@nb.njit(inline="always")
+def _probe(h, buf, s, e, table, wbuf, woff, mask):
+    """:func:`vocab_find` of bytes whose :func:`fnv1a` hash ``h`` is known."""
+    i = np.int64(h & np.uint64(mask))
     L = e - s
     while True:
         w = table[i]
@@ -179,17 +194,24 @@ def encode_lines(buf, table, wbuf, woff, mask, unk):
 
 @nb.njit(inline="always")
 def count_span(buf, i, hi):
-    """(lines, tokens) of buf[i:hi] (complete lines): the sizes :func:`encode_span` fills."""
+    """(lines, tokens) of buf[i:hi] (complete lines): the sizes :func:`encode_span` fills.
+    One scan through the byte classes: a token starts at a token byte after a separator."""
+    cls = _BYTE_CLASS
     S = 0
     T = 0
-    while i < hi:
-        e = line_end(buf, i, hi)
-        S += 1
-        a, k = next_token(buf, i, e)
-        while a < e:
-            T += 1
-            a, k = next_token(buf, k, e)
-        i = e + 1
+    prev = 1
+    last = 2
+    for j in range(i, hi):
+        c = cls[buf[j]]
+        if c == 0:
+            if prev != 0:
+                T += 1
+        elif c == 2:
+            S += 1
+        prev = c
+        last = c
+    if hi > i and last != 2:
+        S += 1          # a last line without a newline
     return S, T
 
 
@@ -197,14 +219,24 @@ def count_span(buf, i, hi):
 def encode_span(buf, i, hi, table, wbuf, woff, mask, unk, ptr, ids, oov, s, t):
     """Word ids of the lines of buf[i:hi] (complete lines), one sentence per line, written
     from sentence ``s`` and token ``t`` on: ``ids[t..]`` the words' ids (``unk`` for a word
-    not in the hash, counted in ``oov[s]`` as a literal ``unk`` word is), ``ptr[s + 1]`` each sentence's end.  Returns
-    the next (s, t).  The one loop of :func:`encode_lines` and of the compiled model's
-    parallel encoder."""
+    not in the hash, counted in ``oov[s]`` as a literal ``unk`` word is), ``ptr[s + 1]`` each
+    sentence's end.  Returns the next (s, t).  The one loop of :func:`encode_lines` and of the
+    compiled model's parallel encoder: one scan of the bytes through their classes, each
+    token's :func:`fnv1a` hash computed as its bytes go by."""
+    cls = _BYTE_CLASS
     while i < hi:
-        e = line_end(buf, i, hi)
-        a, k = next_token(buf, i, e)
-        while a < e:
-            w, _ = vocab_find(buf, a, k, table, wbuf, woff, mask)
+        while True:
+            while i < hi and cls[buf[i]] == 1:
+                i += 1
+            if i >= hi or cls[buf[i]] == 2:
+                break
+            a = i
+            h = _FNV_OFFSET
+            while i < hi and cls[buf[i]] == 0:
+                h ^= np.uint64(buf[i])
+                h *= _FNV_PRIME
+                i += 1
+            w, _ = _probe(h, buf, a, i, table, wbuf, woff, mask)
             if w < 0:
                 w = unk
                 oov[s] += 1
@@ -212,10 +244,9 @@ def encode_span(buf, i, hi, table, wbuf, woff, mask, unk, ptr, ids, oov, s, t):
                 oov[s] += 1      # a literal <unk> is an OOV too, as KenLM counts it
             ids[t] = w
             t += 1
-            a, k = next_token(buf, k, e)
         s += 1
         ptr[s] = t
-        i = e + 1
+        i += 1
     return s, t
 
 
