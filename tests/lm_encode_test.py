@@ -49,3 +49,44 @@ def test_encode_matches_bytes_split(parts, ncut):
     cuts = sorted({0, len(text), *nl[:ncut]})
     p2, i2, o2 = _encode_parts(buf, np.array(cuts, np.int64), BV.table, BV.wbuf, BV.woff, BV.mask, UNK)
     assert p2.tolist() == rp and i2.tolist() == ri and o2.tolist() == ro
+
+
+pieces_v = st.sampled_from([b"a", b"bb", b"<s>", b"ccc", "é".encode(), b"zz", b" ", b"\t", b"\r", b"\x0b", b"\x0c",
+                            b"\n", b"\n", b"  ", b"a\xc2\xa0b", b"\xff", b"\x00", b"x\x1cy"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(pieces_v, max_size=60), st.integers(0, 3), st.integers(1, 12))
+def test_the_vocabulary_pass_in_numba_equals_the_python_one(tmp_path_factory, parts, lo, width):
+    """lm.scale.count.vocab_part: the numba pass over an uncompressed partition (words in order of
+    first appearance, <s> and </s> once per line) gives what the Python pass over the same
+    partition's lines gives; text the fast pass declines (NUL, not UTF-8, Unicode whitespace)
+    takes the Python pass and its located error."""
+    import pytest
+    from fsmlearn.errors import CorpusFormatError
+    from fsmlearn.lm.scale.count import TextPart, part_lines, vocab_part
+    text = b"".join(parts)
+    path = tmp_path_factory.mktemp("v") / "t.txt"
+    path.write_bytes(text)
+    part = TextPart(str(path), lo, lo + width)
+    try:
+        lines = tuple(part_lines(part))
+    except CorpusFormatError:
+        with pytest.raises(CorpusFormatError):
+            vocab_part(part)
+        return
+    got = vocab_part(part)
+    want = vocab_part(TextPart(str(path), lines=lines))
+    assert got[0] == want[0] and got[1].tolist() == want[1].tolist()
+
+
+def test_the_vocabulary_pass_grows_its_table(tmp_path):
+    from fsmlearn.lm.scale.count import TextPart, part_lines, vocab_part
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(20_000)]
+    lines = [" ".join(words[j] for j in rng.integers(0, len(words), 12)) for _ in range(3000)]
+    (tmp_path / "t.txt").write_text("\n".join(lines) + "\n")
+    part = TextPart(str(tmp_path / "t.txt"), 0, (tmp_path / "t.txt").stat().st_size)
+    got = vocab_part(part)
+    want = vocab_part(TextPart(str(tmp_path / "t.txt"), lines=tuple(part_lines(part))))
+    assert got[0] == want[0] and got[1].tolist() == want[1].tolist() and len(got[0].split("\n")) > 10_000

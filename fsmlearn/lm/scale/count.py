@@ -43,7 +43,7 @@ import numpy as np
 from ...errors import ArgumentError, CorpusFormatError
 from ...fsm.hashing import hash64, table_capacity
 from ..counts import count_ngrams
-from ..vocab import BOS, EOS, UNK, word_bytes
+from ..vocab import _BYTE_CLASS, _FNV_OFFSET, _FNV_PRIME, BOS, EOS, UNK, word_bytes
 from ..web1t import _TO_OURS, _TO_WEB1T, new_output_folder   # Web1T's spelling of <s>, </s>, <unk>
 
 
@@ -429,11 +429,101 @@ def _write_vocab(tmp: Path, vocab: GlobalVocab, ext: str) -> int:
     return int(np.count_nonzero(c1 > 0))
 
 
+@nb.njit(cache=True)
+def _vocab_kernel(buf):
+    """(starts, lengths, counts, lines) of the distinct whitespace-separated tokens of UTF-8 text
+    ``buf`` (uint8), in order of first appearance, and its lines (a last line without a newline
+    counted): one scan through the tokeniser's byte classes, each token hashed (FNV-1a) as its
+    bytes go by into an open-addressing table that doubles when half full."""
+    cls = _BYTE_CLASS
+    cap = 1 << 12
+    mask = cap - 1
+    table = np.full(cap, -1, np.int64)
+    starts = np.empty(cap, np.int64)
+    lens = np.empty(cap, np.int64)
+    hashes = np.empty(cap, np.uint64)
+    counts = np.empty(cap, np.int64)
+    U = 0
+    lines = 0
+    n = buf.shape[0]
+    i = 0
+    while i < n:
+        while True:
+            while i < n and cls[buf[i]] == 1:
+                i += 1
+            if i >= n or cls[buf[i]] == 2:
+                break
+            a = i
+            h = _FNV_OFFSET
+            while i < n and cls[buf[i]] == 0:
+                h ^= np.uint64(buf[i])
+                h *= _FNV_PRIME
+                i += 1
+            L = i - a
+            slot = np.int64(h & np.uint64(mask))
+            while True:
+                u = table[slot]
+                if u < 0:
+                    starts[U] = a
+                    lens[U] = L
+                    hashes[U] = h
+                    counts[U] = 1
+                    table[slot] = U
+                    U += 1
+                    if 2 * U > cap:             # half full: double the table and the entries
+                        cap *= 2
+                        mask = cap - 1
+                        table = np.full(cap, -1, np.int64)
+                        for v in range(U):
+                            s2 = np.int64(hashes[v] & np.uint64(mask))
+                            while table[s2] >= 0:
+                                s2 = (s2 + 1) & mask
+                            table[s2] = v
+                        starts = np.concatenate((starts, np.empty(cap - starts.shape[0], np.int64)))
+                        lens = np.concatenate((lens, np.empty(cap - lens.shape[0], np.int64)))
+                        hashes = np.concatenate((hashes, np.empty(cap - hashes.shape[0], np.uint64)))
+                        counts = np.concatenate((counts, np.empty(cap - counts.shape[0], np.int64)))
+                    break
+                if hashes[u] == h and lens[u] == L:
+                    b = starts[u]
+                    same = True
+                    for j in range(L):
+                        if buf[b + j] != buf[a + j]:
+                            same = False
+                            break
+                    if same:
+                        counts[u] += 1
+                        break
+                slot = (slot + 1) & mask
+        lines += 1
+        i += 1
+    return starts[:U].copy(), lens[:U].copy(), counts[:U].copy(), lines
+
+
+def _vocab_fast(part: TextPart):
+    """(words, counts, lines) of an uncompressed partition by :func:`_vocab_kernel`; None when the
+    text needs the Python path (a NUL byte, bytes that are not UTF-8, whitespace that
+    ``bytes.split`` does not know), which then gives the same words or the located error."""
+    blob = _part_bytes(part)
+    if blob is None or not _plain(blob):
+        return None
+    starts, lens, counts, lines = _vocab_kernel(np.frombuffer(blob, np.uint8))
+    words = [blob[s:s + n].decode("utf-8") for s, n in zip(starts.tolist(), lens.tolist())]
+    return words, counts, lines
+
+
 def vocab_part(part: TextPart) -> dict:
     """Task: the words of a partition (joined by newlines; a word holds no whitespace) and their
     counts (int64), ``<s>`` and ``</s>`` once per sentence (the unigram counts
-    :func:`~fsmlearn.lm.counts.count_ngrams` gives)."""
+    :func:`~fsmlearn.lm.counts.count_ngrams` gives), words in order of first appearance."""
     from collections import Counter
+    fast = _vocab_fast(part)
+    if fast is not None:
+        words, counts, n = fast
+        c = dict(zip(words, counts.tolist()))
+        for w in (BOS, EOS):
+            c[w] = c.get(w, 0) + n
+        return "\n".join(c), np.fromiter(c.values(), np.int64, len(c))
     c = Counter()
     n = 0
     for line in part_lines(part):
@@ -466,6 +556,24 @@ def _ids_of(joined: str) -> dict:
 #: whitespace that ``str.split`` splits at and ``bytes.split`` does not: a text holding any takes
 #: the Python tokeniser, so that both paths cut the same tokens
 _UNICODE_SPACE = re.compile("[\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+
+
+_ASCII_SPACE = re.compile(b"[\x1c-\x1f]")
+
+
+def _plain(blob: bytes) -> bool:
+    """Whether text can take the byte tokeniser: no NUL, UTF-8, and no whitespace that
+    ``str.split`` splits at and ``bytes.split`` does not (ASCII text needs one search for the
+    four ASCII ones; other text is decoded and searched)."""
+    if b"\0" in blob:
+        return False
+    if blob.isascii():
+        return _ASCII_SPACE.search(blob) is None
+    try:
+        text = blob.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return _UNICODE_SPACE.search(text) is None
 
 
 @functools.lru_cache(maxsize=2)
@@ -522,15 +630,8 @@ def _count_fast(part: TextPart, order: int, words):
     ``bytes.split`` does not know, a token outside the vocabulary): that path then gives the
     same counts or the located error."""
     blob = _part_bytes(part)
-    if blob is None or b"\0" in blob:
+    if blob is None or not _plain(blob):
         return None
-    try:
-        text = blob.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if _UNICODE_SPACE.search(text):
-        return None
-    del text
     bv = _byte_vocab(str(words))
     ptr, ids, oov = bv.encode(blob, -1)
     if oov.any():
