@@ -189,6 +189,51 @@ def test_estimate_from_text_matches_in_memory(text, tmp_path, method, cut, part_
     assert_same_model(ref, tmp_path / "o.arpa")
 
 
+def test_arpa_written_in_place_and_again_from_pieces_when_a_task_ran_twice(text, tmp_path, monkeypatch):
+    """A plain ARPA file on one host is written in place (each partition's lines appended); the
+    same model as the in-memory path and as the file joined from pieces (a .gz output).  A task
+    that appended its lines twice (a rerun after a lost worker) makes the file's size wrong:
+    it is written again from pieces, and the model is still exact."""
+    import gzip
+
+    import fsmlearn.lm.scale.kn as kn
+    path, lines = text
+    cut = [1, 1, 2, 2]
+    ref = estimate(count_ngrams(lines, 4), "kneser-ney", cutoffs=cut)
+    calls = []
+    once = kn.append_order
+
+    def counted(*args):
+        calls.append(args[-1])
+        return once(*args)
+    monkeypatch.setattr(kn, "append_order", counted)
+    with open_runner("synchronous") as r:
+        estimate_text(r, text_parts([path], 300), 4, tmp_path / "a.arpa", cutoffs=cut, ranges=3, leaf_rows=40)
+    assert_same_model(ref, tmp_path / "a.arpa")
+    assert sorted(set(calls)) == [1, 2, 3, 4]           # written in place, order by order
+    with open_runner("synchronous") as r:
+        estimate_text(r, text_parts([path], 300), 4, tmp_path / "b.arpa.gz", cutoffs=cut, ranges=3, leaf_rows=40)
+    (tmp_path / "b.arpa").write_bytes(gzip.open(tmp_path / "b.arpa.gz").read())
+    assert_same_model(ref, tmp_path / "b.arpa")
+    assert sorted((tmp_path / "a.arpa").read_text().splitlines()) == \
+        sorted((tmp_path / "b.arpa").read_text().splitlines())
+    calls = []
+
+    def twice(*args):
+        out = once(*args)
+        if out[1] and not calls:
+            calls.append(args[-1])
+            once(*args)             # the first task with lines appends them twice
+        return out
+    monkeypatch.setattr(kn, "append_order", twice)
+    said = []
+    with open_runner("synchronous", progress=said.append) as r:
+        estimate_text(r, text_parts([path], 300), 4, tmp_path / "c.arpa", cutoffs=cut, ranges=3, leaf_rows=40)
+    assert any("ran twice" in m for m in said), (calls, said)
+    assert_same_model(ref, tmp_path / "c.arpa")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa", "b.arpa.gz", "c.arpa"]
+
+
 @pytest.mark.parametrize("method,cut", METHODS)
 @pytest.mark.parametrize("n,leaf_rows", [(80, 4), (300, 40)])
 def test_divided_partitions_match_in_memory(tmp_path, method, cut, n, leaf_rows):

@@ -251,6 +251,7 @@ class Runner:
         self._held = []
         self.data = os.path.join(tmp, "data")   # the tasks' results (made by open_runner)
         self.leftovers = []         # folders to remove when the runner closes, whatever happened
+        self.one_host = False       # every worker runs on this host (a local cluster, or none)
 
     def release(self) -> None:
         """Let go of every task of the job (called when its results are written): until then the
@@ -504,6 +505,7 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
     try:
         if scheduler == "synchronous":
             runner = Runner(None, memory or default_memory(1), 1, scratch, say)
+            runner.one_host = True
             yield runner
             return
         import logging
@@ -549,6 +551,7 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
         if link:
             say(f"Dask dashboard: {link}")
         runner = Runner(client, mem, n, scratch, say, threads if scheduler == "local" else _threads(client))
+        runner.one_host = scheduler == "local"
         yield runner
     finally:
         if client is not None:

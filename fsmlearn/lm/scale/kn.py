@@ -562,6 +562,71 @@ def write_part(parts, wb, bos: int, tmpdir: str, part: int):
     return sizes
 
 
+#: the arrays of a partition's state that its ARPA lines of one order are made of
+_LINE_ARRAYS = ("rows", "p", "keep", "alpha", "is_ctx")
+
+
+def _order_state(parts, k: int, names):
+    """A partition's state for order ``k`` alone, read from its files (``parts``: the values of
+    the passes, arrays in files): the order-k entries of the per-order tables ``names`` and the
+    small values, with the copies of split suffixes fixed (:func:`_merged`); nothing else is
+    read."""
+    from .cluster import Saved, _load
+    st: dict = {}
+    fixes = []
+    for part in parts:
+        if "fix" in part:
+            fixes.append(part["fix"])
+            continue
+        for key, val in part.items():
+            if isinstance(val, dict):
+                if key in names and k in val:
+                    st[key] = {k: _load(val[k])}
+            elif not isinstance(val, Saved):
+                st[key] = val
+    fix = {name: {j: v for j, v in vals.items() if j == k}
+           for f in fixes for name, vals in f.items() if name in st}
+    return _merged([st, {"fix": fix}] if fix else [st])
+
+
+def kept_counts(parts) -> list:
+    """Task: the n-grams of each order the partition writes (kept, and not a copy another
+    partition answers for); ``parts`` in a :class:`~fsmlearn.lm.scale.cluster.Later`."""
+    parts = parts.value
+    N = next(p["N"] for p in parts if "N" in p)
+    out = []
+    for k in range(1, N + 1):
+        st = _order_state(parts, k, ("keep",))
+        n = int(np.count_nonzero(st["keep"][k]))
+        if k <= _copies(st) and not st["own"][k - 1]:
+            n = 0
+        out.append(n)
+    return out
+
+
+def append_order(parts, wb, bos: int, path: str, k: int):
+    """Task: the partition's ARPA lines of order ``k`` appended to the file ``path`` (opened
+    O_APPEND; each write whole lines, so that partitions appending at once interleave blocks,
+    never lines); ``parts`` in a :class:`~fsmlearn.lm.scale.cluster.Later`, only order k read.
+    Returns (lines, bytes) written."""
+    from ..arpa import arpa_lines
+    st = _order_state(parts.value, k, _LINE_ARRAYS)
+    rows, lp, bo = model_rows(st, k, bos, copies=False)
+    hb = np.full(rows.shape[0], k < st["N"], np.bool_)
+    wbuf, woff = wb
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    written = 0
+    try:
+        for data in arpa_lines(rows, lp, bo, hb, wbuf, woff):
+            m = os.write(fd, data)
+            if m != len(data):
+                raise OSError(f"{path}: {m} of {len(data)} bytes written (a full disk?)")
+            written += m
+    finally:
+        os.close(fd)
+    return int(rows.shape[0]), written
+
+
 # --- the driver ---------------------------------------------------------------------------------
 
 def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser-ney", *, discounts=None,
@@ -785,6 +850,68 @@ def check_output(output) -> None:
 
 
 def _write_arpa(runner, states, vocab, N: int, output, bos: int):
+    """The model's ARPA file ``output``, atomically: a plain file on one host by
+    :func:`_append_arpa`, else (a compressed file, workers on several hosts, or a write task that
+    ran twice) by :func:`_join_arpa`."""
+    from ..arpa import _ext
+    output = Path(os.path.abspath(output))
+    check_output(output)
+    if runner.one_host and not _ext(output):
+        counts = _append_arpa(runner, states, vocab, N, output, bos)
+        if counts is not None:
+            return counts
+        runner.say("a task that appended ARPA lines ran twice (a worker lost?): writing the file again from "
+                   "pieces")
+    return _join_arpa(runner, states, vocab, N, output, bos)
+
+
+def _append_arpa(runner, states, vocab, N: int, output, bos: int):
+    """The ARPA file written in place: the header (the counts from :func:`kept_counts`), then per
+    order every partition's lines appended by the workers (:func:`append_order`), with no
+    copy of the text: within an order the partitions' blocks come in the order they are
+    written.  Returns the counts, or None when the file's size is not the header's and the
+    tasks' bytes (a task ran twice: the file is removed, nothing is left)."""
+    from ...fsm.atomic import atomic_path
+    from ..vocab import word_bytes
+    from .cluster import Later
+    wb = runner.share(word_bytes(vocab.words))
+    cf = [runner.submit(kept_counts, Later(s)) for s in states]
+    runner.wait(cf, "counting the ARPA file's n-grams", "partitions")
+    per = runner.gather(cf)
+    counts = [sum(c[k] for c in per) for k in range(N)]
+
+    def append(path, text: str) -> int:
+        b = text.encode()
+        with open(path, "ab") as f:
+            f.write(b)
+        return len(b)
+
+    try:
+        with atomic_path(output, suffix=".tmp") as tmp:
+            expected = append(tmp, "\\data\\\n" + "".join(f"ngram {k}={c}\n" for k, c in enumerate(counts, 1)))
+            for k in range(1, N + 1):
+                expected += append(tmp, f"\n\\{k}-grams:\n")
+                fs = [runner.submit(append_order, Later(s), wb, bos, str(tmp), k) for s in states]
+                runner.wait(fs, f"writing ARPA lines of order {k}", "partitions")
+                done = runner.gather(fs)
+                if sum(d[0] for d in done) != counts[k - 1]:
+                    raise _TwiceError
+                expected += sum(d[1] for d in done)
+            expected += append(tmp, "\n\\end\\\n")
+            if os.path.getsize(tmp) != expected:
+                raise _TwiceError
+    except _TwiceError:
+        return None
+    finally:
+        runner.release()
+    return counts
+
+
+class _TwiceError(Exception):
+    """An ARPA file written in place whose size is not what its tasks wrote."""
+
+
+def _join_arpa(runner, states, vocab, N: int, output, bos: int):
     """The partitions' ARPA pieces joined under the header into ``output``, atomically."""
     from ...data.text import open_text
     from ...fsm.atomic import atomic_path
