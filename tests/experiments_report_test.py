@@ -39,3 +39,23 @@ def test_a_stage_being_rebuilt_is_not_fresh(tmp_path):
     st.start()
     (tmp_path / "thing").write_text("half")     # ... and the build fails here
     assert not Stage(tmp_path / "thing", {"n": 1}).fresh()
+
+
+def test_output_place_refuses_before_the_run_and_creates_nothing(tmp_path):
+    """An experiment's model or report path is checked before any work (make mrf-tag once ran
+    ten minutes to fail on a models/ folder that did not exist): missing folders are fine (the
+    run makes them when it writes) unless the caller says they must exist; a file where a
+    folder should be, or a directory where the file should be, is one line; nothing is made."""
+    import pytest
+    from fsmlearn.errors import ArgumentError
+    from fsmlearn.experiments.report import output_place
+    output_place(tmp_path / "models" / "deep" / "m.npz")
+    output_place(None)
+    with pytest.raises(ArgumentError, match="no such folder"):
+        output_place(tmp_path / "models" / "m.npz", make=False)
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ArgumentError, match="is a file, not a folder"):
+        output_place(tmp_path / "f" / "m.npz")
+    with pytest.raises(ArgumentError, match="a directory is in the way"):
+        output_place(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]

@@ -39,7 +39,7 @@ from ..data import iter_sentences
 from ..data.datasets import UNK, brown_lm_vocabulary
 from ..errors import ArgumentError
 from ..mrf import SEP, MRFModel, collect_moments, corpus_sequence, save_mrf, train_lifted
-from .report import device, new_figure, peak_rss_mb, save_figure, write_report
+from .report import device, new_figure, output_place, peak_rss_mb, save_figure, write_report
 
 __all__ = ["LMConfig", "run_lm", "nearest_neighbours", "pmi_init"]
 
@@ -192,6 +192,8 @@ def run_lm(cfg: LMConfig, progress=None) -> dict:
         The report dict.
     """
     cfg.check()
+    for out in (cfg.model, cfg.report):
+        output_place(out, make=not cfg.text)        # your own text's -o: an existing folder
     say = progress or (lambda msg: None)
     t_all = time.perf_counter()
     symbols, index, train, valid = _data(cfg, say)
@@ -243,6 +245,7 @@ def run_lm(cfg: LMConfig, progress=None) -> dict:
     its = [e["iteration_seconds"] for e in h]
     neighbours = nearest_neighbours(best["model"].U, symbols, cfg.probes) if cfg.rank else {}
     if cfg.model is not None:
+        Path(cfg.model).parent.mkdir(parents=True, exist_ok=True)
         save_mrf(best["model"], cfg.model)
     cfgd = {k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, tuple) else v)
             for k, v in asdict(cfg).items()}

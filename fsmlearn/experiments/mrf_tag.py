@@ -26,7 +26,7 @@ from ..data import load_tagged
 from ..errors import ArgumentError
 from ..mrf.io import save_tagger
 from ..mrf.tagger import MAX_WINDOW, decode, fit_tagger, tagging_accuracy, tree_weights
-from .report import device, new_figure, peak_rss_mb, save_figure, write_report
+from .report import device, new_figure, output_place, peak_rss_mb, save_figure, write_report
 
 __all__ = ["TagConfig", "run_tag", "accuracy_of"]
 
@@ -67,6 +67,8 @@ def run_tag(cfg: TagConfig, progress=None, train=None, test=None) -> dict:
     """Train, decode, score; write ``cfg.report`` and its PNG.  ``train``/``test`` default to
     WSJ-train and WSJ-small (lists of (word, tag) sentences)."""
     cfg.check()
+    for out in (cfg.model, cfg.report):
+        output_place(out)
     say = progress or (lambda msg: None)
     t_all = time.perf_counter()
     train = load_tagged("wsj-train", cfg.data_dir) if train is None else train
@@ -97,6 +99,7 @@ def run_tag(cfg: TagConfig, progress=None, train=None, test=None) -> dict:
     weights = tree_weights(model.L, cfg.centre_weight)
     train_seconds = time.perf_counter() - t0
     if cfg.model is not None:
+        Path(cfg.model).parent.mkdir(parents=True, exist_ok=True)
         save_tagger(trained, cfg.model)
     t = time.perf_counter()
     final = accuracy_of(decode(trained, words), test, known)

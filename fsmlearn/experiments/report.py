@@ -1,7 +1,7 @@
 """What every experiment shares: the machine's description, peak memory, cached
 stages, and writing its JSON report and PNG plot atomically.
 
-Public names: device, peak_rss_mb, Stage, write_report, save_figure, new_figure.
+Public names: device, peak_rss_mb, Stage, write_report, save_figure, new_figure, output_place.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..fsm.atomic import atomic_path, atomic_write
 
-__all__ = ["device", "peak_rss_mb", "Stage", "write_report", "save_figure", "new_figure"]
+__all__ = ["device", "peak_rss_mb", "Stage", "write_report", "save_figure", "new_figure", "output_place"]
 
 
 def device() -> str:
@@ -63,6 +63,32 @@ class Stage:
     def done(self) -> None:
         """Record the parameters: call after ``path`` is complete."""
         atomic_write(self.stamp, lambda f: f.write(json.dumps(self.params, indent=1).encode()))
+
+
+def output_place(path, make: bool = True) -> None:
+    """Refuse, before any work, a place where an experiment's output file (a model, a report)
+    cannot be written, with one line: a directory in the way, a file where a folder should be,
+    a folder that is not writable, or (without ``make``, as the commands on the user's own
+    data refuse an ``-o`` there) a folder that does not exist.  Nothing is created: the run
+    makes the folders when it writes (:func:`write_report`, and ``mkdir`` before a model is
+    saved), so a run refused later leaves nothing behind."""
+    import os
+
+    from ..errors import ArgumentError
+    if path is None:
+        return
+    path = Path(path).absolute()
+    if path.is_dir():
+        raise ArgumentError(f"{path}: cannot write here: a directory is in the way")
+    if not make and not path.parent.is_dir():
+        raise ArgumentError(f"{path}: cannot write here: no such folder ({path.parent})")
+    q = path.parent
+    while not q.exists():
+        q = q.parent
+    if not q.is_dir():
+        raise ArgumentError(f"{path}: cannot write here: {q} is a file, not a folder")
+    if not os.access(q, os.W_OK | os.X_OK):
+        raise ArgumentError(f"{path}: cannot write here: {q} is not writable")
 
 
 def write_report(path, report: dict) -> None:

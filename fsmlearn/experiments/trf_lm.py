@@ -46,7 +46,7 @@ from ..trf.augsa import AugSAConfig, refine_zeta, train_augsa
 from ..trf.classes import exchange_clusters
 from ..trf.features import as_corpus, build_features, make_templates
 from ..trf.fit import FitConfig
-from .report import device, new_figure, peak_rss_mb, save_figure, write_report
+from .report import device, new_figure, output_place, peak_rss_mb, save_figure, write_report
 
 UNK = "<unk>"
 
@@ -129,6 +129,8 @@ def run_lm(cfg: LMConfig, progress=print) -> dict:
     """Run the experiment; writes the JSON report, a PNG beside it and the model."""
     from ..trf.io import load_trf, save_trf
     cfg.check()
+    for out in (cfg.model, cfg.report):
+        output_place(out)
     t_all = time.time()
     model_path = Path(cfg.model)
     # a model file that cannot be resumed from is refused before the data is read
@@ -147,6 +149,7 @@ def run_lm(cfg: LMConfig, progress=print) -> dict:
     report_path = Path(cfg.report)
     work = report_path.parent
     work.mkdir(parents=True, exist_ok=True)
+    model_path.parent.mkdir(parents=True, exist_ok=True)
     kn = _kn5(cfg, vocab, data, work, progress)
     acfg = AugSAConfig(samples=cfg.samples, chains=cfg.chains, iterations=cfg.iterations, t_c=cfg.t_c,
                        beta_lambda=cfg.beta_lambda, beta_zeta=cfg.beta_zeta, t0=cfg.t0, l2=cfg.l2, pi0="eq26",
