@@ -52,7 +52,7 @@ bench-lm: $(STAMP)
 # the partitioned (Dask) LM estimation of issue 28 against lmplz on this machine (docs/cluster.md,
 # docs/bench-scale.md): a stand-in text of TOKENS tokens sampled once into bench/work/scale, then
 # lm estimate on 2 local workers, in memory (up to 50M tokens), lmplz, 1 worker and 1 worker of 2 threads;
-# writes reports/bench_scale.json; at 200M tokens 2G per worker is too small (docs/bench-scale.md: MEMORY=4G)
+# writes reports/bench_scale.json (docs/bench-scale.md has the 200M-token runs with MEMORY=2G and 4G)
 # (MEMORY, when given, is each worker's budget here too; default 2G)
 TOKENS ?= 200000000
 .PHONY: bench-scale
