@@ -562,27 +562,6 @@ def write_part(parts, wb, bos: int, tmpdir: str, part: int):
     return sizes
 
 
-def _nrows(x) -> int:
-    """The rows of an array or of a :class:`~fsmlearn.lm.scale.cluster.Saved` one (0 for others)."""
-    shape = getattr(x, "shape", None)
-    return int(shape[0]) if shape else 0
-
-
-def _state_rows(b) -> int:
-    """The rows of a built partition (its ``rows`` per order)."""
-    return sum(_nrows(r) for r in b.get("rows", {}).values()) if isinstance(b, dict) else 0
-
-
-def _largest_first(weights, make) -> list:
-    """``make(p)`` for every partition p, called heaviest first, the results in p's order: Dask
-    runs the tasks that are ready in the order they were submitted, so a stage's largest
-    partitions start first and do not run alone at its end while the other workers wait."""
-    out = [None] * len(weights)
-    for p in sorted(range(len(weights)), key=lambda q: -weights[q]):
-        out[p] = make(p)
-    return out
-
-
 #: the arrays of a partition's state that its ARPA lines of one order are made of
 _LINE_ARRAYS = ("rows", "p", "keep", "alpha", "is_ctx")
 
@@ -719,19 +698,19 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     else:
         rr = []
     slot = {int(x): i for i, x in enumerate(np.flatnonzero(np.isin(layout.root_of, split_ranges)))}
-    units = list(layout.unigrams(vocab.counts))
-    pieces_of = [[x[slot[p]] for x in rr] if p in slot else [r[int(layout.root_of[p])] for r in routed]
-                 for p in range(P)]
-    weight = [sum(_nrows(r) for piece in pieces_of[p] for r, _ in piece) for p in range(P)]
-    built = _largest_first(weight, lambda p: runner.submit(build, *units[p], Later(pieces_of[p]), N, V, wf,
-                                                           layout.info(p)))
+    built = []
+    for p, (lo, hi, uni) in enumerate(layout.unigrams(vocab.counts)):
+        if p in slot:
+            pieces = [x[slot[p]] for x in rr]
+        else:
+            pieces = [r[int(layout.root_of[p])] for r in routed]
+        built.append(runner.submit(build, lo, hi, uni, Later(pieces), N, V, wf, layout.info(p)))
     runner.wait(built, "estimation: merging the n-grams by last word", "partitions")
     built = runner.checkpoint(built)
     runner.discard(rr + runner.checkpoint(routed) + runner.checkpoint(list(sources or [])))
     del routed, sources, rr
     summaries = [b[1] for b in built]
     B = [b[0] for b in built]       # rows, raw counts, suffixes: the partition itself
-    weight = [_state_rows(b) for b in B]
     if precut is None:
         precut = any(min((s[k][1] for s in summaries if s[k][0]), default=1.0) > 1 for k in range(2, N + 1))
     kn = method == "kneser-ney"
@@ -739,7 +718,7 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
         say("the counts were cut before estimation (e.g. Web1T): continuation counts cannot be recovered, "
             "so every order uses raw counts (modified absolute discounting with Kneser-Ney's three discounts)")
     # each pass returns only the arrays it adds; a task reads the ones it needs
-    adj = _largest_first(weight, lambda p: runner.submit(adjust, [B[p]], kn and not precut, bos))
+    adj = [runner.submit(adjust, [b], kn and not precut, bos) for b in B]
     runner.wait(adj, "estimation: continuation counts", "partitions")
     adj = runner.checkpoint(adj)
     stats = [a[1] for a in adj]
@@ -775,19 +754,19 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     else:
         gam0 = 1.0
     # context statistics: there and back
-    cm = _largest_first(weight, lambda p: runner.submit(ctx_map, [B[p], A[p], fix[p]], layout, bos))
+    cm = [runner.submit(ctx_map, [B[p], A[p], fix[p]], layout, bos) for p in range(P)]
     runner.wait(cm, "estimation: context statistics", "partitions")
     cm = runner.checkpoint(cm)
     G = [c[1] for c in cm]
-    red = _largest_first(weight, lambda d: runner.submit(ctx_reduce, [B[d]], [c[0][d] for c in cm], method_id,
-                                                         Ds, precut, cut_mass == "backoff", wf))
+    red = [runner.submit(ctx_reduce, [B[d]], [c[0][d] for c in cm], method_id,
+                         Ds, precut, cut_mass == "backoff", wf) for d in range(P)]
     runner.wait(red, "estimation: context totals and weights", "partitions")
     red = runner.checkpoint(red)
     runner.discard([c[0] for c in cm])
     R = [r[0] for r in red]
-    inter = _largest_first(weight, lambda s: runner.submit(
-        interpolate, [B[s], A[s], G[s], fix[s]], [r[1][s] for r in red], method_id, Ds,
-        (tot0, types0, gam0, uni_raw_total), float(V - 1), float(smoothing), bos))
+    inter = [runner.submit(interpolate, [B[s], A[s], G[s], fix[s]], [r[1][s] for r in red], method_id,
+                           Ds, (tot0, types0, gam0, uni_raw_total), float(V - 1), float(smoothing), bos)
+             for s in range(P)]
     runner.wait(inter, "estimation: interpolation", "partitions")
     Pr = runner.checkpoint(inter)
     runner.discard([r[1] for r in red] + A)
@@ -797,15 +776,15 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
     any_short = any(r[2] for r in red)
     kept = {}                                   # copies of split suffixes: kept or not, as their owners say
     if cut is None and not any_short:
-        K = _largest_first(weight, lambda p: runner.submit(no_pruning, [B[p], R[p]]))
+        K = [runner.submit(no_pruning, [B[p], R[p]]) for p in range(P)]
         runner.wait(K, "estimation: backoff weights", "partitions")
         K = runner.checkpoint(K)
     else:
         K = [runner.submit(keep_init, [B[p]], cut or [1] * N) for p in range(P)]
         for k in range(N, 1, -1):
             fk = [_fix(layout, p, {"keep": kept}) for p in range(P)]
-            pm = _largest_first(weight, lambda p: runner.submit(prune_map, [B[p], G[p], Pr[p], K[p], fk[p]], k,
-                                                                layout))
+            pm = [runner.submit(prune_map, [B[p], G[p], Pr[p], K[p], fk[p]], k, layout)
+                  for p in range(P)]
             runner.wait(pm, f"estimation: pruning order {k}", "partitions")
             pm = runner.checkpoint(pm)
             marks = {}
@@ -814,8 +793,8 @@ def estimate_parts(runner, vocab, N: int, sources, output, method: str = "kneser
                     s = layout.leaves[p][0][-(k - 1):]
                     marks[s] = marks.get(s, False) or x[2]
             fk = [_fix(layout, p, {"keep": {**kept, **marks}}) for p in range(P)]
-            K2 = _largest_first(weight, lambda d: runner.submit(prune_reduce, [B[d], R[d], K[d], pm[d][1], fk[d]], k,
-                                                                [x[0][d] for x in pm]))
+            K2 = [runner.submit(prune_reduce, [B[d], R[d], K[d], pm[d][1], fk[d]], k,
+                                [x[0][d] for x in pm]) for d in range(P)]
             runner.wait(K2, f"estimation: backoff weights of order {k - 1}", "partitions")
             K2 = runner.checkpoint(K2)
             for p, x in enumerate(K2):
@@ -896,7 +875,6 @@ def _append_arpa(runner, states, vocab, N: int, output, bos: int):
     from ..vocab import word_bytes
     from .cluster import Later
     wb = runner.share(word_bytes(vocab.words))
-    weight = [_state_rows(s[0]) for s in states]
     cf = [runner.submit(kept_counts, Later(s)) for s in states]
     runner.wait(cf, "counting the ARPA file's n-grams", "partitions")
     per = runner.gather(cf)
@@ -913,8 +891,7 @@ def _append_arpa(runner, states, vocab, N: int, output, bos: int):
             expected = append(tmp, "\\data\\\n" + "".join(f"ngram {k}={c}\n" for k, c in enumerate(counts, 1)))
             for k in range(1, N + 1):
                 expected += append(tmp, f"\n\\{k}-grams:\n")
-                fs = _largest_first(weight, lambda p: runner.submit(append_order, Later(states[p]), wb, bos, str(tmp),
-                                                                    k))
+                fs = [runner.submit(append_order, Later(s), wb, bos, str(tmp), k) for s in states]
                 runner.wait(fs, f"writing ARPA lines of order {k}", "partitions")
                 done = runner.gather(fs)
                 if sum(d[0] for d in done) != counts[k - 1]:
