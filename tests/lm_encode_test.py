@@ -90,3 +90,24 @@ def test_the_vocabulary_pass_grows_its_table(tmp_path):
     got = vocab_part(part)
     want = vocab_part(TextPart(str(tmp_path / "t.txt"), lines=tuple(part_lines(part))))
     assert got[0] == want[0] and got[1].tolist() == want[1].tolist() and len(got[0].split("\n")) > 10_000
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 200), st.integers(1, 5), st.integers(1, 9), st.booleans(), st.sampled_from([0, -1]),
+       st.integers(0, 10 ** 6))
+def test_route_is_a_stable_split_by_range(n, k, B, translate, key, seed):
+    """lm.scale.count.route (a counting sort in numba) against its definition in numpy: rows put
+    in global ids, split by the range of their first or last word, each range in the rows' order."""
+    from fsmlearn.lm.scale.count import route
+    rng = np.random.default_rng(seed)
+    V = 40
+    rows = rng.integers(0, V, (n, k)).astype(np.int32)
+    cnt = rng.integers(1, 9, n).astype(np.int64)
+    trans = rng.permutation(V).astype(np.int32) if translate else None
+    bounds = np.unique(np.concatenate([[0, V], rng.integers(0, V, B - 1)])).astype(np.int64)
+    got = route([(rows, cnt)], trans, bounds, key)
+    g = trans[rows] if translate else rows
+    r = np.searchsorted(bounds, g[:, key], side="right") - 1
+    for b in range(bounds.size - 1):
+        sel = np.flatnonzero(r == b)
+        assert np.array_equal(got[b][0][0], g[sel]) and np.array_equal(got[b][0][1], cnt[sel])

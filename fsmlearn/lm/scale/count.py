@@ -219,24 +219,48 @@ class GlobalVocab:
 
 # --- routing and merging ----------------------------------------------------------------------
 
+@nb.njit(cache=True)
+def _route_kernel(rows, cnt, trans, use_trans, range_of, col, B):
+    """Rows translated to global ids (``trans``, when ``use_trans``) and laid out by the range of
+    their word in column ``col`` (a counting sort: stable, one pass to count and one to place);
+    (rows int32 [n, k], counts, int64 [B + 1] the ranges' starts)."""
+    n, k = rows.shape
+    rr = np.empty(n, np.int32)
+    starts = np.zeros(B + 1, np.int64)
+    for i in range(n):
+        w = rows[i, col]
+        b = range_of[trans[w] if use_trans else w]
+        rr[i] = b
+        starts[b + 1] += 1
+    for b in range(B):
+        starts[b + 1] += starts[b]
+    pos = starts[:B].copy()
+    out = np.empty((n, k), np.int32)
+    oc = np.empty(n, cnt.dtype)
+    for i in range(n):
+        j = pos[rr[i]]
+        pos[rr[i]] = j + 1
+        for c in range(k):
+            out[j, c] = trans[rows[i, c]] if use_trans else rows[i, c]
+        oc[j] = cnt[i]
+    return out, oc, starts
+
+
 def route(counted, trans, bounds, key: int):
     """Task: the partition's n-grams (orders 2..N) in global ids, split by ``key`` word (0 the
-    first, -1 the last) into the ranges ``bounds``; per range, per order (rows, counts)."""
-    orders = counted
+    first, -1 the last) into the ranges ``bounds``; per range, per order (rows, counts), each
+    range's rows in the partition's order."""
     B = bounds.size - 1
     out = [[] for _ in range(B)]
     # each word's range, looked up (a gather, not a binary search per row)
-    range_of = np.repeat(np.arange(B, dtype=np.int16 if B < (1 << 15) else np.int64), np.diff(bounds))
-    for rows, cnt in orders:
-        g = trans[rows] if trans is not None else rows
-        k = g.shape[1]
-        r = range_of[g[:, key]] if g.shape[0] else np.zeros(0, range_of.dtype)
-        # a stable sort of small integers (numpy's radix sort for 16 bits), then one gather and
-        # a slice per range
-        order = np.argsort(r, kind="stable")
-        edges = np.searchsorted(r[order], np.arange(B + 1))
-        gs = np.ascontiguousarray(g[order], np.int32).reshape(-1, k)
-        cs = cnt[order]
+    range_of = np.repeat(np.arange(B, dtype=np.int32), np.diff(bounds))
+    use = trans is not None
+    tr = np.ascontiguousarray(trans, np.int32) if use else np.zeros(0, np.int32)
+    for rows, cnt in counted:
+        rows = np.ascontiguousarray(rows, np.int32)
+        k = rows.shape[1]
+        gs, cs, edges = _route_kernel(rows, np.ascontiguousarray(cnt), tr, use, range_of,
+                                      0 if key == 0 else k - 1, B)
         for b in range(B):
             out[b].append((gs[edges[b]:edges[b + 1]], cs[edges[b]:edges[b + 1]]))
     return out
@@ -657,21 +681,53 @@ def _count_fast(part: TextPart, order: int, words):
     return uniq.astype(np.int32), _count_hashed(chunks(), order)
 
 
+@nb.njit(cache=True)
+def _count_pairs(hi, lo, table, mask):
+    """The distinct (hi, lo) keys in order of first appearance and how often each occurs, by an
+    open-addressing table of int32 group ids (-1 free; reset here, so one table serves many
+    calls); (first int64 [G], counts int64 [G])."""
+    n = hi.shape[0]
+    table[:] = -1
+    first = np.empty(n, np.int64)
+    counts = np.empty(n, np.int64)
+    G = 0
+    for i in range(n):
+        h, l = hi[i], lo[i]
+        s = np.int64(hash64(h ^ hash64(l)) & np.uint64(mask))
+        while True:
+            g = table[s]
+            if g < 0:
+                table[s] = G
+                first[G] = i
+                counts[G] = 1
+                G += 1
+                break
+            f = first[g]
+            if hi[f] == h and lo[f] == l:
+                counts[g] += 1
+                break
+            s = (s + 1) & mask
+    return first[:G], counts[:G]
+
+
 def _count_hashed(chunks, order: int) -> list:
     """[(rows int32 [M_k, k], counts int64 [M_k]) for k = 2..N] of padded token chunks, n-grams
     in no particular order (grouped by hashing, not sorted: the partitions sort them)."""
     from ..counts import _unpack, _windows, key_bits
     bits = key_bits(order)
     acc = {k: [] for k in range(2, order + 1)}
+    table = np.empty(0, np.int32)
     for tokens, starts in chunks:
         for k in range(2, order + 1):
             hi = np.empty(tokens.size, np.uint64)
             lo = np.empty(tokens.size, np.uint64)
             n = _windows(tokens, starts, k, bits, hi, lo)
             hi, lo = hi[:n], lo[:n]
-            # each packed (hi, lo) key as four int32 words: grouped as rows are
-            gid, first = group_rows(np.stack([hi, lo], axis=1).view(np.int32))
-            acc[k].append((_unpack(hi[first], lo[first], k, bits), _sum_by(gid, np.ones(n, np.int64), first.size)))
+            cap = table_capacity(n)
+            if table.size < cap:        # one table for every order and chunk, grown when needed
+                table = np.empty(cap, np.int32)
+            first, cnt = _count_pairs(hi, lo, table[:cap], cap - 1)
+            acc[k].append((_unpack(hi[first], lo[first], k, bits), cnt))
     out = []
     for k in range(2, order + 1):
         if len(acc[k]) == 1:
