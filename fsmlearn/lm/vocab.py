@@ -8,7 +8,7 @@ structure text files (:data:`TAB`, :data:`SPACE`, :data:`NEWLINE`,
 :data:`DIGIT_0`) are module-level ints here, which numba kernels read as
 compile-time constants.
 
-Public names: WordIndex, NGramTables, ByteVocab, word_bytes, fnv1a, vocab_find, build_table, encode_lines, count_span, encode_span, is_space,
+Public names: WordIndex, NGramTables, ByteVocab, word_bytes, fnv1a, vocab_find, build_table, encode_lines, count_span, encode_span, scan_token, is_space,
 line_end, next_token,
 TAB, SPACE, NEWLINE, DIGIT_0; the markers BOS, EOS, UNK and LN10 = ln 10.
 """
@@ -216,6 +216,23 @@ def count_span(buf, i, hi):
 
 
 @nb.njit(inline="always")
+def scan_token(buf, i, hi):
+    """The next token of a line from byte ``i`` on (whitespace skipped): (start, end, its
+    :func:`fnv1a` hash computed as its bytes go by); start == end when the line has no token
+    left, ``end`` then at its newline or at ``hi``."""
+    cls = _BYTE_CLASS
+    while i < hi and cls[buf[i]] == 1:
+        i += 1
+    a = i
+    h = _FNV_OFFSET
+    while i < hi and cls[buf[i]] == 0:
+        h ^= np.uint64(buf[i])
+        h *= _FNV_PRIME
+        i += 1
+    return a, i, h
+
+
+@nb.njit(inline="always")
 def encode_span(buf, i, hi, table, wbuf, woff, mask, unk, ptr, ids, oov, s, t):
     """Word ids of the lines of buf[i:hi] (complete lines), one sentence per line, written
     from sentence ``s`` and token ``t`` on: ``ids[t..]`` the words' ids (``unk`` for a word
@@ -223,19 +240,11 @@ def encode_span(buf, i, hi, table, wbuf, woff, mask, unk, ptr, ids, oov, s, t):
     sentence's end.  Returns the next (s, t).  The one loop of :func:`encode_lines` and of the
     compiled model's parallel encoder: one scan of the bytes through their classes, each
     token's :func:`fnv1a` hash computed as its bytes go by."""
-    cls = _BYTE_CLASS
     while i < hi:
         while True:
-            while i < hi and cls[buf[i]] == 1:
-                i += 1
-            if i >= hi or cls[buf[i]] == 2:
+            a, i, h = scan_token(buf, i, hi)
+            if a == i:
                 break
-            a = i
-            h = _FNV_OFFSET
-            while i < hi and cls[buf[i]] == 0:
-                h ^= np.uint64(buf[i])
-                h *= _FNV_PRIME
-                i += 1
             w, _ = _probe(h, buf, a, i, table, wbuf, woff, mask)
             if w < 0:
                 w = unk

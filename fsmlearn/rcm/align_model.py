@@ -224,29 +224,11 @@ class AlignRCM:
 
     def check_x(self, x) -> np.ndarray:
         """x as int64 [L'], or ArgumentError naming the bad value."""
-        arr = np.asarray(x)
-        if arr.ndim != 1 or arr.size == 0:
-            raise ArgumentError(f"x must be a non-empty 1-d sequence of phonemes, got shape {arr.shape}")
-        if not np.issubdtype(arr.dtype, np.integer):
-            raise ArgumentError(f"x must hold integers, got dtype {arr.dtype}")
-        bad = np.flatnonzero((arr < 0) | (arr >= self.num_phonemes))
-        if bad.size:
-            raise ArgumentError(f"phoneme {int(arr[bad[0]])} at input position {int(bad[0]) + 1} is out of "
-                                f"range 0..{self.num_phonemes - 1}")
-        return arr.astype(np.int64)
+        return _checked(x, "x", "phoneme", "input", self.num_phonemes)
 
     def check_y(self, y) -> np.ndarray:
         """y (characters) as int64 [L], or ArgumentError naming the bad value."""
-        arr = np.asarray(y)
-        if arr.ndim != 1 or arr.size == 0:
-            raise ArgumentError(f"y must be a non-empty 1-d sequence of characters, got shape {arr.shape}")
-        if not np.issubdtype(arr.dtype, np.integer):
-            raise ArgumentError(f"y must hold integers, got dtype {arr.dtype}")
-        bad = np.flatnonzero((arr < 0) | (arr >= self.num_chars))
-        if bad.size:
-            raise ArgumentError(f"character {int(arr[bad[0]])} at output position {int(bad[0]) + 1} is out of "
-                                f"range 0..{self.num_chars - 1}")
-        return arr.astype(np.int64)
+        return _checked(y, "y", "character", "output", self.num_chars)
 
     def check_advances(self, advances, L: int, Lp: int) -> np.ndarray:
         """An alignment (advances a_1..a_L) as int64, or ArgumentError unless it is valid for x of
@@ -259,6 +241,20 @@ class AlignRCM:
             raise ArgumentError(f"advances {arr.tolist()[:40]} are not an alignment onto {Lp} phonemes "
                                 f"with at most {self.max_advance} per character")
         return arr
+
+
+def _checked(seq, name: str, what: str, side: str, size: int) -> np.ndarray:
+    """``seq`` as int64 [L] of symbols 0..size-1, or ArgumentError naming the bad value."""
+    arr = np.asarray(seq)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ArgumentError(f"{name} must be a non-empty 1-d sequence of {what}s, got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ArgumentError(f"{name} must hold integers, got dtype {arr.dtype}")
+    bad = np.flatnonzero((arr < 0) | (arr >= size))
+    if bad.size:
+        raise ArgumentError(f"{what} {int(arr[bad[0]])} at {side} position {int(bad[0]) + 1} is out of "
+                            f"range 0..{size - 1}")
+    return arr.astype(np.int64)
 
 
 def label_of(char, advance, num_chars: int):

@@ -43,7 +43,7 @@ import numpy as np
 from ...errors import ArgumentError, CorpusFormatError
 from ...fsm.hashing import hash64, table_capacity
 from ..counts import count_ngrams
-from ..vocab import _BYTE_CLASS, _FNV_OFFSET, _FNV_PRIME, BOS, EOS, UNK, word_bytes
+from ..vocab import BOS, EOS, UNK, scan_token, word_bytes
 from ..web1t import _TO_OURS, _TO_WEB1T, new_output_folder   # Web1T's spelling of <s>, </s>, <unk>
 
 
@@ -459,7 +459,6 @@ def _vocab_kernel(buf):
     ``buf`` (uint8), in order of first appearance, and its lines (a last line without a newline
     counted): one scan through the tokeniser's byte classes, each token hashed (FNV-1a) as its
     bytes go by into an open-addressing table that doubles when half full."""
-    cls = _BYTE_CLASS
     cap = 1 << 12
     mask = cap - 1
     table = np.full(cap, -1, np.int64)
@@ -473,16 +472,9 @@ def _vocab_kernel(buf):
     i = 0
     while i < n:
         while True:
-            while i < n and cls[buf[i]] == 1:
-                i += 1
-            if i >= n or cls[buf[i]] == 2:
+            a, i, h = scan_token(buf, i, n)
+            if a == i:
                 break
-            a = i
-            h = _FNV_OFFSET
-            while i < n and cls[buf[i]] == 0:
-                h ^= np.uint64(buf[i])
-                h *= _FNV_PRIME
-                i += 1
             L = i - a
             slot = np.int64(h & np.uint64(mask))
             while True:
