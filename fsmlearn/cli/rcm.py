@@ -176,7 +176,9 @@ def _decode(args) -> int:
     if not 0.0 <= args.min_probability < 1.0:
         raise ArgumentError(f"--min-probability must be in [0, 1), got {args.min_probability}")
     workers = check_threads(args.threads)
-    _load(args.model)           # a bad model file: one line here, before any worker starts
+    _WORKER.clear()
+    if workers != 1:
+        _load(args.model)       # a bad model file: one line here, before any worker starts
     method = "beam" if args.beam else "rcms"
     init_args = (args.model, args.chars, args.size, method, args.kbest, args.marginals, args.min_probability,
                  args.probability)
@@ -193,11 +195,12 @@ def _eval(args) -> int:
     from ..rcm.transduce import error_rates, read_pairs
     from .common import check_threads, ordered_map
     workers = check_threads(args.threads)
+    _WORKER.clear()
     pairs = read_pairs(args.pairs, args.chars)
     method = "beam" if args.beam else "rcms"
     hyps = list(ordered_map(_init_worker, (args.model, args.chars, args.size, method), _best_one, [p[0] for p in pairs],
                             workers))
-    _, inputs, _ = _load(args.model)
+    _, inputs, _ = _WORKER["model"] if "model" in _WORKER else _load(args.model)   # read here once already?
     unseen = sum(1 for p in pairs if inputs.unknown(p[0]))
     r = error_rates(hyps, [p[1] for p in pairs])
     print(f"{args.pairs}: CER {r['cer']:.4f} ({r['reference_tokens']:,} reference tokens), exact match "
