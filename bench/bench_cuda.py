@@ -5,7 +5,7 @@
   acyclic), ``device="cpu"`` against ``device="cuda"``: the first call
   (device copies, levels) and the median of warm calls, the ratio CPU / GPU,
   and the largest relative difference of the forward probabilities;
-* one variational-EM iteration of n-gram EM (:class:`fsmlearn.tag.ngram_em.NGramEM`,
+* one variational-EM iteration of n-gram EM (:class:`fsmlearn.tag.ngram.em.NGramEM`,
   n_q = 1) on the same cq structure on both devices: c is the backoff LM of a
   Web1T count directory (``--ngrams``; for the issue's 200M-token setting the
   counts ``make tagger-giga200`` caches, ``data/cache/giga200/web1t``), or
@@ -130,8 +130,8 @@ def ngram_lm(args):
 
 def bench_vem(args):
     from fsmlearn.data.tagsets import tag_dictionary
-    from fsmlearn.tag.approx import initial_theta, setup_from_lm
-    from fsmlearn.tag.ngram_em import NGramEM
+    from fsmlearn.tag.ngram.approx import initial_theta, setup_from_lm
+    from fsmlearn.tag.ngram.em import NGramEM
     c, what = ngram_lm(args)
     say(f"c: {what}: {c.machine.num_states:,} states, {c.machine.num_arcs:,} arcs")
     st = setup_from_lm(c, tagdict=tag_dictionary("tag17"), progress=say)

@@ -26,7 +26,7 @@ from fsmlearn.data.tagsets import tag_dictionary, tagset_tags
 from fsmlearn.lm.counts import count_ngrams
 from fsmlearn.lm.estimate import estimate
 from fsmlearn.lm.model import compile_lm
-from fsmlearn.tag.approx import setup_from_lm, train_ngram_em
+from fsmlearn.tag.ngram.approx import setup_from_lm, train_ngram_em
 from fsmlearn.tag.em import dictionary_mask, em, encode_corpus, uniform_hmm
 
 SETTINGS = {1: ("wsj-train", 3), 2: ("mixed-text", 10)}

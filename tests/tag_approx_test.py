@@ -10,9 +10,9 @@ from fsmlearn.data.tagsets import tag_dictionary
 from fsmlearn.lm.counts import count_ngrams
 from fsmlearn.lm.estimate import estimate
 from fsmlearn.lm.model import compile_lm
-from fsmlearn.tag.approx import setup_from_lm, train_ngram_em
-from fsmlearn.tag.ngram_materialise import bound_materialised
-from fsmlearn.tag.ngram_objective import expected_stats
+from fsmlearn.tag.ngram.approx import setup_from_lm, train_ngram_em
+from fsmlearn.tag.ngram.materialise import bound_materialised
+from fsmlearn.tag.ngram.objective import expected_stats
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_bound_on_a_backoff_lm_matches_the_materialised_relaxation():
 
 
 def test_a_tag_without_expected_transitions_gets_a_uniform_row_not_nan():
-    from fsmlearn.tag.approx import _transition_probs
+    from fsmlearn.tag.ngram.approx import _transition_probs
     T = 3
     with np.errstate(divide="ignore"):
         lt = np.log(np.array([[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.2, 0.2, 0.2, 0.4],

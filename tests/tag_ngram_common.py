@@ -11,7 +11,7 @@ import pytest
 
 from conftest import backoff_machine
 from fsmlearn.fsm import PHI
-from fsmlearn.tag.ngram_structure import CqStructure
+from fsmlearn.tag.ngram.structure import CqStructure
 
 
 def random_theta(rng, T, V, allowed):

@@ -1,4 +1,4 @@
-"""Blocks conditioned on the previous tag (fsmlearn.tag.ngram_cond): bound, counts and
+"""Blocks conditioned on the previous tag (fsmlearn.tag.ngram.cond): bound, counts and
 gradients against the materialised machine and finite differences; vEM raises the bound;
 every relaxation stopped at its sweep limit raises."""
 
@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from fsmlearn.errors import NotConvergedError
-from fsmlearn.tag.ngram_cond import (CondBlocks, d_bound_d_phi_cond, estep_parallel_cond, expected_stats_cond,
+from fsmlearn.tag.ngram.cond import (CondBlocks, d_bound_d_phi_cond, estep_parallel_cond, expected_stats_cond,
                                      phi_gradient_cond)
-from fsmlearn.tag.ngram_em import NGramEM
-from fsmlearn.tag.ngram_materialise import bound_materialised, stats_materialised
-from fsmlearn.tag.ngram_objective import expected_stats
-from fsmlearn.tag.ngram_structure import CqStructure
+from fsmlearn.tag.ngram.em import NGramEM
+from fsmlearn.tag.ngram.materialise import bound_materialised, stats_materialised
+from fsmlearn.tag.ngram.objective import expected_stats
+from fsmlearn.tag.ngram.structure import CqStructure
 from tag_ngram_common import brute, random_phi, random_phi2, tiny
 
 

@@ -1,9 +1,9 @@
-"""n-gram EM training (fsmlearn.tag.ngram_em): variational EM raises the bound and stays
+"""n-gram EM training (fsmlearn.tag.ngram.em): variational EM raises the bound and stays
 below the likelihood."""
 
 from __future__ import annotations
 
-from fsmlearn.tag.ngram_em import NGramEM
+from fsmlearn.tag.ngram.em import NGramEM
 from tag_ngram_common import brute, tiny
 
 

@@ -1,4 +1,4 @@
-"""The materialised cq (fsmlearn.tag.ngram_materialise): with n_q = n_p on a corpus,
+"""The materialised cq (fsmlearn.tag.ngram.materialise): with n_q = n_p on a corpus,
 n-gram EM is ordinary EM."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from fsmlearn.fsm import Machine
-from fsmlearn.tag.ngram_materialise import joint_posterior_phi, stats_materialised
-from fsmlearn.tag.ngram_objective import estep_parallel, expected_stats, mstep
-from fsmlearn.tag.ngram_structure import CqStructure
+from fsmlearn.tag.ngram.materialise import joint_posterior_phi, stats_materialised
+from fsmlearn.tag.ngram.objective import estep_parallel, expected_stats, mstep
+from fsmlearn.tag.ngram.structure import CqStructure
 from tag_ngram_common import random_theta
 
 

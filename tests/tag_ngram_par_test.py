@@ -1,4 +1,4 @@
-"""n-gram EM's kernels (fsmlearn.tag.ngram_par): several threads give the one-thread sums."""
+"""n-gram EM's kernels (fsmlearn.tag.ngram.kernels): several threads give the one-thread sums."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from fsmlearn.data.tagsets import tag_dictionary
 from fsmlearn.lm.counts import count_ngrams
 from fsmlearn.lm.estimate import estimate
 from fsmlearn.lm.model import compile_lm
-from fsmlearn.tag.approx import setup_from_lm
-from fsmlearn.tag.ngram_em import NGramEM
-from fsmlearn.tag.ngram_objective import estep_parallel, expected_stats, phi_gradient
-from fsmlearn.tag.ngram_par import ParIndex
+from fsmlearn.tag.ngram.approx import setup_from_lm
+from fsmlearn.tag.ngram.em import NGramEM
+from fsmlearn.tag.ngram.objective import estep_parallel, expected_stats, phi_gradient
+from fsmlearn.tag.ngram.kernels import ParIndex
 from tag_ngram_common import random_phi, random_theta
 
 

@@ -1,4 +1,4 @@
-"""cq's structure (fsmlearn.tag.ngram_structure): malformed inputs raise MachineError."""
+"""cq's structure (fsmlearn.tag.ngram.structure): malformed inputs raise MachineError."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fsmlearn.errors import MachineError
-from fsmlearn.tag.ngram_structure import CqStructure
+from fsmlearn.tag.ngram.structure import CqStructure
 from tag_ngram_common import tiny
 
 

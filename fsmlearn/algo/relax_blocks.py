@@ -21,7 +21,7 @@ phi (failure) forest:
   ``P^T`` adds each state's parent's row to its own, shallowest first.
 
 This is the shape of the n-gram EM's conditioned systems (Smith and Eisner,
-footnote 7; :mod:`fsmlearn.tag.ngram_cond`): states of the LM machine, m = T + 1
+footnote 7; :mod:`fsmlearn.tag.ngram.cond`): states of the LM machine, m = T + 1
 previous tags, a block per arc whose tag distribution depends on the previous
 tag.  Jacobi sweeps run under the engine's stopping rule
 (:func:`fsmlearn.algo.convergence.rate_step`: settled contraction rate, Aitken

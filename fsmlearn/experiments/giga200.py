@@ -19,7 +19,7 @@ it; on WSJ-train, 5-grams at cutoff 3, n-gram EM reaches 84.02% with it,
 83.50% with Witten-Bell and 82.12% with Kneser-Ney, against corpus EM's
 84.68%; each context's cut extensions' mass goes to its backoff weight,
 ``cut_mass`` of :func:`fsmlearn.lm.estimate.estimate`), compile it to a
-failure-arc acceptor, run n-gram EM (:mod:`fsmlearn.tag.ngram_em`) from
+failure-arc acceptor, run n-gram EM (:mod:`fsmlearn.tag.ngram.em`) from
 the uniform start under the 17-tag dictionary, evaluate every iteration on
 WSJ-small, and, on the sampled corpus, run ordinary EM from the same start
 for comparison.  Writes the

@@ -30,7 +30,7 @@ the order they run:
   fsmlearn.cli.main``: this layer does not import the CLI), after the families
   above have filled the cache.
 
-The CUDA kernels (:mod:`fsmlearn.algo.cuda`, :mod:`fsmlearn.tag.ngram_cuda`)
+The CUDA kernels (:mod:`fsmlearn.algo.cuda`, :mod:`fsmlearn.tag.ngram.cuda`)
 are left out: they compile for the device they run on.
 
 Each family prints one line with its seconds to stderr, and the total at the
@@ -367,8 +367,8 @@ def warm_tag(tmp: Path) -> None:
     from ..lm.model import compile_lm
     from ..tag import (HMM, NGramEM, accuracy, dictionary_mask, em, encode_corpus, setup_from_lm,
                        tag_sentences, train_ngram_em, train_supervised, uniform_hmm)
-    from ..tag.approx import initial_theta
-    from ..tag.ngram_materialise import bound_materialised
+    from ..tag.ngram.approx import initial_theta
+    from ..tag.ngram.materialise import bound_materialised
     tagged = synthetic_tagged(300)
     train, held = tagged[:250], tagged[250:]
     raw = [[w for w, _ in s] for s in held] + [tokenize("the zebra quickly ran. He doesn't like it, does he?")]

@@ -15,12 +15,12 @@ Modules:
 * :mod:`~fsmlearn.tag.train`: supervised training from tagged sentences.
 * :mod:`~fsmlearn.tag.em`: EM on a corpus (Merialdo's set-up).
 * n-gram EM (Smith and Eisner, "Unsupervised learning on an approximate corpus"):
-  :mod:`~fsmlearn.tag.ngram_structure` (cq's events and blocks, :class:`CqStructure`),
-  :mod:`~fsmlearn.tag.ngram_par` (its kernels, on one thread or several),
-  :mod:`~fsmlearn.tag.ngram_objective` (bound, counts, gradient, E-step for n_q = 1),
-  :mod:`~fsmlearn.tag.ngram_cond` (blocks conditioned on the previous tag, footnote 7),
-  :mod:`~fsmlearn.tag.ngram_materialise` (the n_q = 2 machine), :mod:`~fsmlearn.tag.ngram_em`
-  (training, :class:`NGramEM`); :mod:`~fsmlearn.tag.approx` sets it up from an LM.
+  :mod:`~fsmlearn.tag.ngram.structure` (cq's events and blocks, :class:`CqStructure`),
+  :mod:`~fsmlearn.tag.ngram.kernels` (its kernels, on one thread or several),
+  :mod:`~fsmlearn.tag.ngram.objective` (bound, counts, gradient, E-step for n_q = 1),
+  :mod:`~fsmlearn.tag.ngram.cond` (blocks conditioned on the previous tag, footnote 7),
+  :mod:`~fsmlearn.tag.ngram.materialise` (the n_q = 2 machine), :mod:`~fsmlearn.tag.ngram.em`
+  (training, :class:`NGramEM`); :mod:`~fsmlearn.tag.ngram.approx` sets it up from an LM.
 """
 
 from .decode import tag_sentences, viterbi
@@ -29,11 +29,8 @@ from .em import Corpus, EMRecord, dictionary_mask, em, encode_corpus, evaluation
 from .evaluate import accuracy
 from .hmm import EPS, HMM, UNK
 from .hmm_io import load_hmm, save_hmm
-from .approx import NGramSetup, setup_from_lm, train_ngram_em
+from .ngram import CondBlocks, CqStructure, IterationRecord, NGramEM, NGramSetup, setup_from_lm, train_ngram_em
 from .lattice import Lattice, build_lattice, encode_sentences, lattice, sentence_lattice
-from .ngram_cond import CondBlocks
-from .ngram_em import IterationRecord, NGramEM
-from .ngram_structure import CqStructure
 from .oov_tags import OovTags
 from .train import TaggedCounts, count_tagged, train_supervised
 from .unknown import SuffixModel

@@ -20,10 +20,10 @@ import math
 
 import numpy as np
 
-from ..algo.posteriors import expectation, forward_backward
-from ..fsm.machine import PHI, Machine
-from .ngram_objective import NEG_LOG
-from .ngram_structure import CqStructure
+from ...algo.posteriors import expectation, forward_backward
+from ...fsm.machine import PHI, Machine
+from .objective import NEG_LOG
+from .structure import CqStructure
 
 __all__ = ["materialise", "bound_materialised", "stats_materialised", "joint_posterior_phi"]
 

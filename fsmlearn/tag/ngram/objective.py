@@ -8,7 +8,7 @@ Smith and Eisner, "Unsupervised learning on an approximate corpus", sections
 for a bigram HMM p_theta (n_p = 2).  How it is computed (the Z_a
 construction of section 3.3, n_p - n_q = 1): the forward mass per incoming
 tag, ``alpha2[h, t]`` (Z_a: the paths to h split by their last tag), is one
-pass over the events of :class:`~fsmlearn.tag.ngram_structure.CqStructure`
+pass over the events of :class:`~fsmlearn.tag.ngram.structure.CqStructure`
 plus one pass down the phi forest.  The second component of the
 expectation-semiring forward value, summed at the final states, is then a sum
 over arcs (Li and Eisner 2009, section 4.2; footnote 14 of the paper: with
@@ -49,10 +49,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..algo import SolveInfo
-from . import ngram_par as par
-from .ngram_par import ParIndex
-from .ngram_structure import CqStructure
+from ...algo import SolveInfo
+from . import kernels as par
+from .kernels import ParIndex
+from .structure import CqStructure
 
 __all__ = ["Stats", "expected_stats", "phi_gradient", "d_bound_d_phi", "estep_parallel", "mstep", "dot_log",
            "one_thread_index", "NEG_LOG", "MIN_BLOCK_MASS"]
@@ -85,7 +85,7 @@ def expected_stats(cs: CqStructure, phi: np.ndarray, log_trans: np.ndarray, log_
                    px=None) -> Stats:
     """Expected counts under cq_phi and the bound r at (theta, phi).
 
-    ``px``: a :class:`fsmlearn.tag.ngram_par.ParIndex` giving the parts the
+    ``px``: a :class:`fsmlearn.tag.ngram.kernels.ParIndex` giving the parts the
     kernels split their work into (one per thread); None for one part."""
     px = px or one_thread_index(cs)
     A2 = par.alpha2(cs, px, phi)

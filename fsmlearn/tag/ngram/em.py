@@ -2,12 +2,12 @@
 
 Smith and Eisner, "Unsupervised learning on an approximate corpus", sections
 2-3.5: :class:`NGramEM` maximises the bound (5) over theta (a bigram HMM) and
-phi (the variational tag blocks of cq, :mod:`fsmlearn.tag.ngram_structure`),
+phi (the variational tag blocks of cq, :mod:`fsmlearn.tag.ngram.structure`),
 by approximate variational EM (a parallel block update of phi, then the
-closed-form M-step; :mod:`fsmlearn.tag.ngram_objective`) or by gradient
+closed-form M-step; :mod:`fsmlearn.tag.ngram.objective`) or by gradient
 ascent on softmax parameters of theta and phi (section 3.5), on the CPU or
-(``device="cuda"``) on a CUDA device (:mod:`fsmlearn.tag.ngram_cuda`).  Blocks may also
-be conditioned on the previous tag (footnote 7, :mod:`fsmlearn.tag.ngram_cond`).
+(``device="cuda"``) on a CUDA device (:mod:`fsmlearn.tag.ngram.cuda`).  Blocks may also
+be conditioned on the previous tag (footnote 7, :mod:`fsmlearn.tag.ngram.cond`).
 
 Public names: NGramEM, IterationRecord.
 """
@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..algo.cuda import check_device
-from ..errors import ArgumentError
-from .ngram_cond import CondBlocks, estep_parallel_cond, expected_stats_cond
-from .ngram_objective import Stats, d_bound_d_phi, dot_log, estep_parallel, expected_stats, mstep
-from .ngram_par import ParIndex
-from .ngram_structure import CqStructure
+from ...algo.cuda import check_device
+from ...errors import ArgumentError
+from .cond import CondBlocks, estep_parallel_cond, expected_stats_cond
+from .objective import Stats, d_bound_d_phi, dot_log, estep_parallel, expected_stats, mstep
+from .kernels import ParIndex
+from .structure import CqStructure
 
 __all__ = ["NGramEM", "IterationRecord"]
 
@@ -59,7 +59,7 @@ class NGramEM:
         threads: threads of the n_q = 1 vEM kernels (default: numba's
             thread count; 1 runs the single-threaded kernels).
         device: ``"cpu"`` (default) or ``"cuda"``: the bound, its gradient
-            and the E-step run on the device (:mod:`fsmlearn.tag.ngram_cuda`;
+            and the E-step run on the device (:mod:`fsmlearn.tag.ngram.cuda`;
             phi, alpha2 and G stay there, only theta's M-step runs on the
             host); n_q = 1 blocks only (``cond="none"``).
 
@@ -86,7 +86,7 @@ class NGramEM:
             raise ArgumentError("blocks conditioned on the previous tag have no CUDA path; use device='cpu' "
                                 "or cond='none'")
         if self.device == "cuda":
-            from .ngram_cuda import cuda_cq
+            from .cuda import cuda_cq
             self._cq = cuda_cq(cs)
         self.phi2 = self.cond.uniform(cs) if self.cond is not None else None
         self._U = None              # the adjoint of the last E-step (warm start of the next)

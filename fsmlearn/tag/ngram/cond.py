@@ -10,7 +10,7 @@ solved by the engine's relaxation of block systems
 (:func:`fsmlearn.algo.relax_block_system`, warm-started, the engine's stopping
 rule and errors); the bound, counts and gradients are
 checked against the materialised machine
-(:mod:`fsmlearn.tag.ngram_materialise`).  Measured on WSJ-train (5-grams,
+(:mod:`fsmlearn.tag.ngram.materialise`).  Measured on WSJ-train (5-grams,
 cutoff 3) it gains little (82.37% vs 82.12% after 10 iterations with
 "roots", at about 10x the time per iteration), so the default stays the
 paper's n_q = 1 (``"none"``).
@@ -27,11 +27,11 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from ..algo.relax_blocks import relax_block_system
-from ..errors import ArgumentError
-from . import ngram_par as par
-from .ngram_objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log, one_thread_index
-from .ngram_structure import CqStructure
+from ...algo.relax_blocks import relax_block_system
+from ...errors import ArgumentError
+from . import kernels as par
+from .objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log, one_thread_index
+from .structure import CqStructure
 
 __all__ = ["CondBlocks", "COND_MODES", "expected_stats_cond", "phi_gradient_cond", "d_bound_d_phi_cond",
            "estep_parallel_cond"]
@@ -45,7 +45,7 @@ __all__ = ["CondBlocks", "COND_MODES", "expected_stats_cond", "phi_gradient_cond
 # The forward mass per (state, last tag) then depends on itself through
 # the conditioned arcs (a cyclic linear system, solved by relaxation), and
 # so does the adjoint U.  The unconditioned events are the n_q = 1 kernels'
-# (:mod:`fsmlearn.tag.ngram_par`, run with the conditioned events' weights
+# (:mod:`fsmlearn.tag.ngram.kernels`, run with the conditioned events' weights
 # zeroed); the kernels below see the conditioned events ``cev`` only.
 #
 # phi2: float64 [K2, T+1]; row ``crow[a] + (j - blk_start[a])`` holds entry j
@@ -152,7 +152,7 @@ class CondBlocks:
         K2: number of rows of phi2.
         cev: int64 [Xc] the signed events that use a conditioned block, in event order.
         ek_plain: float64 [X] the events' weights with the conditioned events' set to 0: the
-            n_q = 1 kernels of :mod:`fsmlearn.tag.ngram_par` run on the other events with it.
+            n_q = 1 kernels of :mod:`fsmlearn.tag.ngram.kernels` run on the other events with it.
         arc_mass_plain: float64 [E] each arc's expected uses, 0 on the conditioned arcs.
         blk2_start: int64 [(T+1) * n + 1] (n conditioned arcs) the blocks of phi2 transposed
             and flattened (``phi2.T.ravel()``): block (t', i-th conditioned arc) is block
@@ -232,7 +232,7 @@ class CondBlocks:
 
 def expected_stats_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit, *,
                         warm=None, tol: float = 1e-13, max_sweeps: int = 1000) -> Stats:
-    """:func:`~fsmlearn.tag.ngram_objective.expected_stats` when the blocks ``cb`` are
+    """:func:`~fsmlearn.tag.ngram.objective.expected_stats` when the blocks ``cb`` are
     conditioned on the previous tag (phi2).
 
     Args:
@@ -240,7 +240,7 @@ def expected_stats_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, l
         tol, max_sweeps: the relaxation's tolerance and sweep limit.
 
     Returns:
-        :class:`~fsmlearn.tag.ngram_objective.Stats` with the relaxation's
+        :class:`~fsmlearn.tag.ngram.objective.Stats` with the relaxation's
         :class:`~fsmlearn.algo.SolveInfo` in ``solve_info``.
 
     Raises:
@@ -271,7 +271,7 @@ def phi_gradient_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log
     A[arc] (log phi[j] + 1) and d r / d phi2[i, t'] = B2[i, t'] - Aw[i, t'] (log phi2[i, t'] + 1);
     ``info`` the :class:`~fsmlearn.algo.SolveInfo` of U's relaxation.
 
-    ``alpha2`` and ``G`` (:class:`~fsmlearn.tag.ngram_objective.Stats`) may be passed when
+    ``alpha2`` and ``G`` (:class:`~fsmlearn.tag.ngram.objective.Stats`) may be passed when
     known for this phi; ``warm_u`` starts the adjoint's relaxation; ``tol`` and ``max_sweeps``
     are its tolerance and sweep limit.
 

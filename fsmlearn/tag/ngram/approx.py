@@ -4,7 +4,7 @@
 (the tagger's vocabulary is the LM's, ``<s>``/``</s>`` excluded; the tag
 dictionary gives the allowed tags; theta starts uniform over what the
 dictionary allows, as :func:`fsmlearn.tag.em.uniform_hmm` does for corpus
-EM).  :func:`train_ngram_em` runs :class:`fsmlearn.tag.ngram_em.NGramEM` and
+EM).  :func:`train_ngram_em` runs :class:`fsmlearn.tag.ngram.em.NGramEM` and
 evaluates each iteration's model like corpus EM does.  Unknown words at
 evaluation time take the tag distribution learned for the LM's ``<unk>``
 (the n-grams' own stand-in for rare words).
@@ -20,15 +20,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.tagsets import tag_dictionary, tagset_tags
-from ..errors import MachineError
-from ..lm.model import BOS, EOS, UNK, CompiledLM
-from .em import dictionary_mask, evaluation_model, log_likelihood, uniform_hmm
-from .evaluate import accuracy
-from .hmm import HMM
-from .lattice import encode_sentences
-from .ngram_em import NGramEM
-from .ngram_structure import CqStructure
+from ...data.tagsets import tag_dictionary, tagset_tags
+from ...errors import MachineError
+from ...lm.model import BOS, EOS, UNK, CompiledLM
+from ..em import dictionary_mask, evaluation_model, log_likelihood, uniform_hmm
+from ..evaluate import accuracy
+from ..hmm import HMM
+from ..lattice import encode_sentences
+from .em import NGramEM
+from .structure import CqStructure
 
 _UNK_FLOOR = 1e-6
 
@@ -135,7 +135,7 @@ def train_ngram_em(setup: NGramSetup, iterations: int, *, optimizer: str = "vem"
     ``eval``: tagged sentences for accuracy; ``heldout``: word lists for the
     held-out log-likelihood per token (as corpus EM reports it); ``device``:
     "cpu" or "cuda" (the E-step, the counts and the bound on a CUDA device,
-    :mod:`fsmlearn.tag.ngram_cuda`).
+    :mod:`fsmlearn.tag.ngram.cuda`).
 
     Returns:
         (final HMM, list of dict records {iteration, bound, accuracy, seconds, ...}).

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 import numba as nb
 import numpy as np
 
-from ..algo.phi import linear_system, phi_depths
-from ..algo.shortest import forward
-from ..errors import MachineError
-from ..fsm.machine import EPSILON, Machine
+from ...algo.phi import linear_system, phi_depths
+from ...algo.shortest import forward
+from ...errors import MachineError
+from ...fsm.machine import EPSILON, Machine
 
 __all__ = ["CqStructure"]
 
@@ -140,7 +140,7 @@ class CqStructure:
         blk_tag: int32 [K] the tag of each block entry.
         solve_seconds: time spent solving alpha.
         kernel_index: kernels' indexes built for this structure, by part count
-            (:func:`fsmlearn.tag.ngram_objective.one_thread_index`).
+            (:func:`fsmlearn.tag.ngram.objective.one_thread_index`).
     """
     machine: Machine
     T: int
