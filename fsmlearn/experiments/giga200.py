@@ -50,7 +50,8 @@ from ..lm.sample import sample_corpus
 from ..lm.web1t import read_web1t, write_web1t
 from ..algo.cuda import check_device
 from ..tag import Corpus, dictionary_mask, em, setup_from_lm, train_ngram_em, uniform_hmm
-from .report import Stage, device, new_figure, peak_rss_mb, save_figure, write_report
+from .report import Stage, device, new_figure, peak_rss_mb, reset_peak_rss, save_figure, stage_peak_rss_mb, \
+    write_report
 
 DEFAULT_CACHE = "data/cache/giga200"
 
@@ -280,7 +281,11 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
     td = tag_dictionary("tag17")
     ev = list(iter_sentences("wsj-small"))
     t0 = time.time()
+    rss0 = stage_peak_rss_mb()
+    report["peak_rss_mb_before_ngram_em"] = round(rss0, 1)
+    reset_peak_rss()        # the n-gram EM stage's own peak (setup included) from here
     st = setup_from_lm(c, tagdict=td, progress=say, device=cfg.device)
+    report["ngram_em_setup_peak_rss_mb"] = round(stage_peak_rss_mb(), 1)
     report["stages"]["setup_seconds"] = round(time.time() - t0, 1)
     report["variational_parameters"] = int(st.cs.num_params)
     singletons = np.array([w in singleton_words for w in st.vocab])
@@ -293,6 +298,10 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
     say(f"n-gram EM: {cfg.iterations} iterations")
     hmm, _ = train_ngram_em(st, cfg.iterations, eval=ev, heldout=[[w for w, _ in s] for s in ev], progress=say,
                             tagdict=td, singletons=singletons, on_record=on_ngram, device=cfg.device)
+    stage_mb = stage_peak_rss_mb()
+    report["ngram_em_peak_rss_mb"] = round(stage_mb, 1)
+    report["ngram_em_bytes_per_ngram"] = round(stage_mb * 2**20 / max(report["ngrams"], 1), 1)
+    say(f"n-gram EM stage: peak {stage_mb:,.0f} MB, {report['ngram_em_bytes_per_ngram']:.0f} bytes per n-gram")
     model_path.parent.mkdir(parents=True, exist_ok=True)
     hmm.save(model_path.with_suffix(".hmm"))
     hmm.tagger_transducer().save(model_path.with_suffix(".fsm"))
@@ -319,8 +328,10 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
             write()
 
         say(f"corpus EM on the same {corpus.num_tokens:,} tokens: {iters} iterations")
+        reset_peak_rss()
         em(h0, corpus, allowed, iters, eval=ev, heldout=[[w for w, _ in s] for s in ev], progress=say,
            on_record=on_corpus)
+        report["corpus_em_peak_rss_mb"] = round(stage_peak_rss_mb(), 1)
     it = report["iterations"]
     sec = [r["seconds"] for r in it[1:]]
     report["ngram_em_seconds_per_iteration"] = float(np.median(sec)) if sec else None

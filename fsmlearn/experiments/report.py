@@ -1,7 +1,7 @@
 """What every experiment shares: the machine's description, peak memory, cached
 stages, and writing its JSON report and PNG plot atomically.
 
-Public names: device, peak_rss_mb, Stage, write_report, save_figure, new_figure, output_place.
+Public names: device, peak_rss_mb, reset_peak_rss, stage_peak_rss_mb, Stage, write_report, save_figure, new_figure, output_place.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..fsm.atomic import atomic_path, atomic_write
 
-__all__ = ["device", "peak_rss_mb", "Stage", "write_report", "save_figure", "new_figure", "output_place"]
+__all__ = ["device", "peak_rss_mb", "reset_peak_rss", "stage_peak_rss_mb", "Stage", "write_report", "save_figure", "new_figure", "output_place"]
 
 
 def device() -> str:
@@ -35,6 +35,31 @@ def device() -> str:
 def peak_rss_mb() -> float:
     """This process's peak resident memory so far, in MB (getrusage's ru_maxrss)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def reset_peak_rss() -> bool:
+    """Start a new peak of this process's resident memory (Linux: ``/proc/self/clear_refs``),
+    so that :func:`stage_peak_rss_mb` gives the peak of what runs from now on; False where
+    the system cannot (the peak then counts from the process's start)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def stage_peak_rss_mb() -> float:
+    """This process's peak resident memory since :func:`reset_peak_rss` (VmHWM), in MB;
+    :func:`peak_rss_mb` where /proc is not there."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return peak_rss_mb()
 
 
 class Stage:

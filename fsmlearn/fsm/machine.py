@@ -230,6 +230,14 @@ class Machine:
             v = self._cache[key] = build()
         return v
 
+    def forget_cached(self) -> int:
+        """Drop every derived structure :meth:`cached` holds (they are rebuilt on demand);
+        returns how many there were.  For a large machine whose schedules and signed
+        system are no longer needed: they can take more memory than its arcs."""
+        n = len(self._cache)
+        self._cache.clear()
+        return n
+
     def out_arcs(self, state: int) -> range:
         """Arc indices leaving ``state``."""
         if not 0 <= state < self.num_states:

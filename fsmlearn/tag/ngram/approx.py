@@ -65,7 +65,7 @@ def setup_from_lm(lm: CompiledLM, tagset: str = "tag17", tagdict=None, progress=
     allowed = dictionary_mask(vocab, tags, tagdict)
     say(f"solving the forward values of c ({m.num_states:,} states, {m.num_arcs:,} arcs)")
     cs = CqStructure.build(m, arc_word, allowed, tol=1e-9, device=device)
-    say(f"cq: {cs.num_params:,} variational parameters, {cs.ev_src.size:,} signed events; "
+    say(f"cq: {cs.num_params:,} variational parameters, {cs.num_exclusions:,} exclusion arcs; "
         f"alpha solved in {cs.solve_seconds:.1f} s")
     unk = vocab.index(UNK) if UNK in vocab else -1
     return NGramSetup(lm, tags, vocab, allowed, cs, unk, time.time() - t0)

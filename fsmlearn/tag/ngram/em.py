@@ -25,6 +25,7 @@ from .cond import CondBlocks, estep_parallel_cond, expected_stats_cond
 from .objective import Stats, d_bound_d_phi, dot_log, estep_parallel, expected_stats, mstep
 from .kernels import ParIndex
 from .structure import CqStructure
+from .sweep import one_pass, sweep_bounds
 
 __all__ = ["NGramEM", "IterationRecord"]
 
@@ -101,11 +102,21 @@ class NGramEM:
         self.step = float(step)
         self.stats = None
         self.history: list[IterationRecord] = []
-        # n_q = 1 variational EM runs its kernels on every thread numba has (threads=1: one)
+        # n_q = 1 variational EM on the CPU: one fused pass per iteration (fsmlearn.tag.ngram.sweep)
+        # over every thread numba has (threads=1: one); the other paths use the per-event kernels
         self.px = None
-        if self.cond is None and optimizer == "vem" and (threads is None or threads > 1) and self._cq is None:
+        self._sw = None
+        if self.cond is None and optimizer == "vem" and self._cq is None:
+            import numba
+            self._sw = sweep_bounds(cs, threads or numba.get_num_threads())
+        elif self.cond is None and (threads is None or threads > 1) and self._cq is None:
             px = ParIndex(cs, threads)
             self.px = px if px.threads > 1 else None
+
+    @property
+    def parts(self) -> int:
+        """How many parts (threads) the fused pass splits c's arcs into (0: not that path)."""
+        return 0 if self._sw is None else self._sw.parts
 
     @property
     def phi(self) -> np.ndarray:
@@ -125,6 +136,8 @@ class NGramEM:
         """expected_stats on this trainer's device (phi: host, or device on "cuda")."""
         if self._cq is not None:
             return self._cq.expected_stats(phi, lt, le)
+        if self._sw is not None:
+            return one_pass(self.cs, self._sw, phi, lt, le)
         return expected_stats(self.cs, phi, lt, le, self.px)
 
     def _phi_now(self):
@@ -154,6 +167,16 @@ class NGramEM:
                 self.stats = None
             st = self._stats()
             self.log_trans, self.log_emit = mstep(st.trans, st.emit, self.allowed)
+        elif self.optimizer == "vem" and self._sw is not None:
+            st = self.stats
+            for _ in range(self.estep_passes):
+                if st is None:
+                    st = self._expected(self._phi_host, self.log_trans, self.log_emit)
+                st = one_pass(self.cs, self._sw, self._phi_host, self.log_trans, self.log_emit, st)
+            self.log_trans, self.log_emit = mstep(st.trans, st.emit, self.allowed)
+            b = dot_log(st.trans, self.log_trans) + dot_log(st.emit, self.log_emit) + st.entropy
+            self.stats = Stats(st.trans, st.emit, st.entropy, b, st.alpha2, st.G)
+            return b
         elif self.optimizer == "vem":
             for _ in range(self.estep_passes):
                 a2 = self.stats.alpha2 if self.stats is not None else None

@@ -25,75 +25,17 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from functools import cached_property
 
 import numba as nb
 import numpy as np
 
-from ...algo.phi import linear_system, phi_depths
+from ...algo.phi import phi_depths, phi_structure
 from ...algo.shortest import forward
 from ...errors import MachineError
 from ...fsm.machine import EPSILON, Machine
 
 __all__ = ["CqStructure"]
-
-
-@nb.njit(cache=True)
-def _events(src_start, arc_src, dst, kind, ref, ilabel, weight, neg_ptr, neg_chain):
-    """Signed word events of the linear system: (es, ed, ea, ek).
-
-    Every word arc of c (kind 0 with a label > 0) is an event of weight
-    k = exp(-weight); every exclusion arc (kind 1) is an event of weight minus
-    the product of its backoff chain's weights, using the block of the chain's
-    last arc (the arc it shadows).
-
-    Args:
-        src_start, arc_src, dst, kind, ref: the integer arrays of the linear
-            system's X arcs (:class:`fsmlearn.algo.phi.LinearSystem`): ref is
-            the arc of c (kind 0) or the exclusion (kind 1).
-        ilabel: int32 [E] and weight: float64 [E] of c's arcs.
-        neg_ptr: int64 [n+1], neg_chain: int64 [m]: each exclusion's backoff chain.
-
-    Returns:
-        es, ed: int32 [X'] source and destination; ea: int64 [X'] the arc whose
-        block the event uses; ek: float64 [X'] the signed weight.
-    """
-    X = dst.shape[0]
-    n = 0
-    for i in range(X):
-        if kind[i] == 0:
-            if ilabel[ref[i]] > 0:
-                n += 1
-        else:
-            n += 1
-    es = np.empty(n, np.int32)
-    ed = np.empty(n, np.int32)
-    ea = np.empty(n, np.int64)
-    ek = np.empty(n)
-    j = 0
-    for i in range(X):
-        if kind[i] == 0:
-            a = ref[i]
-            if ilabel[a] <= 0:
-                continue
-            es[j] = arc_src[i]
-            ed[j] = dst[i]
-            ea[j] = a
-            ek[j] = math.exp(-weight[a])
-            j += 1
-        else:
-            x = ref[i]
-            lw = 0.0
-            last = -1
-            for c in range(neg_ptr[x], neg_ptr[x + 1]):
-                lw += weight[neg_chain[c]]
-                last = neg_chain[c]
-            es[j] = arc_src[i]
-            ed[j] = dst[i]
-            ea[j] = last
-            ek[j] = -math.exp(-lw)
-            j += 1
-    return es, ed, ea, ek
 
 
 @nb.njit(cache=True)
@@ -120,45 +62,227 @@ def _final_events(final, nf_state, nf_final, nf_ptr, nf_chain, weight):
     return fs, fk
 
 
-@dataclass
+@nb.njit(cache=True)
+def _shadowed(neg_ptr, neg_chain):
+    """The arc each exclusion shadows: the last of its chain."""
+    X = neg_ptr.shape[0] - 1
+    out = np.empty(X, np.int64)
+    for i in range(X):
+        out[i] = neg_chain[neg_ptr[i + 1] - 1]
+    return out
+
+
+@nb.njit(cache=True)
+def _shadow_table(shadow, tail, N, ilabel, wsrc, label_word, wt_ptr, src_start):
+    """The exclusions by their state (``ex_ptr`` [N+1], ``ex_sid`` int32: each one's entry in
+    the table of shadowed arcs) and that table, in arc order: ``sh_arc`` (int64), ``sh_state``
+    (int32, the arc's source) and ``sh_off`` (int64 [S+1], offsets of their block entries)."""
+    X = shadow.shape[0]
+    order = np.argsort(shadow, kind="mergesort")
+    S = 0
+    for i in range(X):
+        if i == 0 or shadow[order[i]] != shadow[order[i - 1]]:
+            S += 1
+    sh_arc = np.empty(S, np.int64)
+    sid_of = np.empty(X, np.int32)
+    S = -1
+    for i in range(X):
+        e = order[i]
+        if i == 0 or shadow[e] != shadow[order[i - 1]]:
+            S += 1
+            sh_arc[S] = shadow[e]
+        sid_of[e] = S
+    S += 1
+    sh_state = np.empty(S, np.int32)
+    sh_off = np.zeros(S + 1, np.int64)
+    s = 0
+    for i in range(S):
+        a = sh_arc[i]
+        while src_start[s + 1] <= a:
+            s += 1
+        sh_state[i] = s
+        w = label_word[wsrc[a]]
+        sh_off[i + 1] = sh_off[i] + wt_ptr[w + 1] - wt_ptr[w]
+    ex_ptr = np.zeros(N + 1, np.int64)
+    for i in range(X):
+        ex_ptr[tail[i] + 1] += 1
+    for q in range(N):
+        ex_ptr[q + 1] += ex_ptr[q]
+    pos = ex_ptr[:-1].copy()
+    ex_sid = np.empty(X, np.int32)
+    for i in range(X):
+        q = tail[i]
+        ex_sid[pos[q]] = sid_of[i]
+        pos[q] += 1
+    return ex_ptr, ex_sid, sh_arc, sh_state, sh_off
+
+
+@nb.njit(cache=True)
+def _entering_word(N, dst, ilabel, wsrc, label_word):
+    """The word every word arc into each state carries (-1: none), and whether each state has
+    at most one (True for a backoff LM: a state is a history, ending in its last word)."""
+    w_in = np.full(N, -1, np.int32)
+    for a in range(dst.shape[0]):
+        if ilabel[a] > 0:
+            w = label_word[wsrc[a]]
+            d = dst[a]
+            if w_in[d] < 0:
+                w_in[d] = w
+            elif w_in[d] != w:
+                return w_in, False
+    return w_in, True
+
+
+@nb.njit(cache=True)
+def _pair_offsets(pair_word, wt_ptr):
+    off = np.zeros(pair_word.shape[0] + 1, np.int64)
+    for p in range(pair_word.shape[0]):
+        w = pair_word[p]
+        off[p + 1] = off[p] + (wt_ptr[w + 1] - wt_ptr[w] if w >= 0 else 0)
+    return off
+
+
+@nb.njit(cache=True)
+def _block_sizes(ilabel, wsrc, label_word, wt_ptr):
+    """Total block entries and the first word arc without an allowed tag (-1: none)."""
+    K = 0
+    bad = -1
+    for a in range(ilabel.shape[0]):
+        if ilabel[a] > 0:
+            w = label_word[wsrc[a]]
+            n = wt_ptr[w + 1] - wt_ptr[w]
+            if n == 0 and bad < 0:
+                bad = a
+            K += n
+    return K, bad
+
+
+@nb.njit(cache=True)
+def _uniform(ilabel, wsrc, label_word, wt_ptr, K):
+    out = np.empty(K)
+    j = 0
+    for a in range(ilabel.shape[0]):
+        if ilabel[a] > 0:
+            w = label_word[wsrc[a]]
+            n = wt_ptr[w + 1] - wt_ptr[w]
+            for i in range(n):
+                out[j + i] = 1.0 / n
+            j += n
+    return out
+
+
+@nb.njit(cache=True)
+def _events_by_source(src_start, dst, ilabel, weight, ex_ptr, ex_sid, sh_arc, sh_state, phi_dst, phi_w):
+    """The signed word events (es, ed, ea, ek) sorted by source state: every word arc of c
+    (weight k = exp(-weight)) and every exclusion arc (minus the weight of its backoff
+    chain, using the block of the arc it shadows)."""
+    N = src_start.shape[0] - 1
+    n = 0
+    for a in range(ilabel.shape[0]):
+        if ilabel[a] > 0:
+            n += 1
+    n += ex_sid.shape[0]
+    es = np.empty(n, np.int32)
+    ed = np.empty(n, np.int32)
+    ea = np.empty(n, np.int64)
+    ek = np.empty(n)
+    i = 0
+    for s in range(N):
+        for a in range(src_start[s], src_start[s + 1]):
+            if ilabel[a] <= 0:
+                continue
+            es[i] = s
+            ed[i] = dst[a]
+            ea[i] = a
+            ek[i] = math.exp(-weight[a])
+            i += 1
+        for x in range(ex_ptr[s], ex_ptr[s + 1]):
+            sid = ex_sid[x]
+            a = sh_arc[sid]
+            lw = 0.0
+            r = s
+            while r != sh_state[sid]:
+                lw += phi_w[r]
+                r = phi_dst[r]
+            es[i] = s
+            ed[i] = dst[a]
+            ea[i] = a
+            ek[i] = -math.exp(-(lw + weight[a]))
+            i += 1
+    return es, ed, ea, ek
+
+
 class CqStructure:
     """c with its tag blocks: everything about cq that does not change in training.
+
+    What n-gram EM's pass reads (:mod:`fsmlearn.tag.ngram.sweep`), held once:
 
     Attributes:
         machine: c (log semiring, labels > 0 are words, phi arcs allowed).
         T: number of tags (index T is the sentence boundary).
         alpha: float64 [N] forward values of c (expected visits), solved once.
-        ev_src, ev_dst: int32 [X] signed word events (arcs and exclusion arcs).
-        ev_arc: int64 [X] the arc of c whose phi block each event uses.
-        ev_k: float64 [X] signed event weights.
+        wsrc, label_word: the word id (of the tagger's vocabulary) of word arc a is
+            ``label_word[wsrc[a]]``: ``wsrc`` is c's own ``ilabel`` and ``label_word`` maps
+            labels to words when one label always means one word (an LM), else ``wsrc`` is
+            the int32 [E] word per arc and ``label_word`` the identity.
+        wt_ptr, wt_tag: CSR of the tags each word allows (a block lists them in this order).
+        ex_ptr, ex_sid: the exclusion arcs by state: state q's are
+            ``ex_sid[ex_ptr[q]:ex_ptr[q+1]]`` (int32), each an entry of the table of
+            shadowed arcs; the exclusion uses that arc's block and weighs minus q's backoff
+            chain up to the arc's source times the arc.
+        sh_arc, sh_state, sh_off: that table, in arc order: the arc (int64), its source
+            (int32) and the offsets of its block entries in the table's own arrays
+            (int64 [S+1]; the pass's boundary quantities live there).
+        pair, pair_dst, pair_word, pair_off: the (word, destination) pairs of the word
+            arcs: arc a's is ``pair[a]``, of destination ``pair_dst`` and word ``pair_word``,
+            its tags' entries at ``pair_off`` (int64 [P+1]) in the pass's compact rows.  In a
+            backoff LM each state is entered by one word, so the pairs are the states and
+            ``pair`` is c's own ``dst``; otherwise int32 [E].
         fin_state, fin_k: int32 / float64 [Y] signed final events.
         phi_dst: int64 [N] backoff state of each state (-1 for none).
-        phi_k: float64 [N] its phi weight.
+        phi_w: float64 [N] its phi arc's weight (-log); phi_k: exp(-phi_w).
         down: int64 [N] states by decreasing phi depth (longest histories first).
-        arc_word: int32 [E] word id (of the tagger's vocabulary) of each word arc, -1 otherwise.
-        blk_start: int64 [E+1] each arc's block in the phi arrays.
-        blk_tag: int32 [K] the tag of each block entry.
+        num_params: K, the number of block entries (phi's length).
         solve_seconds: time spent solving alpha.
         kernel_index: kernels' indexes built for this structure, by part count
             (:func:`fsmlearn.tag.ngram.objective.one_thread_index`).
+
+    Built on first use, for the per-event kernels (:mod:`~fsmlearn.tag.ngram.kernels`,
+    the conditioned blocks, the device and the references) and not held otherwise:
+    ``ev_src, ev_dst`` (int32 [X] the signed word events, sorted by source), ``ev_arc``
+    (int64 [X] the arc whose block each uses), ``ev_k`` (float64 [X] their weights),
+    ``arc_word`` (int32 [E], -1 off words), ``blk_start`` (int64 [E+1] each arc's block)
+    and ``blk_tag`` (int32 [K] each entry's tag).
     """
-    machine: Machine
-    T: int
-    alpha: np.ndarray
-    ev_src: np.ndarray
-    ev_dst: np.ndarray
-    ev_arc: np.ndarray
-    ev_k: np.ndarray
-    fin_state: np.ndarray
-    fin_k: np.ndarray
-    phi_dst: np.ndarray
-    phi_k: np.ndarray
-    down: np.ndarray
-    arc_word: np.ndarray
-    blk_start: np.ndarray
-    blk_tag: np.ndarray
-    solve_seconds: float = 0.0
-    kernel_index: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __init__(self, *, machine, T, alpha, wsrc, label_word, wt_ptr, wt_tag, ex_ptr, ex_sid, sh_arc, sh_state,
+                 sh_off, pair, pair_dst, pair_word, pair_off, fin_state, fin_k, phi_dst, phi_w, down, num_params,
+                 solve_seconds=0.0):
+        self.machine = machine
+        self.T = int(T)
+        self.alpha = alpha
+        self.wsrc = wsrc
+        self.label_word = label_word
+        self.wt_ptr = wt_ptr
+        self.wt_tag = wt_tag
+        self.ex_ptr = ex_ptr
+        self.ex_sid = ex_sid
+        self.sh_arc = sh_arc
+        self.sh_state = sh_state
+        self.sh_off = sh_off
+        self.pair = pair
+        self.pair_dst = pair_dst
+        self.pair_word = pair_word
+        self.pair_off = pair_off
+        self.fin_state = fin_state
+        self.fin_k = fin_k
+        self.phi_dst = phi_dst
+        self.phi_w = phi_w
+        self.phi_k = np.where(phi_dst >= 0, np.exp(-phi_w), 0.0)
+        self.down = down
+        self.num_params = int(num_params)
+        self.solve_seconds = float(solve_seconds)
+        self.kernel_index = {}
 
     @classmethod
     def build(cls, c: Machine, arc_word: np.ndarray, allowed: np.ndarray, *, alpha=None,
@@ -174,6 +298,9 @@ class CqStructure:
             alpha: optional precomputed forward values of c (probabilities).
             tol, max_sweeps: relaxation settings for alpha.
             device: where alpha is solved, "cpu" or "cuda" (:mod:`fsmlearn.algo.cuda`).
+
+        c's derived structures (the signed system the solve builds, its schedule) are
+        dropped afterwards (:meth:`fsmlearn.fsm.machine.Machine.forget_cached`).
 
         Raises:
             MachineError: epsilon arcs, a word arc without an allowed tag,
@@ -194,50 +321,114 @@ class CqStructure:
         if arc_word.shape != (c.num_arcs,):
             raise MachineError(f"arc_word has shape {arc_word.shape}, expected ({c.num_arcs},)")
         words = c.ilabel > 0
-        aw = np.where(words, arc_word, -1).astype(np.int32)
-        bad = np.flatnonzero(words & ((aw < 0) | (aw >= V1)))
+        wl = c.ilabel[words]
+        ww = arc_word[words]
+        bad = np.flatnonzero((ww < 0) | (ww >= V1))
         if bad.size:
-            raise MachineError(f"arc {int(bad[0])} has word id {int(arc_word[bad[0]])}, outside [0, {V1})")
-        n_tags = np.where(words, allowed.sum(1)[np.maximum(aw, 0)], 0)
-        bad = np.flatnonzero(words & (n_tags == 0))
-        if bad.size:
-            raise MachineError(f"word id {int(aw[bad[0]])} (arc {int(bad[0])}) has no allowed tag")
-        blk_start = np.zeros(c.num_arcs + 1, np.int64)
-        np.cumsum(n_tags, out=blk_start[1:])
+            a = int(np.flatnonzero(words)[bad[0]])
+            raise MachineError(f"arc {a} has word id {int(arc_word[a])}, outside [0, {V1})")
+        label_word = np.full(int(wl.max()) + 1 if wl.size else 1, -1, np.int32)
+        label_word[wl] = ww
+        if np.array_equal(label_word[wl], ww):     # one word per label: read it off c's labels
+            wsrc = c.ilabel
+        else:
+            wsrc = np.where(words, arc_word, 0).astype(np.int32)
+            label_word = np.arange(V1, dtype=np.int32)
         wt_ptr = np.zeros(V1 + 1, np.int64)
         np.cumsum(allowed.sum(1), out=wt_ptr[1:])
         wt_tag = np.nonzero(allowed)[1].astype(np.int32)
-        blk_tag = _block_tags(aw, wt_ptr, wt_tag, blk_start)
+        w_in, one = _entering_word(c.num_states, c.dst, c.ilabel, wsrc, label_word)
+        if one:
+            pair, pair_dst, pair_word = c.dst, np.arange(c.num_states, dtype=np.int32), w_in
+        else:
+            key = np.where(words, c.dst.astype(np.int64) * V1 + np.where(words, label_word[wsrc], 0), -1)
+            uniq, inv = np.unique(key, return_inverse=True)
+            first = int(uniq[0] < 0)
+            pair = (inv - first).astype(np.int32)
+            uniq = uniq[first:]
+            pair_dst, pair_word = (uniq // V1).astype(np.int32), (uniq % V1).astype(np.int32)
+            del key, uniq, inv
+        pair_off = _pair_offsets(pair_word, wt_ptr)
+        del wl, ww, words, w_in
+        K, bad_arc = _block_sizes(c.ilabel, wsrc, label_word, wt_ptr)
+        if bad_arc >= 0:
+            w = int(label_word[wsrc[bad_arc]])
+            raise MachineError(f"word id {w} (arc {bad_arc}) has no allowed tag")
         t0 = time.time()
         if alpha is None:
             a = forward(c, "log", tol=tol, max_sweeps=max_sweeps, device=device)
             alpha = np.exp(-a)
+            del a
         alpha = np.asarray(alpha, np.float64)
         secs = time.time() - t0
-        g = linear_system(c, True)
-        ps = g.phi
+        ps = phi_structure(c, True)
         w = c.weight
-        es, ed, ea, ek = _events(g.src_start, g.arc_src, g.dst, g.kind, g.ref, c.ilabel, w,
-                                 ps.neg_ptr, ps.neg_chain)
+        shadow = _shadowed(ps.neg_ptr, ps.neg_chain)
+        ex_ptr, ex_sid, sh_arc, sh_state, sh_off = _shadow_table(shadow, ps.neg_tail, c.num_states, c.ilabel, wsrc,
+                                                                 label_word, wt_ptr, c.src_start)
+        del shadow
         fs, fk = _final_events(c.final, ps.nf_state, ps.nf_final, ps.nf_ptr, ps.nf_chain, w)
         phi_dst = np.full(c.num_states, -1, np.int64)
-        phi_k = np.zeros(c.num_states)
+        phi_w = np.zeros(c.num_states)
         has = ps.phi_arc >= 0
         phi_dst[has] = c.dst[ps.phi_arc[has]]
-        phi_k[has] = np.exp(-w[ps.phi_arc[has]])
+        phi_w[has] = w[ps.phi_arc[has]]
+        del ps
+        c.forget_cached()
         _, order = phi_depths(phi_dst, c.num_states)
-        return cls(c, T, alpha, es, ed, ea, ek, fs, fk, phi_dst, phi_k, order[::-1].copy(), aw,
-                   blk_start, blk_tag, secs)
+        return cls(machine=c, T=T, alpha=alpha, wsrc=wsrc, label_word=label_word, wt_ptr=wt_ptr, wt_tag=wt_tag,
+                   ex_ptr=ex_ptr, ex_sid=ex_sid, sh_arc=sh_arc, sh_state=sh_state, sh_off=sh_off, pair=pair,
+                   pair_dst=pair_dst, pair_word=pair_word, pair_off=pair_off, fin_state=fs, fin_k=fk, phi_dst=phi_dst, phi_w=phi_w,
+                   down=order[::-1].copy(), num_params=K, solve_seconds=secs)
 
     @property
-    def num_params(self) -> int:
-        """Number of variational parameters (block entries)."""
-        return int(self.blk_tag.shape[0])
+    def num_exclusions(self) -> int:
+        """The exclusion arcs of c's signed system (events that use another state's block)."""
+        return int(self.ex_sid.shape[0])
 
     def uniform_phi(self) -> np.ndarray:
         """float64 [K]: uniform tag distributions in every block."""
-        n = np.diff(self.blk_start)
-        return np.repeat(1.0 / np.maximum(n, 1), n)
+        return _uniform(self.machine.ilabel, self.wsrc, self.label_word, self.wt_ptr, self.num_params)
+
+    # ---- built on first use (the per-event kernels, the device, the references)
+    @cached_property
+    def _events(self):
+        c = self.machine
+        return _events_by_source(c.src_start, c.dst, c.ilabel, c.weight, self.ex_ptr, self.ex_sid, self.sh_arc,
+                                 self.sh_state, self.phi_dst, self.phi_w)
+
+    @property
+    def ev_src(self) -> np.ndarray:
+        return self._events[0]
+
+    @property
+    def ev_dst(self) -> np.ndarray:
+        return self._events[1]
+
+    @property
+    def ev_arc(self) -> np.ndarray:
+        return self._events[2]
+
+    @property
+    def ev_k(self) -> np.ndarray:
+        return self._events[3]
+
+    @cached_property
+    def arc_word(self) -> np.ndarray:
+        c = self.machine
+        return np.where(c.ilabel > 0, self.label_word[np.where(c.ilabel > 0, self.wsrc, 0)], -1).astype(np.int32)
+
+    @cached_property
+    def blk_start(self) -> np.ndarray:
+        aw = self.arc_word
+        n = np.where(aw >= 0, np.diff(self.wt_ptr)[np.maximum(aw, 0)], 0)
+        out = np.zeros(aw.shape[0] + 1, np.int64)
+        np.cumsum(n, out=out[1:])
+        return out
+
+    @cached_property
+    def blk_tag(self) -> np.ndarray:
+        return _block_tags(self.arc_word, self.wt_ptr, self.wt_tag, self.blk_start)
 
 
 @nb.njit(cache=True)
