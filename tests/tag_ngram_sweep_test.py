@@ -21,10 +21,10 @@ def test_pass_statistics_are_the_materialised_machines(seed, parts):
     rng, c, cs, allowed, lt, le = tiny(seed, V=3, T=3, p_final=0.3)
     phi = random_phi(rng, cs)
     sw = sweep_bounds(cs, parts)
-    b = sw.arc_bounds
-    assert sw.parts == parts and b[1][0] == 0 and b[1][-1] == c.num_arcs and b[2][-1] == cs.num_params
-    assert np.all(np.diff(b[1]) >= 0) and np.all(np.diff(sw.state_bounds) >= 0)
-    assert sw.state_bounds[0] == 0 and sw.state_bounds[-1] == c.num_states
+    sb, b = sw.bounds()
+    assert sw.threads == parts and b[1][0] == 0 and b[1][-1] == c.num_arcs and b[2][-1] == cs.num_params
+    assert np.all(np.diff(b[1]) >= 0) and np.all(np.diff(sb) >= 0)
+    assert sb[0] == 0 and sb[-1] == c.num_states
     st = one_pass(cs, sw, phi.copy(), lt, le)
     assert st.bound == pytest.approx(bound_materialised(cs, phi, lt, le), rel=1e-9, abs=1e-9)
     tr, em, _ = stats_materialised(cs, phi, lt, le)

@@ -129,6 +129,12 @@ def _em(args) -> int:
 
 def _giga200(args) -> int:
     from ..experiments.giga200 import Giga200Config, run_giga200
+    # --scheduler given: n-gram EM runs partitioned on that cluster too (not given: the LM
+    # stages on a local cluster, n-gram EM in this process)
+    shard = args.scheduler is not None and args.scheduler not in ("in-memory", "synchronous")
+    ngram_em_scheduler = args.scheduler if shard else None
+    if args.scheduler is None:
+        args.scheduler = "local"
     check_scale(args)
     say = Progress(args.quiet)
     cfg = Giga200Config(cache=args.cache, report=args.report, model=args.model, ngrams=args.ngrams or None,
@@ -137,7 +143,7 @@ def _giga200(args) -> int:
                         method=args.method, discount=args.discount, cut_mass=args.cut_mass,
                         corpus_em_iterations=args.corpus_em_iterations, device=args.device,
                         scheduler=args.scheduler, memory=args.memory, tmp=args.tmp, workers=args.workers,
-                        worker_threads=args.worker_threads)
+                        worker_threads=args.worker_threads, ngram_em_scheduler=ngram_em_scheduler)
     rep = run_giga200(cfg, progress=say)
     it = rep["iterations"][-1]
     line = (f"n-gram EM ({rep['ngrams']:,} n-grams): after {it['iteration']} iterations accuracy "

@@ -81,6 +81,8 @@ class Giga200Config:
     workers: int | None = None
     worker_threads: int = 1           # threads per local worker
     device: str = "cpu"               # where n-gram EM (and c's forward values) run: "cpu" or "cuda"
+    ngram_em_scheduler: str | None = None   # None: n-gram EM in this process; else its passes partitioned
+    #                                         over this Dask cluster (fsmlearn.tag.ngram.shards): local or an address
     extra: dict = field(default_factory=dict)
 
 
@@ -296,8 +298,14 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
         write()
 
     say(f"n-gram EM: {cfg.iterations} iterations")
+    shard = {}
+    if cfg.ngram_em_scheduler:
+        from ..lm.scale.cluster import parse_memory
+        shard = dict(scheduler=cfg.ngram_em_scheduler, workers=cfg.workers, tmp=cfg.tmp,
+                     memory=parse_memory(cfg.memory) if cfg.memory else None)
+        report["ngram_em_scheduler"] = cfg.ngram_em_scheduler
     hmm, _ = train_ngram_em(st, cfg.iterations, eval=ev, heldout=[[w for w, _ in s] for s in ev], progress=say,
-                            tagdict=td, singletons=singletons, on_record=on_ngram, device=cfg.device)
+                            tagdict=td, singletons=singletons, on_record=on_ngram, device=cfg.device, **shard)
     stage_mb = stage_peak_rss_mb()
     report["ngram_em_peak_rss_mb"] = round(stage_mb, 1)
     report["ngram_em_bytes_per_ngram"] = round(stage_mb * 2**20 / max(report["ngrams"], 1), 1)

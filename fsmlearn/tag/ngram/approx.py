@@ -129,13 +129,15 @@ def to_hmm(setup: NGramSetup, log_trans, log_emit, tagdict=None, singletons=None
 
 def train_ngram_em(setup: NGramSetup, iterations: int, *, optimizer: str = "vem", eval=None,
                    progress=None, on_record=None, tagdict=None, singletons=None, estep_passes: int = 1,
-                   cond: str = "none", heldout=None, device: str = "cpu"):
+                   cond: str = "none", heldout=None, device: str = "cpu", scheduler=None, workers=None,
+                   memory=None, tmp=None):
     """Run n-gram EM and evaluate each iteration's model.
 
     ``eval``: tagged sentences for accuracy; ``heldout``: word lists for the
     held-out log-likelihood per token (as corpus EM reports it); ``device``:
     "cpu" or "cuda" (the E-step, the counts and the bound on a CUDA device,
-    :mod:`fsmlearn.tag.ngram.cuda`).
+    :mod:`fsmlearn.tag.ngram.cuda`); ``scheduler`` (with ``workers``, ``memory``, ``tmp``):
+    the passes partitioned over a Dask cluster (:class:`fsmlearn.tag.ngram.em.NGramEM`).
 
     Returns:
         (final HMM, list of dict records {iteration, bound, accuracy, seconds, ...}).
@@ -143,7 +145,7 @@ def train_ngram_em(setup: NGramSetup, iterations: int, *, optimizer: str = "vem"
     say = progress or (lambda m: None)
     lt, le = initial_theta(setup)
     tr = NGramEM(setup.cs, setup.allowed, lt, le, optimizer=optimizer, estep_passes=estep_passes, cond=cond,
-                 device=device)
+                 device=device, scheduler=scheduler, workers=workers, memory=memory, tmp=tmp, progress=progress)
     eval_sents = [list(s) for s in eval] if eval is not None else None
     held_words = [list(s) for s in heldout] if heldout is not None else None
     records = []
@@ -168,5 +170,6 @@ def train_ngram_em(setup: NGramSetup, iterations: int, *, optimizer: str = "vem"
         if on_record:
             on_record(out)
 
-    tr.run(iterations, cb)
+    with tr:
+        tr.run(iterations, cb)
     return to_hmm(setup, tr.log_trans, tr.log_emit, tagdict, singletons), records

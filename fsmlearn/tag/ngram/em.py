@@ -14,6 +14,7 @@ Public names: NGramEM, IterationRecord.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -25,7 +26,7 @@ from .cond import CondBlocks, estep_parallel_cond, expected_stats_cond
 from .objective import Stats, d_bound_d_phi, dot_log, estep_parallel, expected_stats, mstep
 from .kernels import ParIndex
 from .structure import CqStructure
-from .sweep import one_pass, sweep_bounds
+from .sweep import finish_pass, pass_inputs, sweep_bounds, sweep_parts
 
 __all__ = ["NGramEM", "IterationRecord"]
 
@@ -63,6 +64,13 @@ class NGramEM:
             and the E-step run on the device (:mod:`fsmlearn.tag.ngram.cuda`;
             phi, alpha2 and G stay there, only theta's M-step runs on the
             host); n_q = 1 blocks only (``cond="none"``).
+        scheduler: None (default: this process) or where the passes of
+            variational EM run partitioned over Dask workers
+            (:mod:`fsmlearn.tag.ngram.shards`): ``"local"`` (a LocalCluster), a
+            scheduler's address, or a ``distributed.Client``; ``workers``,
+            ``memory`` (bytes per worker), ``tmp`` (the folder the parts' files go
+            under) and ``parts`` (default: one per worker) size it.  n_q = 1, vEM,
+            CPU only.  Call :meth:`close` (or use ``with``) to stop the cluster.
 
     Raises:
         ArgumentError: a bad optimizer or device, or conditioned blocks on "cuda".
@@ -71,7 +79,8 @@ class NGramEM:
 
     def __init__(self, cs: CqStructure, allowed, log_trans, log_emit, optimizer: str = "vem",
                  estep_passes: int = 1, step: float = 1.0, cond="none", threads: int | None = None,
-                 device: str = "cpu"):
+                 device: str = "cpu", scheduler=None, workers: int | None = None, memory: int | None = None,
+                 tmp: str | None = None, parts: int | None = None, progress=None):
         if optimizer not in ("vem", "gradient"):
             raise ArgumentError(f"optimizer must be 'vem' or 'gradient', got {optimizer!r}")
         self.device = check_device(device)
@@ -106,23 +115,72 @@ class NGramEM:
         # over every thread numba has (threads=1: one); the other paths use the per-event kernels
         self.px = None
         self._sw = None
-        if self.cond is None and optimizer == "vem" and self._cq is None:
+        self._sh = None
+        self._stack = None
+        if scheduler is not None and not (self.cond is None and optimizer == "vem" and self._cq is None):
+            raise ArgumentError("a scheduler runs n-gram EM's variational EM on the CPU with n_q = 1 blocks; "
+                                "use optimizer='vem', cond='none', device='cpu'")
+        if scheduler is not None:
+            self._open_shards(scheduler, workers, memory, tmp, parts, progress)
+            self._phi_host = None       # phi lives in the parts' files
+        elif self.cond is None and optimizer == "vem" and self._cq is None:
             import numba
             self._sw = sweep_bounds(cs, threads or numba.get_num_threads())
         elif self.cond is None and (threads is None or threads > 1) and self._cq is None:
             px = ParIndex(cs, threads)
             self.px = px if px.threads > 1 else None
 
+    def _open_shards(self, scheduler, workers, memory, tmp, parts, progress):
+        import contextlib
+        import tempfile
+
+        from .shards import ShardedPasses
+        self._stack = contextlib.ExitStack()
+        try:
+            if isinstance(scheduler, str):
+                from ...lm.scale.cluster import open_runner
+                runner = self._stack.enter_context(open_runner(scheduler, memory=memory, tmp=tmp, workers=workers,
+                                                               progress=progress))
+                if runner.client is None:
+                    raise ArgumentError(f"scheduler {scheduler!r} has no workers to partition n-gram EM over; "
+                                        "leave it out to run in this process")
+                client, base = runner.client, runner.tmp
+            else:
+                client, base = scheduler, tempfile.mkdtemp(prefix="fsmlearn-ngram-", dir=tmp)
+                self._stack.callback(__import__("shutil").rmtree, base, True)
+            self._sh = ShardedPasses(self.cs, client, os.path.join(base, "ngram-em"), parts, self.cs.uniform_phi(),
+                                     progress)
+            self._stack.callback(self._sh.close)
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def close(self) -> None:
+        """Stop the cluster and remove the parts' files (a sharded trainer; nothing otherwise)."""
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     @property
     def parts(self) -> int:
         """How many parts (threads) the fused pass splits c's arcs into (0: not that path)."""
-        return 0 if self._sw is None else self._sw.parts
+        if self._sh is not None:
+            return len(self._sh.parts)
+        return 0 if self._sw is None else self._sw.threads
 
     @property
     def phi(self) -> np.ndarray:
         """float64 [K]: the variational parameters (a host copy when they live on the device)."""
         if self._phi_d is not None:
             return self._phi_d.copy_to_host()
+        if getattr(self, "_sh", None) is not None:
+            return self._sh.phi()
         return self._phi_host
 
     @phi.setter
@@ -136,9 +194,20 @@ class NGramEM:
         """expected_stats on this trainer's device (phi: host, or device on "cuda")."""
         if self._cq is not None:
             return self._cq.expected_stats(phi, lt, le)
-        if self._sw is not None:
-            return one_pass(self.cs, self._sw, phi, lt, le)
+        if self._sw is not None or self._sh is not None:
+            return self._pass(None, lt, le)
         return expected_stats(self.cs, phi, lt, le, self.px)
+
+    def _pass(self, stats, lt, le):
+        """The passes of :mod:`fsmlearn.tag.ngram.sweep` (on this process's part, or on the
+        Dask parts): with ``stats`` of the current phi the block update, then the statistics."""
+        update = stats is not None
+        M, UE = pass_inputs(self.cs, stats, lt, le) if update else (None, None)
+        if self._sh is not None:
+            A2c, G, ent = self._sh.run(M, UE, update)
+        else:
+            A2c, G, ent = sweep_parts(self._sw, self._phi_host, M, UE, update)
+        return finish_pass(self.cs, A2c, G, ent, lt, le)
 
     def _phi_now(self):
         return self._phi_d if self._cq is not None else self._phi_host
@@ -167,12 +236,12 @@ class NGramEM:
                 self.stats = None
             st = self._stats()
             self.log_trans, self.log_emit = mstep(st.trans, st.emit, self.allowed)
-        elif self.optimizer == "vem" and self._sw is not None:
+        elif self.optimizer == "vem" and (self._sw is not None or self._sh is not None):
             st = self.stats
             for _ in range(self.estep_passes):
                 if st is None:
-                    st = self._expected(self._phi_host, self.log_trans, self.log_emit)
-                st = one_pass(self.cs, self._sw, self._phi_host, self.log_trans, self.log_emit, st)
+                    st = self._pass(None, self.log_trans, self.log_emit)
+                st = self._pass(st, self.log_trans, self.log_emit)
             self.log_trans, self.log_emit = mstep(st.trans, st.emit, self.allowed)
             b = dot_log(st.trans, self.log_trans) + dot_log(st.emit, self.log_emit) + st.entropy
             self.stats = Stats(st.trans, st.emit, st.entropy, b, st.alpha2, st.G)
