@@ -1,10 +1,13 @@
 """The n-gram EM stage of ``make tagger-giga200`` alone, on a compiled LM already built
-(``CACHE/lm.fsm``): setup (c's forward values, the structure), N iterations, the stage's
-peak resident memory (setup included) and bytes per n-gram, seconds per iteration (median),
-the bound and accuracy on WSJ-small after each iteration.  ``--scheduler`` runs the pass
-partitioned over Dask workers (``--workers``, ``--memory``).  Not a test.
+(``CACHE/lm.fsm``): setup (c's forward values, the structure), N iterations of variational
+EM, the stage's peak resident memory (setup included) and bytes per n-gram, seconds per
+iteration (median) and the bound after each.  With ``--workers K`` (one or more values)
+the passes run partitioned over a Dask LocalCluster of K worker processes
+(``--memory`` each, :mod:`fsmlearn.tag.ngram.shards`), after the one-process run, and
+each run reports its workers' peak memory and the bytes sent to and from the parts per
+iteration; the bounds must equal the one-process run's (relative 1e-9).  Not a test.
 
-    python bench/bench_ngram_em_stage.py data/cache/giga200/lm.fsm --iterations 10
+    python bench/bench_ngram_em_stage.py data/cache/giga200/lm.fsm --ngrams 32276850 --workers 2 3 4 --memory 3G
 """
 
 from __future__ import annotations
@@ -17,50 +20,74 @@ import time
 import numpy as np
 
 
+def _vm_hwm_mb():
+    """This process's peak resident memory (VmHWM, MB): run on each worker (ru_maxrss would
+    carry over what a forking parent held)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("lm")
     ap.add_argument("--iterations", type=int, default=10)
-    ap.add_argument("--scheduler", default=None)
-    ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--memory", default=None)
+    ap.add_argument("--workers", type=int, nargs="*", default=[])
+    ap.add_argument("--memory", default=None, help="each worker's budget, e.g. 3G")
     ap.add_argument("--report", default=None)
     ap.add_argument("--ngrams", type=int, default=None, help="n-grams of the LM (for bytes per n-gram)")
     a = ap.parse_args(argv)
-    from fsmlearn.data import iter_sentences
     from fsmlearn.data.tagsets import tag_dictionary
     from fsmlearn.experiments.report import reset_peak_rss, stage_peak_rss_mb
     from fsmlearn.lm.model import CompiledLM
-    from fsmlearn.tag.ngram.approx import setup_from_lm, train_ngram_em
+    from fsmlearn.lm.scale.cluster import parse_memory
+    from fsmlearn.tag.ngram.approx import initial_theta, setup_from_lm
+    from fsmlearn.tag.ngram.em import NGramEM
 
     def say(m):
         print(f"[{time.strftime('%H:%M:%S')}] {m}", file=sys.stderr, flush=True)
 
     c = CompiledLM.load(a.lm)
-    ngrams = a.ngrams or (int(sum(c.counts)) if getattr(c, "counts", None) is not None else None)
-    before = stage_peak_rss_mb()
+    out = {"lm": a.lm, "ngrams": a.ngrams, "rss_before_mb": stage_peak_rss_mb(), "runs": []}
     reset_peak_rss()
     t0 = time.time()
-    td = tag_dictionary("tag17")
-    st = setup_from_lm(c, tagdict=td, progress=say)
-    out = {"lm": a.lm, "ngrams": ngrams, "setup_seconds": time.time() - t0,
-           "setup_peak_rss_mb": stage_peak_rss_mb(), "rss_before_mb": before,
-           "variational_parameters": st.cs.num_params}
-    ev = list(iter_sentences("wsj-small"))
-    kw = {}
-    if a.scheduler:
-        kw = dict(scheduler=a.scheduler, workers=a.workers, memory=a.memory)
-    _, recs = train_ngram_em(st, a.iterations, eval=ev, tagdict=td, progress=say, **kw)
-    out["iterations"] = recs
-    sec = [r["seconds"] for r in recs[1:]]
-    out["seconds_per_iteration_median"] = float(np.median(sec))
-    out["peak_rss_mb"] = stage_peak_rss_mb()
-    if ngrams:
-        out["bytes_per_ngram"] = out["peak_rss_mb"] * 2**20 / ngrams
-    say(json.dumps({k: v for k, v in out.items() if k != "iterations"}))
-    if a.report:
-        with open(a.report, "w") as f:
-            json.dump(out, f, indent=1)
+    st = setup_from_lm(c, tagdict=tag_dictionary("tag17"), progress=say)
+    out.update(setup_seconds=time.time() - t0, setup_peak_rss_mb=stage_peak_rss_mb(),
+               variational_parameters=st.cs.num_params)
+    mem = parse_memory(a.memory) if a.memory else None
+    ref = None
+    for k in [0] + list(a.workers):
+        lt, le = initial_theta(st)
+        kw = dict(scheduler="local", workers=k, memory=mem, progress=say) if k else {}
+        t0 = time.time()
+        with NGramEM(st.cs, st.allowed, lt, le, **kw) as tr:
+            start = time.time() - t0
+            tr.run(a.iterations)
+            sec = [r.seconds for r in tr.history[1:]]
+            run = {"workers": k, "start_seconds": start, "seconds": sec,
+                   "seconds_per_iteration_median": float(np.median(sec)),
+                   "bounds": [r.bound for r in tr.history]}
+            if k:
+                sh = tr.shards
+                run["worker_peak_rss_mb"] = sorted(sh.client.run(_vm_hwm_mb).values())
+                run["parts"] = len(sh.parts)
+                tr_it = sh.traffic[1:]          # the iterations' passes (the first is the start's statistics)
+                run["bytes_sent_per_iteration"] = float(np.median([t["sent"] for t in tr_it]))
+                run["bytes_received_per_iteration"] = float(np.median([t["received"] for t in tr_it]))
+            else:
+                run["peak_rss_mb"] = stage_peak_rss_mb()
+                if a.ngrams:
+                    run["bytes_per_ngram"] = run["peak_rss_mb"] * 2**20 / a.ngrams
+                ref = run["bounds"]
+            if ref is not None and k:
+                run["max_rel_bound_diff"] = float(np.max(np.abs(np.array(run["bounds"]) - ref) / np.abs(ref)))
+        out["runs"].append(run)
+        say(json.dumps({kk: v for kk, v in run.items() if kk not in ("bounds", "seconds")}))
+        if a.report:
+            with open(a.report, "w") as f:
+                json.dump(out, f, indent=1)
 
 
 if __name__ == "__main__":

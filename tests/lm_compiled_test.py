@@ -77,6 +77,19 @@ def test_the_machine_is_rebuilt_exactly(model):
     assert label_hash(b)[0] is lm.tables.arcs
 
 
+def test_released_pages_are_read_again_when_touched(model, sents):
+    """release_pages drops the mapping's resident pages (n-gram EM keeps the machine alone);
+    the machine, its arcs and scoring still read the same values afterwards."""
+    _, c, path = model
+    lm = CompiledLM.load(path)
+    m = lm.machine
+    before = lm.score(sents[1])[0]
+    final = m.final.copy()
+    assert lm.release_pages() is True
+    assert np.array_equal(m.final, final) and np.array_equal(lm.score(sents[1])[0], before)
+    assert c.release_pages() is False       # a model made in memory maps nothing
+
+
 def test_saving_a_loaded_model_and_the_old_format(model, sents, tmp_path):
     _, c, path = model
     lm = CompiledLM.load(path)

@@ -278,6 +278,7 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
     report["stages"]["estimate_compile_seconds"] = round(time.time() - t0, 1)
     say(f"compiled: {c.machine.num_states:,} states, {c.machine.num_arcs:,} arcs "
         f"({time.time() - t0:.0f} s)")
+    c.release_pages()           # n-gram EM reads c's machine alone, not its mapped scoring tables
     write()
     tags = tagset_tags("tag17")
     td = tag_dictionary("tag17")

@@ -607,6 +607,15 @@ class CompiledLM(WordIndex):
         lm.path = f.path
         return lm
 
+    def release_pages(self) -> bool:
+        """Drop a mapped model's pages from this process's resident memory (they are read again
+        from the file when scoring touches them): for a caller that keeps only the machine
+        (:attr:`machine`, built from the tables on first access), e.g. n-gram EM, whose c
+        would otherwise hold the whole file resident.  False when nothing is mapped."""
+        if self._file is None:
+            return False
+        return self._file["file"].release()
+
     def verify(self) -> None:
         """Check every value of a loaded model's arrays (O(file size); :meth:`load` checks
         only what is cheap and the walk the rest as it reads it).

@@ -211,6 +211,18 @@ class MappedFile:
         self.size = size
         self._specs = head["arrays"]
 
+    def release(self) -> bool:
+        """Tell the kernel that the mapping's pages are not needed now (``MADV_DONTNEED``): they
+        leave this process's resident memory and are read again from the file (or the page
+        cache) when an array touches them.  False where the system cannot."""
+        if self._map is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return False
+        try:
+            self._map.madvise(mmap.MADV_DONTNEED)
+            return True
+        except (OSError, ValueError):
+            return False
+
     def bad(self, name: str, message: str) -> FileFormatError:
         """The file's error (not raised) saying that array ``name`` is at fault."""
         return self.error(f"array {name!r}: {message}", self.path)

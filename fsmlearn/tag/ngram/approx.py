@@ -58,6 +58,7 @@ def setup_from_lm(lm: CompiledLM, tagset: str = "tag17", tagdict=None, progress=
     wid = np.full(len(lv) + 1, -1, np.int64)          # by label = LM word id + 1
     wid[np.array(keep) + 1] = np.arange(len(keep))
     m = lm.machine
+    lm.release_pages()      # n-gram EM reads the machine alone: the mapped tables need not stay resident
     arc_word = np.where(m.ilabel > 0, wid[np.maximum(m.ilabel, 0)], -1).astype(np.int32)
     bad = np.flatnonzero((m.ilabel > 0) & (arc_word < 0))
     if bad.size:

@@ -87,10 +87,11 @@ class NGramEM:
         self._cq = None
         self._phi_host = None
         self._phi_d = None
-        self.cond = CondBlocks.build(cs, cond)
-        if self.cond.K2 == 0:
+        # (n_q = 1 alone needs none of the per-event arrays CondBlocks reads)
+        self.cond = None if isinstance(cond, str) and cond == "none" else CondBlocks.build(cs, cond)
+        if self.cond is not None and self.cond.K2 == 0:
             self.cond = None
-        elif optimizer != "vem":
+        elif self.cond is not None and optimizer != "vem":
             raise ArgumentError("blocks conditioned on the previous tag need optimizer='vem'")
         if self.cond is not None and self.device == "cuda":
             raise ArgumentError("blocks conditioned on the previous tag have no CUDA path; use device='cpu' "
@@ -154,6 +155,11 @@ class NGramEM:
         except BaseException:
             self._stack.close()
             raise
+
+    @property
+    def shards(self):
+        """The Dask parts (:class:`fsmlearn.tag.ngram.shards.ShardedPasses`), or None in one process."""
+        return self._sh
 
     def close(self) -> None:
         """Stop the cluster and remove the parts' files (a sharded trainer; nothing otherwise)."""

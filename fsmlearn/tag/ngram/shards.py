@@ -19,11 +19,16 @@ What stays where:
 * on the client: c's per-state arrays, theta, and the statistics of the
   iteration (alpha2, G, the counts).
 
+Each input of several tasks (M's rows of a part, UE, Bx, PhiX) is sent once per
+iteration as a task of its own, so that Dask can make it again if the worker
+holding it is lost; a worker keeps the phi it wrote last in memory and reads the
+file only when another worker wrote it.
+
 What crosses the network per iteration (N states, T tags, S shadowed arcs with
 C_S block entries, P (word, destination) pairs with C_P entries; 8 bytes a number;
 docs/cluster.md gives the stand-in's sizes): to the parts, M's rows of their own
-states twice (passes 1 and 2: N (T+1) in all, each time), the compact rows UE
-(C_P, to every part) and the table's Bx and PhiX (C_S each, to every part); back,
+states (N (T+1) in all), the compact rows UE (C_P, to every part) and the table's
+Bx and PhiX (C_S each, to every part); back,
 each part's Bx and A2c (C_S + C_P), its PhiX entries, and G's rows of its states
 (N (T+1) in all).  The forward values alpha of c are solved once, on the client
 (:class:`~fsmlearn.tag.ngram.structure.CqStructure`), before the parts are written.
@@ -37,6 +42,7 @@ import json
 import operator
 import os
 import shutil
+import time
 import uuid
 
 import numpy as np
@@ -49,6 +55,7 @@ _ARRAYS = ("src_start", "ilabel", "weight", "wsrc", "pair", "ex_ptr", "ex_sid")
 _TABLES = ("alpha", "phi_dst", "phi_w", "label_word", "wt_ptr", "wt_tag", "pair_off", "sh_arc", "sh_state", "sh_w",
            "sh_word", "sh_off", "Ax")
 _LOADED: dict = {}          # per process: (folder, part) -> Part with its arrays mapped
+_PHI: dict = {}             # per process: (folder, part) -> (version, phi entries) last written here
 
 
 def _atomic_save(path: str, a: np.ndarray) -> None:
@@ -90,17 +97,30 @@ def _phi_path(folder, p, v):
     return os.path.join(folder, f"part-{p}", f"phi-{v}.npy")
 
 
+def _value(x):
+    """A task that gives its argument: an input of several tasks, sent once and kept with
+    its lineage (a copy lost with a worker is made again from the graph)."""
+    return x
+
+
 def _task1(folder, p, M_rows):
     return pass1(_load(folder, p), M_rows)
 
 
 def _task2(folder, p, v, M_rows, UE, Bx, update):
+    """Pass 2 on part p from phi version v (the copy this process wrote last, else its file);
+    with ``update`` version v + 1 is written whole and renamed before the task ends."""
+    t0 = time.perf_counter()
     part = _load(folder, p)
-    phi = np.load(_phi_path(folder, p, v))
+    kept = _PHI.get((folder, p))
+    phi = kept[1].copy() if kept is not None and kept[0] == v else np.load(_phi_path(folder, p, v))
+    t1 = time.perf_counter()
     out = pass2(part, phi, M_rows, UE, Bx, update)
+    t2 = time.perf_counter()
     if update:
         _atomic_save(_phi_path(folder, p, v + 1), phi)
-    return out
+        _PHI[(folder, p)] = (v + 1, phi)
+    return out + ((t1 - t0, t2 - t1, time.perf_counter() - t2),)
 
 
 def _task3(r2, folder, p, PhiX):
@@ -164,55 +184,64 @@ class ShardedPasses:
     def run(self, M, UE, update: bool):
         """The three passes on every part (pass 1 only with ``update``): (A2c, G, entropy), as
         :func:`fsmlearn.tag.ngram.sweep.sweep_parts` gives them in one process.  With
-        ``update`` phi moves to the next version."""
+        ``update`` phi moves to the next version.  Each input of several tasks is sent once
+        (a task that gives it, so that Dask can make it again if a worker is lost)."""
         c = self.client
         tb = self.tables
         S = tb.sh_arc.shape[0]
         CS = int(tb.sh_off[S])
         v = self.version
+        k = len(self.parts)
         sent = got = 0
-        held = []
-        rows = [M[m["q0"]:m["q1"]] if update else np.zeros((0, 0)) for m in self.parts]
+        times = {}
+        t0 = time.perf_counter()
         if update:
-            f1 = [c.submit(_task1, self.folder, p, rows[p], pure=False) for p in range(len(self.parts))]
-            held += f1
+            rows = [c.submit(_value, M[m["q0"]:m["q1"]], pure=False) for m in self.parts]
+            sent += M.nbytes
+            f1 = [c.submit(_task1, self.folder, p, rows[p], pure=False) for p in range(k)]
             self.say("n-gram EM: pass 1 submitted")
             Bx = np.zeros(CS)
             for b in c.gather(f1):
                 Bx += b
-            sent += sum(r.nbytes for r in rows)
-            got += CS * 8 * len(self.parts)
+            got += CS * 8 * k
+            uef = c.submit(_value, UE, pure=False)
+            bxf = c.submit(_value, Bx, pure=False)
+            sent += UE.nbytes + Bx.nbytes
         else:
-            Bx = UE = np.zeros(0)
-        f2 = [c.submit(_task2, self.folder, p, v, rows[p], UE, Bx, update, pure=False)
-              for p in range(len(self.parts))]
-        held += f2
+            rows = [np.zeros((0, 0))] * k
+            f1 = []
+            uef = bxf = np.zeros(0)
+        times["pass1"] = time.perf_counter() - t0
+        f2 = [c.submit(_task2, self.folder, p, v, rows[p], uef, bxf, update, pure=False) for p in range(k)]
         self.say("n-gram EM: pass 2 submitted")
         small = [c.submit(_small, f, pure=False) for f in f2]
-        held += small
         A2c = None
         ent = 0.0
         PhiX = np.zeros(CS)
-        for m, (a2c, e, px) in zip(self.parts, c.gather(small)):
+        work = []
+        for m, (a2c, e, px, tt) in zip(self.parts, c.gather(small)):
             A2c = a2c if A2c is None else A2c + a2c
             ent += e
             PhiX[tb.sh_off[m["ci0"]]:tb.sh_off[m["ci1"]]] = px
             got += a2c.nbytes + px.nbytes
-        sent += sum(r.nbytes for r in rows) + (UE.nbytes + Bx.nbytes) * len(self.parts)
-        f3 = [c.submit(_task3, f2[p], self.folder, p, PhiX, pure=False) for p in range(len(self.parts))]
-        held += f3
+            work.append(tt)
+        times["pass2"] = time.perf_counter() - t0 - times["pass1"]
+        times["part_load_compute_save"] = [list(map(float, tt)) for tt in work]
+        pxf = c.submit(_value, PhiX, pure=False)
+        sent += PhiX.nbytes
+        f3 = [c.submit(_task3, f2[p], self.folder, p, pxf, pure=False) for p in range(k)]
         self.say("n-gram EM: pass 3 submitted")
         G = np.concatenate(c.gather(f3), axis=0)
-        sent += PhiX.nbytes * len(self.parts)
         got += G.nbytes
-        del held
+        times["pass3"] = time.perf_counter() - t0 - times["pass1"] - times["pass2"]
+        del f1, f2, f3, small, rows
         if update:
             self.version = v + 1
-            for p in range(len(self.parts)):
+            for p in range(k):
                 old = _phi_path(self.folder, p, v)
                 if os.path.exists(old):
                     os.remove(old)
-        self.traffic.append({"sent": sent, "received": got})
+        self.traffic.append({"sent": sent, "received": got, "seconds": times})
         return A2c, G, ent
 
     def close(self) -> None:
@@ -221,4 +250,4 @@ class ShardedPasses:
 
 def _small(r2):
     """The part of a pass-2 result the client needs: (A2c, entropy, PhiX entries)."""
-    return operator.itemgetter(0, 2, 3)(r2)
+    return operator.itemgetter(0, 2, 3, 4)(r2)

@@ -33,7 +33,7 @@ import numpy as np
 from ...algo.phi import phi_depths, phi_structure
 from ...algo.shortest import forward
 from ...errors import MachineError
-from ...fsm.machine import EPSILON, Machine
+from ...fsm.machine import EPSILON, PHI, Machine
 
 __all__ = ["CqStructure"]
 
@@ -115,6 +115,158 @@ def _shadow_table(shadow, tail, N, ilabel, wsrc, label_word, wt_ptr, src_start):
         ex_sid[pos[q]] = sid_of[i]
         pos[q] += 1
     return ex_ptr, ex_sid, sh_arc, sh_state, sh_off
+
+
+@nb.njit(cache=True)
+def _phi_arcs(src_start, ilabel, dst, weight, PHI):
+    """Each state's phi arc: (phi_dst int64 [N] (-1: none), phi_w [N], the first state with two
+    phi arcs or -1, whether every state's labels ascend (the phi arc first))."""
+    N = src_start.shape[0] - 1
+    phi_dst = np.full(N, -1, np.int64)
+    phi_w = np.zeros(N)
+    two = -1
+    ascending = True
+    for q in range(N):
+        for a in range(src_start[q], src_start[q + 1]):
+            if a > src_start[q] and ilabel[a] <= ilabel[a - 1]:
+                ascending = False
+            if ilabel[a] == PHI:
+                if phi_dst[q] >= 0 and two < 0:
+                    two = q
+                phi_dst[q] = dst[a]
+                phi_w[q] = weight[a]
+    return phi_dst, phi_w, two, ascending
+
+
+@nb.njit(cache=True)
+def _find_label(ilabel, lo, hi, x):
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ilabel[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@nb.njit(cache=True)
+def _lean_exclusions(src_start, ilabel, phi_dst, fill, tail, shadow):
+    """The exclusion arcs of c's signed system (:mod:`fsmlearn.algo.phi`), read off c directly
+    when every state's labels ascend: for each word arc of a state q with a backoff chain, the
+    first arc of that label along the chain is shadowed.  Returns their number; with
+    ``fill``, writes (q, shadowed arc) by q."""
+    n = 0
+    for q in range(src_start.shape[0] - 1):
+        if phi_dst[q] < 0:
+            continue
+        for a in range(src_start[q], src_start[q + 1]):
+            x = ilabel[a]
+            if x <= 0:
+                continue
+            r = phi_dst[q]
+            while r >= 0:
+                lo = src_start[r]
+                hi = src_start[r + 1]
+                i = _find_label(ilabel, lo, hi, x)
+                if i < hi and ilabel[i] == x:
+                    if fill:
+                        tail[n] = q
+                        shadow[n] = i
+                    n += 1
+                    break
+                r = phi_dst[r]
+    return n
+
+
+@nb.njit(cache=True)
+def _lean_finals(final, phi_dst, phi_w):
+    """Signed final events: every state's own final weight, and minus its chain's (to the
+    first state with one) for a state whose own final hides it."""
+    N = final.shape[0]
+    n = 0
+    for q in range(N):
+        if final[q] != np.inf:
+            n += 1
+            r = phi_dst[q]
+            while r >= 0:
+                if final[r] != np.inf:
+                    n += 1
+                    break
+                r = phi_dst[r]
+    fs = np.empty(n, np.int32)
+    fk = np.empty(n)
+    j = 0
+    for q in range(N):
+        if final[q] != np.inf:
+            fs[j] = q
+            fk[j] = math.exp(-final[q])
+            j += 1
+    for q in range(N):
+        if final[q] == np.inf:
+            continue
+        lw = 0.0
+        r = q
+        while phi_dst[r] >= 0:
+            lw += phi_w[r]
+            r = phi_dst[r]
+            if final[r] != np.inf:
+                fs[j] = q
+                fk[j] = -math.exp(-(lw + final[r]))
+                j += 1
+                break
+    return fs, fk
+
+
+@nb.njit(parallel=True, cache=True)
+def _step_weights(src_start, ilabel, weight, phi_dst, phi_w, ex_ptr, ex_sid, sh_arc, sh_state):
+    """The one-step map's weights, once: k_a = exp(-weight) of each word arc (0 off words), each
+    state's phi arc weight, and each exclusion arc's signed weight (by state, as ``ex_sid``)."""
+    N = src_start.shape[0] - 1
+    ka = np.zeros(ilabel.shape[0])
+    kx = np.empty(ex_sid.shape[0])
+    for q in nb.prange(N):
+        for a in range(src_start[q], src_start[q + 1]):
+            if ilabel[a] > 0:
+                ka[a] = math.exp(-weight[a])
+        for e in range(ex_ptr[q], ex_ptr[q + 1]):
+            kx[e] = _chain_weight(np.int64(q), ex_sid[e], sh_state, sh_arc, weight, phi_dst, phi_w)
+    return ka, kx
+
+
+@nb.njit(cache=True)
+def _chain_weight(q, sid, sh_state, sh_arc, weight, phi_dst, phi_w):
+    lw = 0.0
+    st = q
+    while st != sh_state[sid]:
+        lw += phi_w[st]
+        st = phi_dst[st]
+    return -math.exp(-(lw + weight[sh_arc[sid]]))
+
+
+@nb.njit(parallel=True, cache=True)
+def _forward_step(x, bounds, src_start, dst, ka, phi_dst, kp, ex_ptr, ex_sid, sh_arc, kx):
+    """y = A^T x for c's signed system (word arcs, phi arcs as plain arcs, exclusion arcs): the
+    mass one step carries from each state to the next (forward values solve x = e_start + A^T x)."""
+    N = src_start.shape[0] - 1
+    P = bounds.shape[0] - 1
+    Y = np.zeros((P, N))
+    for p in nb.prange(P):
+        y = Y[p]
+        for q in range(bounds[p], bounds[p + 1]):
+            v = x[q]
+            if v == 0.0:
+                continue
+            for a in range(src_start[q], src_start[q + 1]):
+                y[dst[a]] += ka[a] * v
+            if phi_dst[q] >= 0:
+                y[phi_dst[q]] += kp[q] * v
+            for e in range(ex_ptr[q], ex_ptr[q + 1]):
+                y[dst[sh_arc[ex_sid[e]]]] += kx[e] * v
+    out = Y[0].copy()
+    for p in range(1, P):
+        for i in range(N):
+            out[i] += Y[p, i]
+    return out
 
 
 @nb.njit(cache=True)
@@ -212,6 +364,67 @@ def _events_by_source(src_start, dst, ilabel, weight, ex_ptr, ex_sid, sh_arc, sh
     return es, ed, ea, ek
 
 
+_GMRES_RTOL = 1e-3          # GMRES stops at this fraction of tol (plain steps then check the error)
+_GMRES_RESTART = 40
+_LAST_STEPS = [0]
+
+
+def _solve_alpha(c, phi_dst, phi_w, ex_ptr, ex_sid, sh_arc, sh_state, tol, max_steps):
+    """c's forward values (expected visits), x = e_start + A^T x, without building the signed
+    system's arrays (the map's weights are held while it runs: 8 bytes per arc and per
+    exclusion): restarted GMRES (scipy) on (I - A^T) x = e_start with the one-step map
+    :func:`_forward_step`, then plain steps x <- e_start + A^T x until the settled rate r of
+    their changes bounds the remaining error, change r / (1 - r), by ``tol`` times the
+    largest value (the engine's relative-change rule, :mod:`fsmlearn.algo.convergence`).
+
+    Raises:
+        NotConvergedError: ``max_steps`` matrix-vector products without meeting ``tol``.
+        DivergenceError: the values grow without bound (c's mass does not end).
+    """
+    from scipy.sparse.linalg import LinearOperator, gmres
+
+    from ...errors import DivergenceError, NotConvergedError
+    import numba
+    N = c.num_states
+    P = max(1, numba.get_num_threads())
+    work = np.asarray(c.src_start, np.float64) + np.asarray(ex_ptr, np.float64)
+    bounds = np.searchsorted(work, np.linspace(0, work[-1], P + 1)).astype(np.int64)
+    bounds[0], bounds[-1] = 0, N
+    b = np.zeros(N)
+    b[c.start] = 1.0
+    used = [0]
+    ka, kx = _step_weights(c.src_start, c.ilabel, c.weight, phi_dst, phi_w, ex_ptr, ex_sid, sh_arc, sh_state)
+    kp = np.where(phi_dst >= 0, np.exp(-phi_w), 0.0)
+
+    def step(x):
+        used[0] += 1
+        return _forward_step(np.ascontiguousarray(x, np.float64), bounds, c.src_start, c.dst, ka, phi_dst, kp,
+                             ex_ptr, ex_sid, sh_arc, kx)
+
+    op = LinearOperator((N, N), matvec=lambda x: x - step(x), dtype=np.float64)
+    x = b.copy()
+    tiny = 16 * np.finfo(float).eps
+    while used[0] < max_steps:
+        x, _ = gmres(op, b, x0=x, rtol=tol * _GMRES_RTOL, atol=0.0, restart=_GMRES_RESTART,
+                     maxiter=max(1, (max_steps - used[0]) // _GMRES_RESTART))
+        _LAST_STEPS[0] = used[0]
+        changes = []
+        for _ in range(3):
+            y = b + step(x)
+            ch = float(np.max(np.abs(y - x)))
+            top = float(np.max(np.abs(y)))
+            x = y
+            if not np.isfinite(ch) or top > 2.0 ** 1000:
+                raise DivergenceError("the forward values of c grow without bound (its mass does not end)")
+            changes.append(ch)
+        if ch <= tiny * top:
+            return x
+        r = changes[-1] / changes[-2] if changes[-2] > 0 else 0.0
+        if r < 1.0 and ch * r / (1.0 - r) <= tol * top:
+            return x
+    raise NotConvergedError(f"the forward values of c did not settle to {tol:g} in {max_steps} steps")
+
+
 class CqStructure:
     """c with its tag blocks: everything about cq that does not change in training.
 
@@ -286,7 +499,8 @@ class CqStructure:
 
     @classmethod
     def build(cls, c: Machine, arc_word: np.ndarray, allowed: np.ndarray, *, alpha=None,
-              tol: float = 1e-10, max_sweeps: int = 100_000, device: str = "cpu") -> "CqStructure":
+              tol: float = 1e-10, max_sweeps: int = 100_000, device: str = "cpu",
+              system: str = "auto") -> "CqStructure":
         """Prepare cq for machine ``c``.
 
         Args:
@@ -298,6 +512,11 @@ class CqStructure:
             alpha: optional precomputed forward values of c (probabilities).
             tol, max_sweeps: relaxation settings for alpha.
             device: where alpha is solved, "cpu" or "cuda" (:mod:`fsmlearn.algo.cuda`).
+            system: "auto" reads the exclusion arcs off c and solves alpha without
+                building the signed system's arrays (:func:`_solve_alpha`) when every
+                state's labels ascend (a compiled LM's do) and the device is the CPU;
+                "engine" builds the engine's signed system (:func:`fsmlearn.algo.phi.phi_structure`)
+                and solves alpha with :func:`fsmlearn.algo.forward` (the reference).
 
         c's derived structures (the signed system the solve builds, its schedule) are
         dropped afterwards (:meth:`fsmlearn.fsm.machine.Machine.forget_cached`).
@@ -354,28 +573,39 @@ class CqStructure:
         if bad_arc >= 0:
             w = int(label_word[wsrc[bad_arc]])
             raise MachineError(f"word id {w} (arc {bad_arc}) has no allowed tag")
+        phi_dst, phi_w, two, ascending = _phi_arcs(c.src_start, c.ilabel, c.dst, c.weight, PHI)
+        if two >= 0:
+            raise MachineError(f"state {two} has more than one phi (failure) arc")
+        _, order = phi_depths(phi_dst, c.num_states)
+        if order.shape[0] < c.num_states:
+            raise MachineError("the phi (failure) arcs of c form a cycle")
         t0 = time.time()
+        if system not in ("auto", "engine"):
+            raise MachineError(f"system must be 'auto' or 'engine', got {system!r}")
+        lean = ascending and device == "cpu" and system == "auto"
+        if lean:        # the signed system's exclusions read off c; alpha by a matrix-free solve
+            n = _lean_exclusions(c.src_start, c.ilabel, phi_dst, False, np.empty(0, np.int32),
+                                 np.empty(0, np.int64))
+            tail, shadow = np.empty(n, np.int32), np.empty(n, np.int64)
+            _lean_exclusions(c.src_start, c.ilabel, phi_dst, True, tail, shadow)
+            fs, fk = _lean_finals(c.final, phi_dst, phi_w)
+        else:
+            ps = phi_structure(c, True)
+            tail = ps.neg_tail
+            shadow = _shadowed(ps.neg_ptr, ps.neg_chain)
+            fs, fk = _final_events(c.final, ps.nf_state, ps.nf_final, ps.nf_ptr, ps.nf_chain, c.weight)
+            del ps
+        ex_ptr, ex_sid, sh_arc, sh_state, sh_off = _shadow_table(shadow, tail, c.num_states, c.ilabel, wsrc,
+                                                                 label_word, wt_ptr, c.src_start)
+        del shadow, tail
         if alpha is None:
-            a = forward(c, "log", tol=tol, max_sweeps=max_sweeps, device=device)
-            alpha = np.exp(-a)
-            del a
+            if lean:
+                alpha = _solve_alpha(c, phi_dst, phi_w, ex_ptr, ex_sid, sh_arc, sh_state, tol, max_sweeps)
+            else:
+                alpha = np.exp(-forward(c, "log", tol=tol, max_sweeps=max_sweeps, device=device))
         alpha = np.asarray(alpha, np.float64)
         secs = time.time() - t0
-        ps = phi_structure(c, True)
-        w = c.weight
-        shadow = _shadowed(ps.neg_ptr, ps.neg_chain)
-        ex_ptr, ex_sid, sh_arc, sh_state, sh_off = _shadow_table(shadow, ps.neg_tail, c.num_states, c.ilabel, wsrc,
-                                                                 label_word, wt_ptr, c.src_start)
-        del shadow
-        fs, fk = _final_events(c.final, ps.nf_state, ps.nf_final, ps.nf_ptr, ps.nf_chain, w)
-        phi_dst = np.full(c.num_states, -1, np.int64)
-        phi_w = np.zeros(c.num_states)
-        has = ps.phi_arc >= 0
-        phi_dst[has] = c.dst[ps.phi_arc[has]]
-        phi_w[has] = w[ps.phi_arc[has]]
-        del ps
         c.forget_cached()
-        _, order = phi_depths(phi_dst, c.num_states)
         return cls(machine=c, T=T, alpha=alpha, wsrc=wsrc, label_word=label_word, wt_ptr=wt_ptr, wt_tag=wt_tag,
                    ex_ptr=ex_ptr, ex_sid=ex_sid, sh_arc=sh_arc, sh_state=sh_state, sh_off=sh_off, pair=pair,
                    pair_dst=pair_dst, pair_word=pair_word, pair_off=pair_off, fin_state=fs, fin_k=fk, phi_dst=phi_dst, phi_w=phi_w,
