@@ -100,15 +100,16 @@ def ngram_sizes(sizes) -> str:
     return ", ".join(f"{k + 1}-grams {n:,}" for k, n in enumerate(sizes))
 
 
-def add_scale(p) -> None:
+def add_scale(p, default: str | None = "local", extra: str = "") -> None:
     """``--scheduler``, ``--memory``, ``--tmp``, ``--workers`` and ``--worker-threads``: where
-    partitioned work runs."""
+    partitioned work runs (``default``: the scheduler when none is given; None lets the
+    command tell a given one from none, ``extra`` saying what none means)."""
     g = p.add_argument_group("where the work runs (docs/cluster.md)")
-    g.add_argument("--scheduler", default="local",
+    g.add_argument("--scheduler", default=default,
                    help="local: a Dask LocalCluster started here, one worker process per core (inputs under "
                         "64 MB, without --workers or --memory, take the in-memory path); tcp://HOST:PORT: an existing Dask "
                         "cluster; synchronous: every task in this process; in-memory: the one-process path "
-                        "that holds every n-gram (default: local)")
+                        "that holds every n-gram " + (extra or f"(default: {default})"))
     g.add_argument("--memory", help="each local worker's memory budget, e.g. 2G; sizes the partitions on any "
                                     "cluster (default: 60%% of this machine's RAM shared by the workers)")
     g.add_argument("--tmp", help="folder under which a local cluster's workers spill, removed afterwards (the "

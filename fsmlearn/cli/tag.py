@@ -234,7 +234,9 @@ def add_parser(sub) -> None:
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="where n-gram EM and c's forward values run (default cpu; cuda: a CUDA GPU through "
                         "numba.cuda, see docs/cuda.md)")
-    add_scale(p)
+    add_scale(p, default=None, extra="(default: the counting and LM stages on a local cluster, n-gram EM in "
+                                    "this process; given: n-gram EM's passes run partitioned on that cluster too, "
+                                    "docs/ngram-em-scale.md)")
     add_quiet(p)
     p.set_defaults(func=_giga200)
 
