@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -49,6 +50,17 @@ def test_pipeline_caches_its_stages_and_writes_report_model_and_plot(tmp_path):
     rep3 = run_giga200(cfg3)
     assert rep3["ngrams"] == rep["ngrams"] and "corpus_em" not in rep3
     assert not (tmp_path / "none").exists()
+    # the n-gram EM stage reports its own peak; one process unless a scheduler is given
+    assert on_disk["ngram_em_peak_rss_mb"] > 0 and on_disk["ngram_em_bytes_per_ngram"] > 0
+    assert "ngram_em_scheduler" not in on_disk
+    # a scheduler given: n-gram EM's passes on two Dask worker processes, the same run
+    cfg4 = replace(cfg, report=str(tmp_path / "rep4.json"), model=str(tmp_path / "t4"), corpus_em=False,
+                   ngram_em_scheduler="local", workers=2, memory="1G")
+    rep4 = run_giga200(cfg4)
+    assert rep4["ngram_em_scheduler"] == "local"
+    assert [r["bound"] for r in rep4["iterations"]] == pytest.approx([r["bound"] for r in rep2["iterations"]],
+                                                                     rel=1e-9)
+    assert [r["accuracy"] for r in rep4["iterations"]] == [r["accuracy"] for r in rep2["iterations"]]
 
 
 def test_bad_ngram_directory_is_named(tmp_path):
@@ -69,3 +81,23 @@ def test_device_is_checked_before_any_work(tmp_path, monkeypatch):
     with pytest.raises(FsmError, match="CUDA"):
         run_giga200(cfg)
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("argv, lm_stages, ngram_em", [
+    ([], "local", None),
+    (["--scheduler", "local"], "local", "local"),
+    (["--scheduler", "in-memory"], "in-memory", None),
+    (["--scheduler", "synchronous"], "synchronous", None)])
+def test_giga200_runs_ngram_em_in_one_process_unless_a_cluster_is_given(monkeypatch, tmp_path, argv, lm_stages,
+                                                                          ngram_em):
+    import fsmlearn.experiments.giga200 as g
+    from fsmlearn.cli.main import main
+    seen = {}
+
+    def fake(cfg, progress=None):
+        seen["cfg"] = cfg
+        return {"iterations": [{"iteration": 0, "accuracy": 0.5, "bound": -1.0}], "ngrams": 1,
+                "ngram_em_seconds_per_iteration": 1.0}
+    monkeypatch.setattr(g, "run_giga200", fake)
+    assert main(["tag", "giga200", "--cache", str(tmp_path), "-q"] + argv) == 0
+    assert seen["cfg"].scheduler == lm_stages and seen["cfg"].ngram_em_scheduler == ngram_em

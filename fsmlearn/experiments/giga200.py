@@ -236,7 +236,10 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
               "stages": {}, "complete": False}
 
     def write():
-        report["peak_rss_mb"] = round(peak_rss_mb(), 1)
+        # the process's peak: getrusage's, or a stage's own (VmHWM) where a reset of the
+        # stage's count (reset_peak_rss) has lowered getrusage's figure too
+        stages = [v for k, v in report.items() if "peak_rss_mb" in k and k != "peak_rss_mb"]
+        report["peak_rss_mb"] = round(max([peak_rss_mb()] + stages), 1)
         report["seconds_total"] = round(time.time() - t_all, 1)
         write_report(report_path, report)
 

@@ -40,7 +40,9 @@ def peak_rss_mb() -> float:
 def reset_peak_rss() -> bool:
     """Start a new peak of this process's resident memory (Linux: ``/proc/self/clear_refs``),
     so that :func:`stage_peak_rss_mb` gives the peak of what runs from now on; False where
-    the system cannot (the peak then counts from the process's start)."""
+    the system cannot (the peak then counts from the process's start).  The reset lowers
+    getrusage's ``ru_maxrss`` as well (and ``/usr/bin/time``'s figure for the command):
+    record :func:`stage_peak_rss_mb` before a reset to keep the earlier peak."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")

@@ -112,8 +112,10 @@ def _task2(folder, p, v, M_rows, UE, Bx, update):
     with ``update`` version v + 1 is written whole and renamed before the task ends."""
     t0 = time.perf_counter()
     part = _load(folder, p)
-    kept = _PHI.get((folder, p))
-    phi = kept[1].copy() if kept is not None and kept[0] == v else np.load(_phi_path(folder, p, v))
+    # the copy kept here is updated in place: dropped first, so that a task that fails half-way
+    # and runs again (here or elsewhere) reads version v from its file
+    kept = _PHI.pop((folder, p), None)
+    phi = kept[1] if kept is not None and kept[0] == v else np.load(_phi_path(folder, p, v))
     t1 = time.perf_counter()
     out = pass2(part, phi, M_rows, UE, Bx, update)
     t2 = time.perf_counter()
@@ -174,6 +176,10 @@ class ShardedPasses:
             _atomic_save(_phi_path(folder, p, 0), np.ascontiguousarray(phi[part.b0:part.b1]))
             self.parts.append(meta)
         self.version = 0
+        # each part's tasks go to one worker, which keeps its phi in memory (another may take
+        # them, e.g. when that worker is lost: it reads the part's files)
+        addrs = sorted(client.scheduler_info().get("workers", {}))
+        self.home = [[addrs[p % len(addrs)]] if addrs else None for p in range(len(self.parts))]
         self.say(f"n-gram EM: c cut into {len(self.parts)} parts of states for the Dask workers, in {folder}")
         self.traffic = []           # bytes to and from the parts, per pass run
 
@@ -198,7 +204,8 @@ class ShardedPasses:
         if update:
             rows = [c.submit(_value, M[m["q0"]:m["q1"]], pure=False) for m in self.parts]
             sent += M.nbytes
-            f1 = [c.submit(_task1, self.folder, p, rows[p], pure=False) for p in range(k)]
+            f1 = [c.submit(_task1, self.folder, p, rows[p], pure=False, workers=self.home[p],
+                           allow_other_workers=True) for p in range(k)]
             self.say("n-gram EM: pass 1 submitted")
             Bx = np.zeros(CS)
             for b in c.gather(f1):
@@ -212,7 +219,8 @@ class ShardedPasses:
             f1 = []
             uef = bxf = np.zeros(0)
         times["pass1"] = time.perf_counter() - t0
-        f2 = [c.submit(_task2, self.folder, p, v, rows[p], uef, bxf, update, pure=False) for p in range(k)]
+        f2 = [c.submit(_task2, self.folder, p, v, rows[p], uef, bxf, update, pure=False, workers=self.home[p],
+                       allow_other_workers=True) for p in range(k)]
         self.say("n-gram EM: pass 2 submitted")
         small = [c.submit(_small, f, pure=False) for f in f2]
         A2c = None
@@ -229,7 +237,8 @@ class ShardedPasses:
         times["part_load_compute_save"] = [list(map(float, tt)) for tt in work]
         pxf = c.submit(_value, PhiX, pure=False)
         sent += PhiX.nbytes
-        f3 = [c.submit(_task3, f2[p], self.folder, p, pxf, pure=False) for p in range(k)]
+        f3 = [c.submit(_task3, f2[p], self.folder, p, pxf, pure=False, workers=self.home[p],
+                       allow_other_workers=True) for p in range(k)]
         self.say("n-gram EM: pass 3 submitted")
         G = np.concatenate(c.gather(f3), axis=0)
         got += G.nbytes
