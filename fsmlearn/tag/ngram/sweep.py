@@ -34,8 +34,8 @@ G's rows of its own states.  In one process the whole machine is one part, and
 each pass splits it further over the threads.  Nothing of size K (the block
 entries) is held but phi itself, updated in place.
 
-Public names: Part, whole_part, pass1, pass2, pass3, sweep_bounds, sweep_parts, pass_inputs,
-finish_pass, one_pass, Sweep.
+Public names: Part, Tables, tables_of, part_of, whole_part, pass1, pass2, pass3, sweep_bounds,
+sweep_parts, pass_inputs, finish_pass, one_pass.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from ...algo.relax_blocks import phi_pass_rows
 from .kernels import adjoint
 from .objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log
 
-__all__ = ["Part", "whole_part", "pass1", "pass2", "pass3", "sweep_bounds", "sweep_parts", "pass_inputs",
-           "finish_pass", "one_pass", "Sweep"]
+__all__ = ["Part", "Tables", "tables_of", "part_of", "whole_part", "pass1", "pass2", "pass3", "sweep_bounds",
+           "sweep_parts", "pass_inputs", "finish_pass", "one_pass"]
 
 
 @nb.njit(cache=True, inline="always")
@@ -472,9 +472,6 @@ def pass3(part: Part, G_rows, PhiX):
     _exclusions(sb, 2, part.q0, part.x0, part.ex_ptr, part.ex_sid, tb.sh_state, tb.sh_w, tb.sh_word, tb.sh_off,
                 tb.wt_ptr, tb.wt_tag, tb.phi_dst, tb.phi_w, tb.alpha, _NONE2, PhiX, G_rows)
     return G_rows
-
-
-Sweep = Part
 
 
 def sweep_bounds(cs, parts: int) -> Part:
