@@ -20,16 +20,6 @@ import time
 import numpy as np
 
 
-def _vm_hwm_mb():
-    """This process's peak resident memory (VmHWM, MB): run on each worker (ru_maxrss would
-    carry over what a forking parent held)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("lm")
@@ -71,7 +61,7 @@ def main(argv=None):
                    "bounds": [r.bound for r in tr.history]}
             if k:
                 sh = tr.shards
-                run["worker_peak_rss_mb"] = sorted(sh.client.run(_vm_hwm_mb).values())
+                run["worker_peak_rss_mb"] = sorted(sh.client.run(stage_peak_rss_mb).values())
                 run["parts"] = len(sh.parts)
                 tr_it = sh.traffic[1:]          # the iterations' passes (the first is the start's statistics)
                 run["bytes_sent_per_iteration"] = float(np.median([t["sent"] for t in tr_it]))

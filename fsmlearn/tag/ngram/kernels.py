@@ -17,7 +17,7 @@ afterwards; the events are sorted by source state, so the mass leaving each
 state splits at state boundaries; the block scores and the softmax run over
 arcs, with each arc's events gathered by an arc-major index built once.
 
-Public names: ParIndex, alpha2, alpha2_local, state_tag_mass, emit_entropy,
+Public names: ParIndex, balanced_cuts, alpha2, alpha2_local, state_tag_mass, emit_entropy,
 out_scores, adjoint, block_scores, softmax_blocks, softmax_ranges.
 """
 
@@ -31,8 +31,9 @@ import numpy as np
 from ...algo.relax_blocks import phi_pass_rows
 
 
-def _balanced(weights_cum: np.ndarray, parts: int) -> np.ndarray:
-    """Boundaries (indices into the items) splitting a cumulative work array evenly."""
+def balanced_cuts(weights_cum: np.ndarray, parts: int) -> np.ndarray:
+    """int64 [parts + 1]: boundaries (indices into the items) splitting a cumulative work array
+    (``weights_cum[i]``: the work before item i, ``weights_cum[-1]`` the total) evenly."""
     total = weights_cum[-1]
     cuts = np.searchsorted(weights_cum, np.linspace(0, total, parts + 1)[1:-1], side="left")
     return np.concatenate([[0], cuts, [weights_cum.size - 1]]).astype(np.int64)
@@ -57,11 +58,11 @@ class ParIndex:
         self.arc_ev_ptr = np.zeros(E + 1, np.int64)
         np.cumsum(np.bincount(cs.ev_arc, minlength=E), out=self.arc_ev_ptr[1:])
         work = self.arc_ev_ptr + cs.blk_start          # events + block entries up to each arc
-        self.arc_bounds = _balanced(work, P)
+        self.arc_bounds = balanced_cuts(work, P)
         # expected uses of each arc's block (it depends on c alone): sum over its events of k alpha[src]
         self.arc_mass = _arc_mass(cs.alpha, cs.ev_src, cs.ev_k, self.ev_of_arc, self.arc_ev_ptr)
         # parts of the per-arc kernels that need no event: block entries up to each arc
-        self.blk_bounds = _balanced(cs.blk_start.astype(np.float64), P)
+        self.blk_bounds = balanced_cuts(cs.blk_start.astype(np.float64), P)
 
 
 @nb.njit(cache=True)

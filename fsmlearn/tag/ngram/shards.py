@@ -47,6 +47,7 @@ import uuid
 
 import numpy as np
 
+from .kernels import balanced_cuts
 from .sweep import Part, Tables, pass1, pass2, pass3, part_of, tables_of
 
 __all__ = ["ShardedPasses"]
@@ -134,9 +135,7 @@ def _cuts(cs, k: int) -> np.ndarray:
     exclusions)."""
     c = cs.machine
     work = np.asarray(c.src_start, np.float64) * 5.0 + np.asarray(cs.ex_ptr, np.float64) * 2.0
-    targets = np.linspace(0.0, work[-1], k + 1)[1:-1]
-    cuts = np.searchsorted(work, targets, side="left")
-    return np.unique(np.concatenate([[0], cuts, [c.num_states]])).astype(np.int64)
+    return np.unique(balanced_cuts(work, k))
 
 
 class ShardedPasses:

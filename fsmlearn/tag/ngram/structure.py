@@ -18,7 +18,7 @@ otherwise serve it, and a signed final adjustment per state whose own final
 weight hides its chain's.  Each exclusion arc uses the phi block of the arc it
 shadows; :class:`CqStructure` lists these signed *events* once.
 
-Public names: CqStructure.
+Public names: CqStructure, exclusion_weight.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from ...algo.phi import phi_depths, phi_structure
 from ...algo.shortest import forward
 from ...errors import MachineError
 from ...fsm.machine import EPSILON, PHI, Machine
+from .kernels import balanced_cuts
 
-__all__ = ["CqStructure"]
+__all__ = ["CqStructure", "exclusion_weight"]
 
 
 @nb.njit(cache=True)
@@ -229,18 +230,22 @@ def _step_weights(src_start, ilabel, weight, phi_dst, phi_w, ex_ptr, ex_sid, sh_
             if ilabel[a] > 0:
                 ka[a] = math.exp(-weight[a])
         for e in range(ex_ptr[q], ex_ptr[q + 1]):
-            kx[e] = _chain_weight(np.int64(q), ex_sid[e], sh_state, sh_arc, weight, phi_dst, phi_w)
+            sid = ex_sid[e]
+            kx[e] = exclusion_weight(np.int64(q), sh_state[sid], weight[sh_arc[sid]], phi_dst, phi_w)
     return ka, kx
 
 
-@nb.njit(cache=True)
-def _chain_weight(q, sid, sh_state, sh_arc, weight, phi_dst, phi_w):
+@nb.njit(cache=True, inline="always")
+def exclusion_weight(q, s, weight_a, phi_dst, phi_w):
+    """The signed weight of the exclusion arc from q that shadows an arc of weight ``weight_a``
+    at s: minus the product of q's backoff chain up to s and the arc (weights summed in the
+    chain's order, as :func:`fsmlearn.algo.phi.phi_structure` lists them)."""
     lw = 0.0
-    st = q
-    while st != sh_state[sid]:
-        lw += phi_w[st]
-        st = phi_dst[st]
-    return -math.exp(-(lw + weight[sh_arc[sid]]))
+    r = q
+    while r != s:
+        lw += phi_w[r]
+        r = phi_dst[r]
+    return -math.exp(-(lw + weight_a))
 
 
 @nb.njit(parallel=True, cache=True)
@@ -351,15 +356,10 @@ def _events_by_source(src_start, dst, ilabel, weight, ex_ptr, ex_sid, sh_arc, sh
         for x in range(ex_ptr[s], ex_ptr[s + 1]):
             sid = ex_sid[x]
             a = sh_arc[sid]
-            lw = 0.0
-            r = s
-            while r != sh_state[sid]:
-                lw += phi_w[r]
-                r = phi_dst[r]
             es[i] = s
             ed[i] = dst[a]
             ea[i] = a
-            ek[i] = -math.exp(-(lw + weight[a]))
+            ek[i] = exclusion_weight(s, sh_state[sid], weight[a], phi_dst, phi_w)
             i += 1
     return es, ed, ea, ek
 
@@ -387,9 +387,7 @@ def _solve_alpha(c, phi_dst, phi_w, ex_ptr, ex_sid, sh_arc, sh_state, tol, max_s
     import numba
     N = c.num_states
     P = max(1, numba.get_num_threads())
-    work = np.asarray(c.src_start, np.float64) + np.asarray(ex_ptr, np.float64)
-    bounds = np.searchsorted(work, np.linspace(0, work[-1], P + 1)).astype(np.int64)
-    bounds[0], bounds[-1] = 0, N
+    bounds = balanced_cuts(np.asarray(c.src_start, np.float64) + np.asarray(ex_ptr, np.float64), P)
     b = np.zeros(N)
     b[c.start] = 1.0
     used = [0]

@@ -47,24 +47,12 @@ import numba as nb
 import numpy as np
 
 from ...algo.relax_blocks import phi_pass_rows
-from .kernels import adjoint
+from .kernels import adjoint, balanced_cuts
 from .objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log
+from .structure import exclusion_weight
 
 __all__ = ["Part", "Tables", "tables_of", "part_of", "whole_part", "pass1", "pass2", "pass3", "sweep_bounds",
            "sweep_parts", "pass_inputs", "finish_pass", "one_pass"]
-
-
-@nb.njit(cache=True, inline="always")
-def _chain_k(q, s, weight_a, phi_dst, phi_w):
-    """The signed weight of the exclusion arc from q that shadows an arc of weight ``weight_a``
-    at s: minus the product of q's backoff chain up to s and the arc (weights summed in the
-    chain's order, as :func:`fsmlearn.algo.phi.phi_structure` lists them)."""
-    lw = 0.0
-    r = q
-    while r != s:
-        lw += phi_w[r]
-        r = phi_dst[r]
-    return -math.exp(-(lw + weight_a))
 
 
 @nb.njit(cache=True)
@@ -76,7 +64,7 @@ def _exclusion_part(q0, q1, mode, qbase, xbase, ex_ptr, ex_sid, sh_state, sh_w, 
     for q in range(q0, q1):
         for x in range(ex_ptr[q - qbase], ex_ptr[q + 1 - qbase]):
             sid = ex_sid[x - xbase]
-            kx = _chain_k(q, sh_state[sid], sh_w[sid], phi_dst, phi_w)
+            kx = exclusion_weight(q, sh_state[sid], sh_w[sid], phi_dst, phi_w)
             if mode == 0:
                 Ax[sid] += kx * alpha[q]
                 continue
@@ -308,9 +296,7 @@ def _state_bounds(ex_ptr, q0, q1, parts):
     """Cut states [q0, q1) (``ex_ptr`` from q0) into ``parts`` ranges of about equal
     exclusions and states."""
     n = q1 - q0
-    work = (ex_ptr[:n + 1] - ex_ptr[0]) + np.arange(n + 1)
-    cuts = np.searchsorted(work, np.linspace(0, work[-1], parts + 1)[1:-1], side="left")
-    return (q0 + np.concatenate([[0], cuts, [n]])).astype(np.int64)
+    return q0 + balanced_cuts((ex_ptr[:n + 1] - ex_ptr[0]) + np.arange(n + 1), parts)
 
 
 @dataclass
