@@ -18,6 +18,7 @@ from fsmlearn.lm.estimate import estimate
 from fsmlearn.lm.model import compile_lm
 from fsmlearn.tag import tag_sentences
 from fsmlearn.tag.ngram.approx import initial_theta, setup_from_lm, to_hmm
+from fsmlearn.tag.ngram import shards
 from fsmlearn.tag.ngram.em import NGramEM
 from tag_ngram_common import tiny
 
@@ -83,28 +84,40 @@ def test_tiny_machines_with_more_parts_than_workers(cluster, seed, tmp_path):
 
 
 class _KillOnce:
-    """A progress callable that kills one worker process when the pass named ``at`` is
-    submitted (its tasks running or done, their results held by the workers)."""
+    """A progress callable that kills one worker process the ``nth`` time the pass named
+    ``at`` is submitted (its tasks running or done, their results held by the workers)."""
 
-    def __init__(self, client, at: str):
-        self.client, self.at, self.killed = client, at, None
+    def __init__(self, client, at: str, nth: int = 1):
+        self.client, self.at, self.nth, self.killed = client, at, nth, None
 
     def __call__(self, msg: str) -> None:
         if self.killed is None and self.at in msg:
-            pids = self.client.run(os.getpid)
-            addr, pid = sorted(pids.items())[0]
-            os.kill(pid, signal.SIGKILL)
-            self.killed = addr
+            self.nth -= 1
+            if self.nth == 0:
+                pids = self.client.run(os.getpid)
+                addr, pid = sorted(pids.items())[0]
+                os.kill(pid, signal.SIGKILL)
+                self.killed = addr
 
 
-@pytest.mark.parametrize("at", ["pass 2", "pass 3"])
-def test_a_worker_killed_mid_iteration_does_not_change_the_result(cluster, lm_setup, tmp_path, at):
+# the passes run 4 times in 3 iterations (the start's statistics, then 3 updates): pass 2's
+# 4th run updates phi from version 2, which a part that lost its worker replays from the
+# checkpoint (version 0, or version 2 with checkpoint=2)
+@pytest.mark.parametrize("at,nth,checkpoint", [("pass 2", 1, 10), ("pass 2", 4, 10), ("pass 3", 3, 10),
+                                               ("pass 2", 4, 2), ("pass 3", 4, 2)])
+def test_a_worker_killed_mid_iteration_does_not_change_the_result(cluster, lm_setup, tmp_path, at, nth, checkpoint):
     k, client = cluster
     st, _ = lm_setup
-    _, b1, s1, phi1 = _run(st, 2)
-    say = _KillOnce(client, at)
-    _, b2, s2, phi2 = _run(st, 2, scheduler=client, tmp=str(tmp_path), progress=say)
+    _, b1, s1, phi1 = _run(st, 3)
+    say = _KillOnce(client, at, nth)
+    client.run(lambda: shards.REPLAYED.update(checkpoints=0, updates=0))
+    shd, b2, s2, phi2 = _run(st, 3, scheduler=client, tmp=str(tmp_path), progress=say, checkpoint=checkpoint)
     assert say.killed is not None
+    replayed = [sum(r[n] for r in client.run(lambda: dict(shards.REPLAYED)).values())
+                for n in ("checkpoints", "updates")]
+    # the lost part restarted from its checkpoint (phi of version 0, or 2), replaying the updates since
+    assert replayed[0] >= 1
+    assert replayed[1] >= (2 if (nth, checkpoint) == (4, 10) else 0)
     assert np.allclose(b2, b1, rtol=1e-9, atol=0)
     assert np.allclose(s2.trans, s1.trans, rtol=1e-9, atol=1e-12)
     assert np.allclose(phi2, phi1, rtol=1e-9, atol=1e-12)

@@ -69,8 +69,11 @@ class NGramEM:
             (:mod:`fsmlearn.tag.ngram.shards`): ``"local"`` (a LocalCluster), a
             scheduler's address, or a ``distributed.Client``; ``workers``,
             ``memory`` (bytes per worker), ``tmp`` (the folder the parts' files go
-            under) and ``parts`` (default: one per worker) size it.  n_q = 1, vEM,
-            CPU only.  Call :meth:`close` (or use ``with``) to stop the cluster.
+            under) and ``parts`` (default: one per worker) size it; ``checkpoint``
+            is every how many iterations the parts write their phi to files (a
+            part whose worker is lost restarts from there and replays the
+            updates since).  n_q = 1, vEM, CPU only.  Call :meth:`close` (or use
+            ``with``) to stop the cluster.
 
     Raises:
         ArgumentError: a bad optimizer or device, or conditioned blocks on "cuda".
@@ -80,7 +83,7 @@ class NGramEM:
     def __init__(self, cs: CqStructure, allowed, log_trans, log_emit, optimizer: str = "vem",
                  estep_passes: int = 1, step: float = 1.0, cond="none", threads: int | None = None,
                  device: str = "cpu", scheduler=None, workers: int | None = None, memory: int | None = None,
-                 tmp: str | None = None, parts: int | None = None, progress=None):
+                 tmp: str | None = None, parts: int | None = None, progress=None, checkpoint: int = 10):
         if optimizer not in ("vem", "gradient"):
             raise ArgumentError(f"optimizer must be 'vem' or 'gradient', got {optimizer!r}")
         self.device = check_device(device)
@@ -122,7 +125,7 @@ class NGramEM:
             raise ArgumentError("a scheduler runs n-gram EM's variational EM on the CPU with n_q = 1 blocks; "
                                 "use optimizer='vem', cond='none', device='cpu'")
         if scheduler is not None:
-            self._open_shards(scheduler, workers, memory, tmp, parts, progress)
+            self._open_shards(scheduler, workers, memory, tmp, parts, progress, checkpoint)
             self._phi_host = None       # phi lives in the parts' files
         elif self.cond is None and optimizer == "vem" and self._cq is None:
             import numba
@@ -131,7 +134,7 @@ class NGramEM:
             px = ParIndex(cs, threads)
             self.px = px if px.threads > 1 else None
 
-    def _open_shards(self, scheduler, workers, memory, tmp, parts, progress):
+    def _open_shards(self, scheduler, workers, memory, tmp, parts, progress, checkpoint):
         import contextlib
         import tempfile
 
@@ -150,7 +153,7 @@ class NGramEM:
                 client, base = scheduler, tempfile.mkdtemp(prefix="fsmlearn-ngram-", dir=tmp)
                 self._stack.callback(__import__("shutil").rmtree, base, True)
             self._sh = ShardedPasses(self.cs, client, os.path.join(base, "ngram-em"), parts, self.cs.uniform_phi(),
-                                     progress)
+                                     progress, checkpoint)
             self._stack.callback(self._sh.close)
         except BaseException:
             self._stack.close()
