@@ -4,8 +4,10 @@ Modules: shortest (forward, backward, total weight: the algebraic path
 problem over a schedule), schedule (SCCs and sweep order), solve_linear (the
 relaxation of linear semirings), solve_phi (phi systems), solve_tropical
 (Bellman-Ford), solve_acyclic (one pass), convergence (the one stopping
-rule and the errors it ends in), relax_blocks (systems with matrix-valued
-rows over a phi forest), phi (failure-arc machines as linear systems),
+rule and the errors it ends in), product (the product of a phi machine with
+a first-order tag factor, never materialised: forward, backward, posteriors,
+expectations and their gradients, and the solver of its systems with
+matrix-valued rows over a phi forest), phi (failure-arc machines as linear systems),
 posteriors (forward-backward, arc posteriors, expectations, entropy, gradients),
 paths (best path, k best paths, sampling, label strings of paths), compose (composition, intersection), score
 (scoring label sequences without a product), chain (forward-backward and
@@ -18,7 +20,9 @@ saying to convert it with ``Machine.from_pynini``).
 Public names: shortest_distance, forward, backward, total_weight, SolveInfo,
 forward_backward, ForwardBackward, arc_posteriors, final_posteriors,
 log_partition_gradient, expectation, entropy, phi_expand, phi_structure, linear_system,
-relax_block_system, phi_pass_rows, Path, Samples, best_path, k_best_paths, sample_paths,
+relax_block_system, phi_pass_rows, TagProduct, tag_product, product_forward,
+product_backward, product_total, product_posteriors, product_log_partition_gradient,
+product_expectation, product_expectation_gradient, Path, Samples, best_path, k_best_paths, sample_paths,
 label_strings, compose, intersect, score_sequences, ScoreResult, trim, ChainResult,
 chain_forward_backward, chain_best.
 """
@@ -35,7 +39,10 @@ _LAZY = {
     "final_posteriors": "posteriors", "log_partition_gradient": "posteriors", "expectation": "posteriors",
     "entropy": "posteriors",
     "phi_expand": "phi", "phi_structure": "phi", "linear_system": "phi",
-    "relax_block_system": "relax_blocks", "phi_pass_rows": "relax_blocks",
+    "relax_block_system": "product", "phi_pass_rows": "product",
+    "TagProduct": "product", "tag_product": "product", "product_forward": "product", "product_backward": "product",
+    "product_total": "product", "product_posteriors": "product", "product_log_partition_gradient": "product",
+    "product_expectation": "product", "product_expectation_gradient": "product",
     "Path": "paths", "Samples": "paths", "best_path": "paths", "k_best_paths": "paths", "sample_paths": "paths",
     "label_strings": "paths",
     "score_sequences": "score", "ScoreResult": "score",
@@ -48,7 +55,7 @@ _LAZY = {
 from .compose import compose, intersect, trim  # noqa: E402
 
 __all__ = list(_LAZY) + ["compose", "intersect", "trim"]
-_MODULES = ("chain", "compose", "convergence", "cuda", "paths", "phi", "posteriors", "relax_blocks", "schedule",
+_MODULES = ("chain", "compose", "convergence", "cuda", "paths", "phi", "posteriors", "product", "schedule",
             "score", "shortest", "solve_acyclic", "solve_linear", "solve_phi", "solve_tropical")
 
 

@@ -2,7 +2,7 @@
 
 Every fixed point the package solves by sweeps (the linear semirings' cyclic
 components, :mod:`fsmlearn.algo.solve_linear`; the phi systems, :mod:`fsmlearn.algo.solve_phi`; the block systems
-of :mod:`fsmlearn.algo.relax_blocks`) decides after each sweep with
+of :mod:`fsmlearn.algo.product`) decides after each sweep with
 :func:`rate_step`:
 
 * ``lam``, the ratio of successive L1 changes, estimates the contraction rate

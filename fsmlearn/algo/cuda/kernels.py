@@ -40,7 +40,7 @@ Kernels (grid: one thread per item named first):
   (:func:`fsmlearn.algo.convergence.measure_change`, row by row);
 * :func:`forest_up_rows`, :func:`forest_down_rows` (state of a forest level):
   the same passes over matrix rows with scalar weights, ``P X`` and ``P^T X``
-  (the twin of :func:`fsmlearn.algo.relax_blocks.phi_pass_rows`);
+  (the twin of :func:`fsmlearn.algo.product.phi_pass_rows`);
 * :func:`arc_flows` (arc): ``alpha[tail] w beta[head] / Z`` (the arc posterior);
 * :func:`scatter_flows` (system arc): adds the flows of a phi system's own arcs
   to the machine's arcs; :func:`chain_flows` (exclusion): adds an exclusion
@@ -468,7 +468,7 @@ def chain_flows(A, Wm, Hd, tail_state, ptr, chain, head_state, zp, zk, post):
 @cuda.jit
 def forest_up_rows(X, states, s0, s1, cptr, child, w):
     """X[t, :] += sum over the forest children q of t of w[q] X[q, :], for t = states[s0:s1]
-    (one depth, deepest first): ``P X`` of :func:`fsmlearn.algo.relax_blocks.phi_pass_rows`."""
+    (one depth, deepest first): ``P X`` of :func:`fsmlearn.algo.product.phi_pass_rows`."""
     i = cuda.grid(1) + s0
     if i < s1:
         t = states[i]
@@ -482,7 +482,7 @@ def forest_up_rows(X, states, s0, s1, cptr, child, w):
 @cuda.jit
 def forest_down_rows(X, states, s0, s1, parent, w):
     """X[q, :] += w[q] X[parent[q], :] for q = states[s0:s1] (one depth, shallowest first):
-    ``P^T X`` of :func:`fsmlearn.algo.relax_blocks.phi_pass_rows`."""
+    ``P^T X`` of :func:`fsmlearn.algo.product.phi_pass_rows`."""
     i = cuda.grid(1) + s0
     if i < s1:
         q = states[i]

@@ -327,7 +327,7 @@ def forest_pass_rows(X, fo, w, transpose: bool) -> None:
     """In place on the device, the forest's pass over matrix rows X [n, m] with weights w [n]:
     ``P X`` (each row times its weight added to its parent's, deepest first) or, transposed,
     ``P^T X`` (each row receives its parent's, shallowest first); the twin of
-    :func:`fsmlearn.algo.relax_blocks.phi_pass_rows`.  ``fo``: :func:`forest_levels`."""
+    :func:`fsmlearn.algo.product.phi_pass_rows`.  ``fo``: :func:`forest_levels`."""
     lp = fo["level_ptr"]
     if transpose:
         for lv in range(1, lp.size - 1):

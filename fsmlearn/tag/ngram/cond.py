@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from ...algo.relax_blocks import relax_block_system
+from ...algo.product import relax_block_system
 from ...errors import ArgumentError
 from . import kernels as par
 from .objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log, one_thread_index

@@ -28,7 +28,7 @@ import math
 import numba as nb
 import numpy as np
 
-from ...algo.relax_blocks import phi_pass_rows
+from ...algo.product import phi_pass_rows
 
 
 def balanced_cuts(weights_cum: np.ndarray, parts: int) -> np.ndarray:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import numba as nb
 import numpy as np
 
-from ...algo.relax_blocks import phi_pass_rows
+from ...algo.product import phi_pass_rows
 from .kernels import adjoint, balanced_cuts
 from .objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log
 from .structure import exclusion_weight

@@ -1,4 +1,4 @@
-"""relax_block_system: X = P(B + A X) with matrix-valued rows, against a dense solve."""
+"""relax_block_system (the tagged product's solver, fsmlearn.algo.product): X = P(B + A X) with matrix-valued rows, against a dense solve."""
 
 import numpy as np
 import pytest
