@@ -100,9 +100,13 @@ def _load(folder: str, p: int) -> Part:
         tk = (folder, "tables")
         tb = _LOADED.get(tk)
         if tb is None:
-            with np.load(os.path.join(folder, "tables.npz")) as z:
-                meta = json.loads(str(z["meta"]))
-                tb = _LOADED[tk] = Tables(*(z[n] for n in _TABLES), T=meta["T"])
+            # mapped, not read: the workers of one machine share one copy (in memory and in the
+            # cache) of what every part reads at random
+            d = os.path.join(folder, "tables")
+            with open(os.path.join(d, "meta.json")) as f:
+                meta = json.load(f)
+            tb = _LOADED[tk] = Tables(*(np.load(os.path.join(d, f"{n}.npy"), mmap_mode="r") for n in _TABLES),
+                                      T=meta["T"])
         d = os.path.join(folder, f"part-{p}")
         m = _meta(folder, p)
         arr = {n: np.load(os.path.join(d, f"{n}.npy"), mmap_mode="r") for n in _ARRAYS}
@@ -241,8 +245,11 @@ class ShardedPasses:
         k = int(parts or max(1, len(client.scheduler_info().get("workers", {}))))
         os.makedirs(folder, exist_ok=True)
         tb = tables_of(cs)
-        np.savez(os.path.join(folder, "tables.npz"), meta=json.dumps({"T": cs.T}),
-                 **{n: getattr(tb, n) for n in _TABLES})
+        os.makedirs(os.path.join(folder, "tables"), exist_ok=True)
+        for n in _TABLES:
+            np.save(os.path.join(folder, "tables", f"{n}.npy"), np.ascontiguousarray(getattr(tb, n)))
+        with open(os.path.join(folder, "tables", "meta.json"), "w") as f:
+            json.dump({"T": cs.T}, f)
         self.tables = tb
         cuts = _cuts(cs, k)
         self.parts = []
@@ -316,15 +323,16 @@ class ShardedPasses:
         for e, tt in c.gather(small):
             ent += e
             work.append(tt)
+        times["pass2"] = time.perf_counter() - t0 - times["pass1"]
+        times["part_load_compute_save"] = [list(map(float, tt)) for tt in work]
+        f3 = [c.submit(_task3, f2[p], self.folder, p, r, k, **opts[p]) for p in range(k)]
+        self.say("n-gram EM: pass 3 submitted")
+        # the pairs' tag mass is added while pass 3 runs
         A2c = None
         for p in range(k):
             a2c = np.load(_out_path(self.folder, r, "a2c", p))
             A2c = a2c if A2c is None else A2c + a2c
             got += a2c.nbytes + os.path.getsize(_out_path(self.folder, r, "px", p))
-        times["pass2"] = time.perf_counter() - t0 - times["pass1"]
-        times["part_load_compute_save"] = [list(map(float, tt)) for tt in work]
-        f3 = [c.submit(_task3, f2[p], self.folder, p, r, k, **opts[p]) for p in range(k)]
-        self.say("n-gram EM: pass 3 submitted")
         c.gather(f3)
         G = np.concatenate([np.load(_out_path(self.folder, r, "G", p)) for p in range(k)], axis=0)
         got += G.nbytes
