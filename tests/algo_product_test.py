@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from conftest import backoff_machine
-from fsmlearn.algo import expectation, forward_backward
+from fsmlearn.algo import expectation, forward_backward, log_partition_gradient, phi_structure
 from fsmlearn.algo.product import (product_expectation, product_expectation_gradient, product_log_partition_gradient,
                                    product_posteriors, product_total, tag_product)
-from fsmlearn.errors import SemiringError
+from fsmlearn.errors import MachineError, SemiringError
 from fsmlearn.fsm.machine import PHI, Machine
 
 
@@ -85,20 +85,31 @@ CASES = [(s, by_prev, trans, pf) for s in (1, 2, 3) for by_prev in (False, True)
 def test_totals_and_posteriors_equal_the_explicit_product(seed, by_prev, trans, phi_final):
     m, T, ptr, tags, w, H = _random_product(seed, by_prev=by_prev, trans=trans)
     p = tag_product(m, T, ptr, tags, w, H, phi_final=phi_final)
+    # the cases exercise failure arcs: exclusion arcs, and (with phi_final) final weights a
+    # state's own final hides
+    st = phi_structure(m, phi_final)
+    assert st.neg_tail.size > 0
+    assert st.nf_state.size > 0 or not phi_final
     x, _, ent, prev, _ = _explicit(m, T, ptr, tags, w, H)
     fb = forward_backward(x, phi_final=phi_final)
     Z = math.exp(-fb.cost)
+    assert math.isclose(product_total(p), Z, rel_tol=1e-8)
     post, trans_c, ends = product_posteriors(p)
     # entries' uses by previous tag
     ref = np.zeros_like(post)
     keep = ent >= 0
     np.add.at(ref, (ent[keep], prev[keep]), fb.posteriors[keep])
     assert np.allclose(post, ref, rtol=1e-8, atol=1e-11)
-    # every path ends once; the transitions into tag t are the uses of its entries
-    assert math.isclose(trans_c[:, T].sum(), 1.0, rel_tol=1e-8)
-    assert math.isclose(ends.sum(), 1.0, rel_tol=1e-8)
-    assert np.allclose(trans_c[:, :T].sum(), post.sum(), rtol=1e-9)
-    assert math.isclose(product_total(p), Z, rel_tol=1e-8)
+    # transitions (t', t) cell by cell, and the ends: by previous tag and by the state whose
+    # final weight is used (the explicit machine's final-weight gradient: -uses, log weights)
+    T1 = T + 1
+    ref_t = np.zeros((T1, T1))
+    tag_of = np.where(ent >= 0, tags[np.maximum(ent, 0)], -1)
+    np.add.at(ref_t, (prev[keep], tag_of[keep]), fb.posteriors[keep])
+    use = -log_partition_gradient(x, phi_final=phi_final)[1].reshape(m.num_states, T1)
+    ref_t[:, T] = use.sum(axis=0)
+    assert np.allclose(trans_c, ref_t, rtol=1e-8, atol=1e-11)
+    assert np.allclose(ends, use.sum(axis=1), rtol=1e-8, atol=1e-11)
 
 
 @pytest.mark.parametrize("seed,by_prev,trans,phi_final", CASES)
@@ -136,16 +147,18 @@ def _fd(f, x, eps=1e-5):
     return g
 
 
-@pytest.mark.parametrize("by_prev,trans", [(False, True), (True, True), (False, False)])
-def test_gradients_equal_finite_differences(by_prev, trans):
-    m, T, ptr, tags, w, H = _random_product(4, T=2, by_prev=by_prev, trans=trans, V=2)
-    rng = np.random.default_rng(7)
-    ev = rng.normal(size=(ptr[-1], 1))
+@pytest.mark.parametrize("seed,by_prev,trans,phi_final,ev_prev",
+                         [(4, False, True, True, False), (4, True, True, True, True), (5, False, False, True, True),
+                          (5, True, True, False, False), (6, False, True, False, True)])
+def test_gradients_equal_finite_differences(seed, by_prev, trans, phi_final, ev_prev):
+    m, T, ptr, tags, w, H = _random_product(seed, T=2, by_prev=by_prev, trans=trans, V=2)
+    rng = np.random.default_rng(seed + 7)
+    ev = rng.normal(size=(ptr[-1], T + 1 if ev_prev else 1))
     tv = rng.normal(size=(T + 1, T + 1))
     fv = rng.normal(size=m.num_states)
 
     def prod():
-        return tag_product(m, T, ptr, tags, w, H)
+        return tag_product(m, T, ptr, tags, w, H, phi_final=phi_final)
 
     tol = 1e-14     # the solves' stopping rule: values to about this, differences (eps 1e-5) to 1e-9
     gw, gt = product_log_partition_gradient(prod(), tol=tol)
@@ -167,6 +180,9 @@ def test_bad_arguments_are_named():
         tag_product(m, T, ptr, tags, -w, H)
     with pytest.raises(SemiringError, match="trans must have shape"):
         tag_product(m, T, ptr, tags, w, np.ones((2, 2)))
+    with pytest.raises(MachineError, match="epsilon"):
+        tag_product(m.replace(ilabel=np.where(m.ilabel == m.ilabel.max(), 0, m.ilabel).astype(m.ilabel.dtype)),
+                    T, ptr, tags, w, H)
     p = tag_product(m, T, ptr, tags, w, H)
     with pytest.raises(SemiringError, match="entry_values"):
         product_expectation(p, np.ones(3))

@@ -74,6 +74,17 @@ def test_blocks_conditioned_on_the_previous_tag_equal_the_materialised_machine(s
     assert bound_materialised(cs, full, lt, le) == pytest.approx(b, rel=1e-12)
     assert np.allclose(got.trans, tr, rtol=1e-9, atol=1e-11)
     assert np.allclose(got.emit, em, rtol=1e-9, atol=1e-11)
+    # the gradient by previous tag against central differences of the product's expectation
+    tol = 1e-14
+    g = d_bound_d_phi_product(cs, full, lt, le, tol=tol)
+    assert g.shape == full.shape
+    eps = 1e-5
+    for j, tp in zip(rng.choice(full.shape[0], size=8), rng.choice(full.shape[1], size=8)):
+        p1, p2 = full.copy(), full.copy()
+        p1[j, tp] += eps
+        p2[j, tp] -= eps
+        fd = (bound_product(cs, p1, lt, le, tol=tol) - bound_product(cs, p2, lt, le, tol=tol)) / (2 * eps)
+        assert g[j, tp] == pytest.approx(fd, rel=1e-5, abs=1e-7)
 
 
 def test_the_production_passes_equal_the_engine_on_a_real_trigram():

@@ -100,12 +100,17 @@ class _KillOnce:
                 self.killed = addr
 
 
-# the passes run 4 times in 3 iterations (the start's statistics, then 3 updates): pass 2's
-# 4th run updates phi from version 2, which a part that lost its worker replays from the
-# checkpoint (version 0, or version 2 with checkpoint=2)
-@pytest.mark.parametrize("at,nth,checkpoint", [("pass 2", 1, 10), ("pass 2", 4, 10), ("pass 3", 3, 10),
-                                               ("pass 2", 4, 2), ("pass 3", 4, 2)])
-def test_a_worker_killed_mid_iteration_does_not_change_the_result(cluster, lm_setup, tmp_path, at, nth, checkpoint):
+# the passes run 4 times in 3 iterations (the start's statistics, then 3 updates).  A worker is
+# killed the nth time a pass is submitted; its part's pass 2 then runs again on another worker,
+# which restores the part's phi from its checkpoint and replays the updates since: pass 2's 4th
+# run updates phi from version 2 (2 updates to replay from version 0, none from version 2 with
+# checkpoint=2), pass 3's 3rd run follows the update from version 1 (1 to replay).  Restores are
+# counted in pass 2's tasks only.
+@pytest.mark.parametrize("at,nth,checkpoint,updates", [("pass 2", 1, 10, 0), ("pass 2", 4, 10, 2),
+                                                       ("pass 3", 3, 10, 1), ("pass 2", 4, 2, 0),
+                                                       ("pass 3", 4, 2, 0)])
+def test_a_worker_killed_mid_iteration_does_not_change_the_result(cluster, lm_setup, tmp_path, at, nth, checkpoint,
+                                                                  updates):
     k, client = cluster
     st, _ = lm_setup
     _, b1, s1, phi1 = _run(st, 3)
@@ -115,9 +120,10 @@ def test_a_worker_killed_mid_iteration_does_not_change_the_result(cluster, lm_se
     assert say.killed is not None
     replayed = [sum(r[n] for r in client.run(lambda: dict(shards.REPLAYED)).values())
                 for n in ("checkpoints", "updates")]
-    # the lost part restarted from its checkpoint (phi of version 0, or 2), replaying the updates since
+    # the lost part's pass 2 restarted from its checkpoint and replayed the updates since (Dask
+    # may also move a part to the restarted worker, which restores it again)
     assert replayed[0] >= 1
-    assert replayed[1] >= (2 if (nth, checkpoint) == (4, 10) else 0)
+    assert replayed[1] >= updates
     assert np.allclose(b2, b1, rtol=1e-9, atol=0)
     assert np.allclose(s2.trans, s1.trans, rtol=1e-9, atol=1e-12)
     assert np.allclose(phi2, phi1, rtol=1e-9, atol=1e-12)

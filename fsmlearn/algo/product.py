@@ -22,8 +22,10 @@ H = 1 (n_q = 1; phi[a, t | t'] with n_q = 2), and c p_theta is the entries
 theta(w_a | t) and H = theta(t | t') (:mod:`fsmlearn.tag.ngram`).  The
 product has N (T+1) states and K (T+1) arcs (K the entries); nothing of that
 size is built: every routine here runs over m's arcs and its *exclusion arcs*
-(:func:`fsmlearn.algo.phi.linear_system`: the signed arcs that give failure
-arcs their exact semantics), with rows of T + 1 numbers per state.
+(:func:`fsmlearn.algo.phi.phi_structure`: the signed arcs that give failure
+arcs their exact semantics), with rows of T + 1 numbers per state.  Epsilon
+arcs are not part of the shape (a tag-preserving arc would be): a machine with
+them is refused.
 
 Sums over P are linear in the real semiring, so (as for any phi machine in this
 engine) forward and backward values are solutions of linear systems over m's
@@ -60,7 +62,7 @@ from dataclasses import dataclass, field
 import numba as nb
 import numpy as np
 
-from ..errors import NoAcceptingPathError, SemiringError
+from ..errors import MachineError, NoAcceptingPathError, SemiringError
 from ..fsm.machine import EPSILON, PHI, Machine
 from ._check import require_machine
 from .convergence import (RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED,
@@ -126,48 +128,23 @@ def _apply_arcs(Y, X, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0,
     sep = blk_w.shape[1] == 1
     has_t = trans.shape[0] > 0
     if sep and not transpose:
-        _times_trans(X, trans, XT)
-        for e in range(src.shape[0]):
-            s = src[e]
-            d = dst[e]
-            k = scale[e]
-            b = block[e]
-            r0 = blk_row0[b]
-            for j in range(blk_ptr[b], blk_ptr[b + 1]):
-                c = blk_col[j]
-                Y[d, c] += k * blk_w[r0 + j, 0] * XT[s, c]
-        return
-    if sep:
-        XT[:] = 0.0
-        for e in range(src.shape[0]):
-            s = src[e]
-            d = dst[e]
-            k = scale[e]
-            b = block[e]
-            r0 = blk_row0[b]
-            for j in range(blk_ptr[b], blk_ptr[b + 1]):
-                c = blk_col[j]
-                XT[s, c] += k * blk_w[r0 + j, 0] * X[d, c]
-        n = X.shape[0]
-        for q in range(n):
-            for c in range(m):
-                x = XT[q, c]
-                if x == 0.0:
-                    continue
-                if not has_t:
-                    for tp in range(m):
-                        Y[q, tp] += x
-                else:
-                    for tp in range(m):
-                        Y[q, tp] += x * trans[tp, c]
-        return
+        _times_trans(X, trans, XT)          # the rows times H once per state
+    elif sep:
+        XT[:] = 0.0                         # sums by output column, times H^T at the end
     for e in range(src.shape[0]):
         s = src[e]
         d = dst[e]
         k = scale[e]
         b = block[e]
         r0 = blk_row0[b]
-        if not transpose:
+        if sep:
+            for j in range(blk_ptr[b], blk_ptr[b + 1]):
+                c = blk_col[j]
+                if transpose:
+                    XT[s, c] += k * blk_w[r0 + j, 0] * X[d, c]
+                else:
+                    Y[d, c] += k * blk_w[r0 + j, 0] * XT[s, c]
+        elif not transpose:
             for tp in range(m):
                 x = X[s, tp] * k
                 if x == 0.0:
@@ -189,6 +166,14 @@ def _apply_arcs(Y, X, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0,
                     if w != 0.0:
                         acc += w * X[d, c]
                 Y[s, tp] += k * acc
+    if sep and transpose:
+        for q in range(X.shape[0]):
+            for c in range(m):
+                x = XT[q, c]
+                if x == 0.0:
+                    continue
+                for tp in range(m):
+                    Y[q, tp] += x * (trans[tp, c] if has_t else 1.0)
 
 
 @nb.njit(cache=True)
@@ -358,7 +343,7 @@ def relax_block_system(B, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_r
 
 # ------------------------------------------------------------------ the product
 
-@dataclass
+@dataclass(eq=False)
 class TagProduct:
     """A tagged product m x (blocks, H) (module docstring); make it with :func:`tag_product`.
 
@@ -367,7 +352,8 @@ class TagProduct:
         T: the number of tags; T + 1 columns (T: the boundary tag).
         blk_ptr: int64 [E + 1] each arc's entries (none for phi and epsilon arcs).
         blk_tag: int64 [K] each entry's tag (0..T-1).
-        blk_w: float64 [K, 1] or [K, T + 1] the entries' weights (by previous tag).
+        blk_w: float64 [K, 1] or [K, T + 1] the entries' weights (by previous tag); the
+            gradients come in this shape.
         trans: float64 [T + 1, T + 1] H, or None (all ones).
         phi_final: whether final weights fail over (as in m's other routines).
     """
@@ -470,13 +456,18 @@ def tag_product(m: Machine, T: int, blk_ptr, blk_tag, blk_w, trans=None, phi_fin
 
     Raises:
         SemiringError: arrays of the wrong shape, out of range or negative.
+        MachineError: m has epsilon arcs.
         NotAMachineError: m is not a Machine.
     """
     require_machine(m, "tag_product", "m")
+    lab = np.asarray(m.ilabel)
+    if np.any(lab == EPSILON):
+        raise MachineError(f"tag_product: arc {int(np.flatnonzero(lab == EPSILON)[0])} is an epsilon arc; the "
+                           "product has labelled and failure arcs only (remove epsilons first)")
     T = int(T)
     bp = _arr(blk_ptr, np.int64, "blk_ptr")
     bt = _arr(blk_tag, np.int64, "blk_tag")
-    bw = np.asarray(blk_w, np.float64)
+    bw = np.array(blk_w, np.float64)            # copies: the product does not alias the caller's arrays
     bw = np.ascontiguousarray(bw[:, None] if bw.ndim == 1 else bw)
     if bp.shape[0] != m.num_arcs + 1 or bp[0] != 0 or np.any(np.diff(bp) < 0):
         raise SemiringError(f"blk_ptr must be {m.num_arcs + 1} non-decreasing offsets from 0")
@@ -488,11 +479,10 @@ def tag_product(m: Machine, T: int, blk_ptr, blk_tag, blk_w, trans=None, phi_fin
         raise SemiringError(f"blk_tag must lie in 0..{T - 1}")
     if not np.all(bw >= 0) or not np.all(np.isfinite(bw)):
         raise SemiringError("blk_w must be finite and non-negative (probabilities)")
-    lab = np.asarray(m.ilabel)
-    bad = ((lab == PHI) | (lab == EPSILON)) & (np.diff(bp) > 0)
+    bad = (lab == PHI) & (np.diff(bp) > 0)
     if np.any(bad):
-        raise SemiringError(f"arc {int(np.flatnonzero(bad)[0])} is a phi or epsilon arc and cannot carry entries")
-    tr = None if trans is None else _trans_arg(trans, T + 1)
+        raise SemiringError(f"arc {int(np.flatnonzero(bad)[0])} is a phi arc and cannot carry entries")
+    tr = None if trans is None else _trans_arg(trans, T + 1).copy()
     if tr is not None and (not np.all(tr >= 0) or not np.all(np.isfinite(tr))):
         raise SemiringError("trans must be finite and non-negative (probabilities)")
     return TagProduct(m, T, bp, bt, bw, tr, bool(phi_final))
@@ -666,6 +656,8 @@ def product_expectation_gradient(p: TagProduct, entry_values=None, trans_values=
 
     Raises:
         SemiringError: values of the wrong shape, or not finite.
+        NotConvergedError, DivergenceError: a solve does not converge (as the forward values'
+            would not).
     """
     ev, tv, fv = _values(p, entry_values, trans_values, final_values)
     W = p.T + 1

@@ -77,7 +77,9 @@ def warm_engine(tmp: Path) -> None:
     from ..algo import (arc_posteriors, backward, best_path, chain_best, chain_forward_backward, compose,
                        entropy, expectation, final_posteriors, forward, forward_backward, intersect,
                        label_strings, linear_system, log_partition_gradient, phi_expand, phi_structure,
-                       sample_paths, score_sequences, shortest_distance, total_weight, trim)
+                       product_expectation, product_expectation_gradient, product_log_partition_gradient,
+                       product_posteriors, sample_paths, score_sequences, shortest_distance, tag_product,
+                       total_weight, trim)
     rng = np.random.default_rng(0)
     machines = []
     for cyclic in (False, True):
@@ -133,6 +135,20 @@ def warm_engine(tmp: Path) -> None:
         compose(a, m)
         compose(a, m, return_pairs=True)
         intersect(a, m)
+    # tagged products: blocks by previous tag or not, with and without a transition factor
+    for m in phis:
+        T = 2
+        lab = np.asarray(m.ilabel)
+        n = np.where(lab > 0, 1 + (np.arange(m.num_arcs) % T), 0)
+        ptr = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
+        tags = np.concatenate([np.arange(k) for k in n]).astype(np.int64)
+        for W, H in ((1, None), (T + 1, rng.uniform(0.1, 0.5, (T + 1, T + 1)))):
+            w = rng.uniform(0.1, 0.5, (ptr[-1], W))
+            p = tag_product(m, T, ptr, tags, w, H)
+            product_posteriors(p)
+            product_log_partition_gradient(p)
+            product_expectation(p, rng.random(ptr[-1]), rng.random((T + 1, T + 1)), rng.random(m.num_states))
+            product_expectation_gradient(p, rng.random((ptr[-1], W)), rng.random((T + 1, T + 1)))
     a, b = machines[0], machines[4]
     compose(a, b)
     intersect(b, a, connect=False)
@@ -401,6 +417,43 @@ def warm_tag(tmp: Path) -> None:
         NGramEM(st.cs, st.allowed, lt, le, **kw).run(2)
     lt, le = initial_theta(st)
     bound_materialised(st.cs, st.cs.uniform_phi(), lt, le)
+    _warm_parts(st, lt, le)
+    from ..tag.ngram.product import bound_product, d_bound_d_phi_product, stats_product
+    stats_product(st.cs, st.cs.uniform_phi(), lt, le)
+    bound_product(st.cs, st.cs.uniform_phi(), lt, le)
+    d_bound_d_phi_product(st.cs, st.cs.uniform_phi(), lt, le)
+
+
+def _warm_parts(st, lt, le) -> None:
+    """The passes as a Dask worker runs them (:mod:`fsmlearn.tag.ngram.shards`): on one
+    thread, over a part whose arrays, tables and inputs are read-only (mapped files), a
+    signature of its own for numba."""
+    from ..tag.ngram.em import NGramEM
+    from ..tag.ngram.sweep import pass1, pass2, pass3, pass_inputs, part_of, tables_of
+
+    def ro(a):
+        a = np.array(a)
+        a.setflags(write=False)
+        return a
+
+    cs = st.cs
+    tb = tables_of(cs)
+    for n in vars(tb):
+        if isinstance(getattr(tb, n), np.ndarray):
+            setattr(tb, n, ro(getattr(tb, n)))
+    N = cs.machine.num_states
+    part = part_of(cs, tb, 0, N, 1, copy=True)
+    for n in ("src_start", "ilabel", "weight", "wsrc", "pair", "ex_ptr", "ex_sid"):
+        setattr(part, n, ro(getattr(part, n)))
+    tr = NGramEM(cs, st.allowed, lt, le)
+    tr.run(1)
+    M, UE = pass_inputs(cs, tr.stats, tr.log_trans, tr.log_emit)
+    M, UE = ro(M), ro(UE)
+    Bx = ro(pass1(part, M))
+    phi = cs.uniform_phi()
+    for update in (True, False):
+        _, G, _, _ = pass2(part, phi, M, UE, Bx, update)
+        pass3(part, G, np.zeros(tb.sh_off[-1]))
 
 
 # ------------------------------------------------------------------------- rcm

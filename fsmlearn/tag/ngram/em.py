@@ -126,7 +126,7 @@ class NGramEM:
                                 "use optimizer='vem', cond='none', device='cpu'")
         if scheduler is not None:
             self._open_shards(scheduler, workers, memory, tmp, parts, progress, checkpoint)
-            self._phi_host = None       # phi lives in the parts' files
+            self._phi_host = None       # phi lives in the workers (checkpoints in the parts' files)
         elif self.cond is None and optimizer == "vem" and self._cq is None:
             import numba
             self._sw = sweep_bounds(cs, threads or numba.get_num_threads())

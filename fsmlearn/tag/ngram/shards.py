@@ -20,7 +20,7 @@ What stays where:
 * on the client: c's per-state arrays, theta, and the statistics of the
   iteration (alpha2, G, the counts).
 
-The iteration's arrays go through the same folder, each written once, whole
+The iteration's arrays go through the same folder, each written whole
 and renamed: the client writes the inputs of an updating iteration (M, UE and,
 after pass 1, the parts' Bx added: ``in-{v}/``, kept until the next checkpoint,
 107 MB an iteration on the stand-in against 1 GB of phi), each part its results
@@ -76,14 +76,6 @@ def _atomic_save(path: str, a: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
-def _worker_threads() -> int:
-    try:
-        from distributed import get_worker
-        return max(1, int(get_worker().state.nthreads))
-    except (ImportError, ValueError, AttributeError):
-        return 1
-
-
 def _meta(folder: str, p: int) -> dict:
     key = (folder, p, "meta")
     m = _LOADED.get(key)
@@ -112,7 +104,7 @@ def _load(folder: str, p: int) -> Part:
         arr = {n: np.load(os.path.join(d, f"{n}.npy"), mmap_mode="r") for n in _ARRAYS}
         part = Part(m["q0"], m["q1"], m["a0"], m["a1"], m["b0"], m["b1"], m["x0"], m["ci0"], m["ci1"],
                     arr["src_start"], arr["ilabel"], arr["weight"], arr["wsrc"], arr["pair"], arr["ex_ptr"],
-                    arr["ex_sid"], tb, _worker_threads())
+                    arr["ex_sid"], tb, 1)
         _LOADED[key] = part
     return part
 
@@ -125,7 +117,7 @@ def _in_path(folder, v, name):
     return os.path.join(folder, f"in-{v}", f"{name}.npy")
 
 
-def _phi_at(folder, p, v, ckpt, take: bool):
+def _phi_at(folder, p, v, ckpt, take: bool, count: bool = True):
     """Part p's phi of version v: the copy this process kept (with ``take`` taken out of the
     cache: a task that updates it in place and fails half-way must not leave a half-updated
     copy behind), else the checkpoint ``ckpt`` and the updates since, replayed from the
@@ -137,8 +129,9 @@ def _phi_at(folder, p, v, ckpt, take: bool):
     _PHI.pop((folder, p), None)     # another version (the part came back here): not kept twice
     part = _load(folder, p)
     phi = np.load(_phi_path(folder, p, ckpt))
-    REPLAYED["checkpoints"] += 1
-    REPLAYED["updates"] += v - ckpt
+    if count:
+        REPLAYED["checkpoints"] += 1
+        REPLAYED["updates"] += v - ckpt
     for u in range(ckpt, v):
         pass2(part, phi, *_inputs(folder, part, u), True)
     return phi
@@ -172,6 +165,9 @@ def _task2(folder, p, v, ckpt, r, update, save):
     seconds)."""
     t0 = time.perf_counter()
     part = _load(folder, p)
+    # a copy older than v here is stale: its part's tasks ran elsewhere since
+    for key in [key for key, (ver, _) in _PHI.items() if key[0] == folder and ver < v]:
+        del _PHI[key]
     phi = _phi_at(folder, p, v, ckpt, take=update)
     Mr, UE, Bx = _inputs(folder, part, v) if update else (None, None, None)
     t1 = time.perf_counter()
@@ -194,7 +190,19 @@ def _small(r2):
 
 
 def _phi_task(folder, p, v, ckpt):
-    return _phi_at(folder, p, v, ckpt, take=False).copy()
+    return _phi_at(folder, p, v, ckpt, take=False, count=False).copy()
+
+
+def _holding(folder):
+    """{part: version} of the phi kept in this process."""
+    return {k[1]: ver for k, (ver, _) in _PHI.items() if k[0] == folder}
+
+
+def _forget(folder):
+    """Drop what this process keeps of the parts in ``folder`` (phi, mapped files)."""
+    for d in (_PHI, _LOADED):
+        for k in [k for k in d if k[0] == folder]:
+            del d[k]
 
 
 def _task3(r2, folder, p, r, k):
@@ -225,7 +233,8 @@ class ShardedPasses:
         cs: the structure (alpha solved).
         client: a ``distributed.Client``.
         folder: where the parts' files go (made here; a folder every worker sees).
-        parts: how many parts (default: the cluster's workers).
+        parts: how many parts (default: one per worker thread; each part's passes run on one
+            thread, so a part's sums do not depend on the worker that runs them).
         phi: float64 [K] the start of phi (version 0).
         progress: callable(str), told when each pass's tasks are submitted.
         checkpoint: every how many updates the parts write their phi to files (what a part
@@ -242,7 +251,9 @@ class ShardedPasses:
         self.cs = cs
         self.client = client
         self.folder = folder
-        k = int(parts or max(1, len(client.scheduler_info().get("workers", {}))))
+        # default: a part per worker thread (each part's passes run on one thread)
+        k = int(parts or max(1, sum(int(w.get("nthreads", 1)) for w in
+                                    client.scheduler_info().get("workers", {}).values())))
         os.makedirs(folder, exist_ok=True)
         tb = tables_of(cs)
         os.makedirs(os.path.join(folder, "tables"), exist_ok=True)
@@ -287,13 +298,20 @@ class ShardedPasses:
         ``update`` phi moves to the next version.  The arrays go through the parts' folder:
         the client writes the inputs (M, UE, then Bx), each part its results (its share of Bx,
         A2c, its new shadowed blocks, G's rows); Dask carries the tasks and their small
-        results, and runs a lost worker's tasks again (they read and write the same files)."""
-        c = self.client
-        tb = self.tables
-        CS = int(tb.sh_off[tb.sh_arc.shape[0]])
+        results, and runs a lost worker's tasks again (they read and write the same files,
+        whole and renamed)."""
         v, r, k = self.version, self._runs, len(self.parts)
         self._runs += 1
         os.makedirs(os.path.join(self.folder, f"out-{r}"), exist_ok=True)
+        try:
+            return self._run(M, UE, update, v, r, k)
+        finally:
+            shutil.rmtree(os.path.join(self.folder, f"out-{r}"), ignore_errors=True)
+
+    def _run(self, M, UE, update, v, r, k):
+        c = self.client
+        tb = self.tables
+        CS = int(tb.sh_off[tb.sh_arc.shape[0]])
         opts = [dict(pure=False, workers=self.home[p], allow_other_workers=True) for p in range(k)]
         sent = got = 0
         times = {}
@@ -337,14 +355,13 @@ class ShardedPasses:
         G = np.concatenate([np.load(_out_path(self.folder, r, "G", p)) for p in range(k)], axis=0)
         got += G.nbytes
         times["pass3"] = time.perf_counter() - t0 - times["pass1"] - times["pass2"]
-        # where each part's phi now is (another worker, when one was lost)
-        wh = c.who_has(f2)
-        for p, f in enumerate(f2):
-            ws = wh.get(f.key)
-            if ws:
-                self.home[p] = [sorted(ws)[0]]
         del f2, f3, small
-        shutil.rmtree(os.path.join(self.folder, f"out-{r}"), ignore_errors=True)
+        # where each part's phi now is (another worker, when one was lost or a task moved)
+        now = v + 1 if update else v
+        for addr, held in c.run(_holding, self.folder).items():
+            for p, ver in held.items():
+                if ver == now:
+                    self.home[p] = [addr]
         if update:
             self.version = v + 1
             if save:
@@ -361,6 +378,11 @@ class ShardedPasses:
         return A2c, G, ent
 
     def close(self) -> None:
+        """Remove the parts' files and what the workers keep of them (phi, mapped files)."""
+        try:
+            self.client.run(_forget, self.folder)
+        except Exception:   # noqa: BLE001 (a cluster already gone keeps nothing)
+            pass
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
