@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+import numba as nb
 import numpy as np
 
 from ...algo.posteriors import expectation, forward_backward
@@ -28,16 +29,78 @@ from .structure import CqStructure
 __all__ = ["materialise", "bound_materialised", "stats_materialised", "joint_posterior_phi"]
 
 
+@nb.njit(cache=True)
+def _product_arcs(arc_src, dst, ilabel, weight, final, arc_word, blk_start, blk_tag, phi2, log_trans, log_emit,
+                  eos_label):
+    """The materialised machine's arcs, counted then filled: (src, dst, label, weight, value,
+    prev_tag, tag, word, entry), in c's arc order, then the end-of-sentence arcs."""
+    T1 = log_trans.shape[0]
+    T = T1 - 1
+    N = final.shape[0]
+    F = N * T1
+    n = 0
+    for a in range(ilabel.shape[0]):
+        if ilabel[a] == PHI:
+            n += T1
+        else:
+            for j in range(blk_start[a], blk_start[a + 1]):
+                for tp in range(T1):
+                    if phi2[j, tp] > 0.0:
+                        n += 1
+    for q in range(N):
+        if final[q] != np.inf:
+            n += T1
+    src = np.empty(n, np.int64)
+    dsts = np.empty(n, np.int64)
+    lab = np.empty(n, np.int32)
+    wt = np.empty(n)
+    val = np.empty(n)
+    prev = np.empty(n, np.int64)
+    tag = np.empty(n, np.int64)
+    word = np.empty(n, np.int64)
+    entry = np.empty(n, np.int64)
+    i = 0
+    for a in range(ilabel.shape[0]):
+        s = arc_src[a]
+        d = dst[a]
+        x = ilabel[a]
+        if x == PHI:
+            for tp in range(T1):
+                src[i], dsts[i], lab[i], wt[i], val[i] = s * T1 + tp, d * T1 + tp, x, weight[a], 0.0
+                prev[i], tag[i], word[i], entry[i] = -1, -1, -1, -1
+                i += 1
+            continue
+        w = arc_word[a]
+        for j in range(blk_start[a], blk_start[a + 1]):
+            t = blk_tag[j]
+            for tp in range(T1):
+                p = phi2[j, tp]
+                if p <= 0.0:
+                    continue
+                lp = math.log(p)
+                src[i], dsts[i], lab[i], wt[i] = s * T1 + tp, d * T1 + t, x, weight[a] - lp
+                val[i] = log_trans[tp, t] + log_emit[t, w] - lp
+                prev[i], tag[i], word[i], entry[i] = tp, t, w, j
+                i += 1
+    for q in range(N):
+        if final[q] == np.inf:
+            continue
+        for tp in range(T1):
+            src[i], dsts[i], lab[i], wt[i], val[i] = q * T1 + tp, F, eos_label, final[q], log_trans[tp, T]
+            prev[i], tag[i], word[i], entry[i] = tp, T, -1, -1
+            i += 1
+    return src, dsts, lab, wt, val, prev, tag, word, entry
+
+
 def _materialise(cs: CqStructure, phi2, log_trans, log_emit, eos_label=None):
     """(machine, values, prev_tag, tag, word, entry) per arc of the materialised cq.
 
     ``prev_tag``/``tag`` are -1 on phi arcs, ``tag`` is T on end-of-sentence
     arcs; ``word`` and ``entry`` (the phi block entry) are -1 where none.
-    A Python loop over arcs: meant for small machines (tests, references).
+    Builds K (T+1) arcs: meant for small machines (tests, references).
     """
     c = cs.machine
-    T = cs.T
-    T1 = T + 1
+    T1 = cs.T + 1
     phi2 = np.asarray(phi2, np.float64)
     if phi2.ndim == 1:
         phi2 = np.repeat(phi2[:, None], T1, axis=1)
@@ -45,52 +108,20 @@ def _materialise(cs: CqStructure, phi2, log_trans, log_emit, eos_label=None):
         eos_label = int(c.ilabel.max(initial=0)) + 1
     N = c.num_states
     F = N * T1
-    src, dst, lab, wt, val, tp_, t_, w_, j_ = [], [], [], [], [], [], [], [], []
-
-    def arc(s, d, x, weight, value, tp, t, w, j):
-        src.append(s)
-        dst.append(d)
-        lab.append(x)
-        wt.append(weight)
-        val.append(value)
-        tp_.append(tp)
-        t_.append(t)
-        w_.append(w)
-        j_.append(j)
-
-    for a in range(c.num_arcs):
-        s = int(c.arc_src[a])
-        d = int(c.dst[a])
-        x = int(c.ilabel[a])
-        if x == PHI:
-            for tp in range(T1):
-                arc(s * T1 + tp, d * T1 + tp, PHI, c.weight[a], 0.0, -1, -1, -1, -1)
-            continue
-        w = int(cs.arc_word[a])
-        for j in range(cs.blk_start[a], cs.blk_start[a + 1]):
-            t = int(cs.blk_tag[j])
-            for tp in range(T1):
-                p = phi2[j, tp]
-                if p <= 0.0:
-                    continue
-                arc(s * T1 + tp, d * T1 + t, x, c.weight[a] - math.log(p),
-                    log_trans[tp, t] + log_emit[t, w] - math.log(p), tp, t, w, j)
-    for q in range(N):
-        if c.final[q] == np.inf:
-            continue
-        for tp in range(T1):
-            arc(q * T1 + tp, F, eos_label, c.final[q], log_trans[tp, T], tp, T, -1, -1)
+    src, dst, lab, wt, val, tp_, t_, w_, j_ = _product_arcs(
+        np.asarray(c.arc_src, np.int64), np.asarray(c.dst, np.int64), np.asarray(c.ilabel, np.int32),
+        np.asarray(c.weight, np.float64), np.asarray(c.final, np.float64), np.asarray(cs.arc_word, np.int64),
+        np.asarray(cs.blk_start, np.int64), np.asarray(cs.blk_tag, np.int64), np.ascontiguousarray(phi2),
+        np.ascontiguousarray(log_trans, np.float64), np.ascontiguousarray(log_emit, np.float64), int(eos_label))
     final = np.full(F + 1, np.inf)
     final[F] = 0.0
-    src = np.array(src, np.int64)
-    m = Machine.from_arcs(F + 1, c.start * T1 + T, final, src, np.array(dst, np.int64),
-                          np.array(lab, np.int32), weight=np.array(wt, np.float64))
+    m = Machine.from_arcs(F + 1, c.start * T1 + T1 - 1, final, src, dst, lab, weight=wt)
     # from_arcs sorts stably by source; carry the per-arc data along
     order = np.argsort(src, kind="stable")
     # log 0 (a transition theta forbids, e.g. from unreachable (state, start) pairs)
     # as a huge finite value, so that zero-mass paths contribute 0 * value = 0
-    values = np.maximum(np.asarray(val, np.float64)[order], NEG_LOG)
-    meta = [np.asarray(v, np.int64)[order] for v in (tp_, t_, w_, j_)]
+    values = np.maximum(val[order], NEG_LOG)
+    meta = [v[order] for v in (tp_, t_, w_, j_)]
     return (m, values, *meta)
 
 
