@@ -14,8 +14,9 @@ import pytest
 
 from conftest import backoff_machine
 from fsmlearn.algo import expectation, forward_backward, log_partition_gradient, phi_structure
-from fsmlearn.algo.product import (product_expectation, product_expectation_gradient, product_log_partition_gradient,
-                                   product_posteriors, product_total, tag_product)
+from fsmlearn.algo.product import (product_backward, product_expectation, product_expectation_gradient,
+                                   product_forward, product_log_partition_gradient, product_posteriors, product_total,
+                                   tag_product)
 from fsmlearn.errors import MachineError, SemiringError
 from fsmlearn.fsm.machine import PHI, Machine
 
@@ -168,6 +169,28 @@ def test_gradients_equal_finite_differences(seed, by_prev, trans, phi_final, ev_
     g = product_expectation_gradient(prod(), ev, tv, fv, tol=tol)
     num = _fd(lambda: product_expectation(prod(), ev, tv, fv, normalised=False, tol=tol), w)
     assert np.allclose(g, num, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("seed,phi_final", [(1, True), (2, False), (3, True)])
+def test_the_reduced_schedule_equals_the_products_system(seed, phi_final):
+    """Without H and with blocks independent of the previous tag the engine solves over m's
+    states and applies the blocks once; the answers are those of the product's system."""
+    m, T, ptr, tags, w, H = _random_product(seed, by_prev=False, trans=False)
+    rng = np.random.default_rng(seed + 50)
+    ev = rng.normal(size=(ptr[-1], T + 1))
+    tv = rng.normal(size=(T + 1, T + 1))
+    fv = rng.normal(size=m.num_states)
+    a = tag_product(m, T, ptr, tags, w, None, phi_final=phi_final)
+    g = tag_product(m, T, ptr, tags, w, None, phi_final=phi_final, schedule="general")
+    for f in (product_forward, product_backward):
+        xa, ia = f(a)
+        xg, ig = f(g)
+        assert np.allclose(xa, xg, rtol=1e-9, atol=1e-12)
+    for ra, rg in zip(product_posteriors(a), product_posteriors(g)):
+        assert np.allclose(ra, rg, rtol=1e-9, atol=1e-12)
+    assert math.isclose(product_expectation(a, ev, tv, fv), product_expectation(g, ev, tv, fv), rel_tol=1e-9)
+    assert np.allclose(product_expectation_gradient(a, ev, tv, fv), product_expectation_gradient(g, ev, tv, fv),
+                       rtol=1e-8, atol=1e-10)
 
 
 def test_bad_arguments_are_named():

@@ -45,8 +45,13 @@ the arcs of alpha * weight * value * beta (:func:`product_expectation`), and
 their gradient needs the expectation semiring's second components, two more
 solves with sources (:func:`product_expectation_gradient`).
 
-With blocks independent of the previous tag each application of A costs
-O(K + N (T+1)^2) (the rows are multiplied by H once per state), not O(K (T+1)).
+The engine picks the schedule.  With blocks independent of the previous tag each
+application of A costs O(K + N (T+1)^2) (the rows are multiplied by H once per
+state), not O(K (T+1)); without H as well, the product's systems reduce to one
+column: the forward values' row sums solve m's own system with each arc weighted
+by its block's total, and one application of the blocks gives the rows (the
+backward values are the same in every column, up to the final rows) -- Smith and
+Eisner's Z_a construction (section 3.3), here for any such product.
 
 Public names: TagProduct, tag_product, product_forward, product_backward,
 product_total, product_posteriors, product_log_partition_gradient,
@@ -356,6 +361,10 @@ class TagProduct:
             gradients come in this shape.
         trans: float64 [T + 1, T + 1] H, or None (all ones).
         phi_final: whether final weights fail over (as in m's other routines).
+        schedule: ``"auto"`` (the engine picks: without H and with blocks independent of
+            the previous tag, a solve over m's states and one pass instead of a solve over
+            the product's, as Smith and Eisner's Z_a construction, section 3.3) or
+            ``"general"`` (always the product's system).
     """
     machine: Machine
     T: int
@@ -364,6 +373,7 @@ class TagProduct:
     blk_w: np.ndarray
     trans: np.ndarray | None
     phi_final: bool
+    schedule: str = "auto"
     _sys: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -417,12 +427,46 @@ class TagProduct:
         return self._sys
 
     def _solve(self, B, transpose, what, tol=DEFAULT_TOL, max_sweeps=DEFAULT_MAX_SWEEPS, blk_w=None, trans=None):
+        bw = self.blk_w if blk_w is None else blk_w
+        if self.schedule == "auto" and trans is None and self.trans is None and bw.shape[1] == 1:
+            return self._solve_reduced(np.asarray(B, np.float64), transpose, what, tol, max_sweeps, bw)
         s = self._system()
         src, dst, scale, block = s["events"]
         return relax_block_system(B, src, dst, scale, block, self.blk_ptr, self.blk_tag,
                                   self.blk_w if blk_w is None else blk_w, s["row0"], s["parent"], s["pw"],
                                   s["order"], trans=self.trans if trans is None else trans, transpose=transpose,
                                   tol=tol, max_sweeps=max_sweeps, what=what)
+
+    def _solve_reduced(self, B, transpose, what, tol, max_sweeps, bw):
+        """The system without a transition factor and with blocks independent of the previous
+        tag, by one solve over m's states (one column) and one application of the blocks.
+
+        Forward, X = P(B + A X): A X depends on X only through its row sums x = X 1, which
+        solve x = P(B 1 + A' x), A' the arcs with their blocks' total weights; then
+        X = P(B + A x).  Transposed, X = P^T(B + A^T X): A^T X is the same in every column,
+        so X = P^T B + v 1^T with v = P^T(c + A'^T v), c the first column of A^T P^T B."""
+        s = self._system()
+        src, dst, scale, block = s["events"]
+        N, W = B.shape
+        cum = np.concatenate([[0.0], np.cumsum(bw[:, 0])])
+        tot = (cum[self.blk_ptr[1:]] - cum[self.blk_ptr[:-1]])[:, None]     # each arc's block total
+        E = self.machine.num_arcs
+        one = (np.arange(E + 1, dtype=np.int64), np.zeros(E, np.int64), np.ascontiguousarray(tot),
+               np.zeros(E, np.int64))
+        if not transpose:
+            x, info = relax_block_system(B.sum(axis=1, keepdims=True), src, dst, scale, block, *one, s["parent"],
+                                         s["pw"], s["order"], tol=tol, max_sweeps=max_sweeps, what=what)
+            X1 = np.zeros((N, W))
+            X1[:, 0] = x[:, 0]
+            X = B + self._apply(X1, False, blk_w=bw)
+            phi_pass_rows(X, s["order"], s["parent"], s["pw"], False)
+            return X, info
+        PB = B.copy()
+        phi_pass_rows(PB, s["order"], s["parent"], s["pw"], True)
+        c = np.ascontiguousarray(self._apply(PB, True, blk_w=bw)[:, :1])
+        v, info = relax_block_system(c, src, dst, scale, block, *one, s["parent"], s["pw"], s["order"],
+                                     transpose=True, tol=tol, max_sweeps=max_sweeps, what=what)
+        return PB + v, info
 
     def _apply(self, X, transpose, blk_w=None, trans=None):
         """A X (or A^T X) once, with the given weights (default: the product's)."""
@@ -441,7 +485,8 @@ class TagProduct:
         return np.ones(self.T + 1) if t is None else np.asarray(t)[:, self.T]
 
 
-def tag_product(m: Machine, T: int, blk_ptr, blk_tag, blk_w, trans=None, phi_final: bool = True) -> TagProduct:
+def tag_product(m: Machine, T: int, blk_ptr, blk_tag, blk_w, trans=None, phi_final: bool = True,
+                schedule: str = "auto") -> TagProduct:
     """The tagged product of m with blocks and a transition factor (module docstring).
 
     Args:
@@ -453,6 +498,7 @@ def tag_product(m: Machine, T: int, blk_ptr, blk_tag, blk_w, trans=None, phi_fin
         blk_w: float [K] or [K, 1] (independent of the previous tag) or [K, T + 1].
         trans: float [T + 1, T + 1] H[t', t] (column T: the end), or None (all ones).
         phi_final: whether final weights fail over.
+        schedule: ``"auto"`` or ``"general"`` (:class:`TagProduct`).
 
     Raises:
         SemiringError: arrays of the wrong shape, out of range or negative.
@@ -485,7 +531,9 @@ def tag_product(m: Machine, T: int, blk_ptr, blk_tag, blk_w, trans=None, phi_fin
     tr = None if trans is None else _trans_arg(trans, T + 1).copy()
     if tr is not None and (not np.all(tr >= 0) or not np.all(np.isfinite(tr))):
         raise SemiringError("trans must be finite and non-negative (probabilities)")
-    return TagProduct(m, T, bp, bt, bw, tr, bool(phi_final))
+    if schedule not in ("auto", "general"):
+        raise SemiringError(f"schedule must be 'auto' or 'general', got {schedule!r}")
+    return TagProduct(m, T, bp, bt, bw, tr, bool(phi_final), schedule)
 
 
 def product_forward(p: TagProduct, tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS):
