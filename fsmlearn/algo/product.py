@@ -375,6 +375,7 @@ class TagProduct:
     phi_final: bool
     schedule: str = "auto"
     _sys: dict = field(default_factory=dict, repr=False)
+    _values: dict = field(default_factory=dict, repr=False)
 
     @property
     def events(self):
@@ -436,6 +437,14 @@ class TagProduct:
                                   self.blk_w if blk_w is None else blk_w, s["row0"], s["parent"], s["pw"],
                                   s["order"], trans=self.trans if trans is None else trans, transpose=transpose,
                                   tol=tol, max_sweeps=max_sweeps, what=what)
+
+    def _cached(self, key, solve):
+        """The product's forward or backward values, solved once per tolerance (the product's
+        arrays are its own copies: they do not change); copies, so a caller may write."""
+        if key not in self._values:
+            self._values[key] = solve()
+        X, info = self._values[key]
+        return X.copy(), info
 
     def _solve_reduced(self, B, transpose, what, tol, max_sweeps, bw):
         """The system without a transition factor and with blocks independent of the previous
@@ -539,11 +548,13 @@ def tag_product(m: Machine, T: int, blk_ptr, blk_tag, blk_w, trans=None, phi_fin
 def product_forward(p: TagProduct, tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS):
     """(alpha float64 [N, T + 1], SolveInfo): the forward values of the product's states
     (q, t'), the total weight of the paths from (start, T) to them, failure arcs followed."""
-    m = p.machine
-    B = np.zeros((m.num_states, p.T + 1))
-    if m.start >= 0:
-        B[m.start, p.T] = 1.0
-    return p._solve(B, False, "the product's forward values", tol, max_sweeps)
+    def solve():
+        m = p.machine
+        B = np.zeros((m.num_states, p.T + 1))
+        if m.start >= 0:
+            B[m.start, p.T] = 1.0
+        return p._solve(B, False, "the product's forward values", tol, max_sweeps)
+    return p._cached(("forward", float(tol), int(max_sweeps)), solve)
 
 
 def _final_rows(p: TagProduct, trans=None, final_values=None):
@@ -558,7 +569,8 @@ def _final_rows(p: TagProduct, trans=None, final_values=None):
 def product_backward(p: TagProduct, tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS):
     """(beta float64 [N, T + 1], SolveInfo): the backward values, the total weight of the
     paths from (q, t') to an end."""
-    return p._solve(_final_rows(p), True, "the product's backward values", tol, max_sweeps)
+    return p._cached(("backward", float(tol), int(max_sweeps)),
+                     lambda: p._solve(_final_rows(p), True, "the product's backward values", tol, max_sweeps))
 
 
 def product_total(p: TagProduct, alpha=None, **kw) -> float:
