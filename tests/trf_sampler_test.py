@@ -50,6 +50,52 @@ def test_samples_follow_the_joint_distribution(types, classes):
     assert 0 < acc["jump"] < 1
 
 
+def _exact_by_the_engine(lp, lam, len_w, directions):
+    """The target q(j, x) ∝ exp(len_w[j] + lambda . f(x)) from the engine on the feature
+    acceptor times the lengths: its length marginal [M+1] and E_q[d . f] for each direction d."""
+    logz = lp.log_normalisers(lam)
+    lq = np.where(np.isfinite(logz), len_w + logz, -np.inf)
+    lq[0] = -np.inf
+    q = np.exp(lq - lq[np.isfinite(lq)].max())
+    q /= q.sum()
+    with np.errstate(divide="ignore"):
+        ef, _ = lp.expected_features(lam, np.log(q))
+    return q, directions @ ef
+
+
+@pytest.mark.parametrize("types,classes,V,M", [("w+c", [0, 1, 1, 2, 0, 2, 1, 0], 8, 7),
+                                               ("w+c+ws+cpw+tied", [0, 1, 1], 3, 6)])
+def test_samples_follow_the_engines_exact_distribution(types, classes, V, M):
+    """Past what the brute-force test enumerates (8 words and lengths to 7: 2.4M strings;
+    skip-gram features over 3 words): the chains' length frequencies and mean scores along
+    random directions against the exact values the engine computes on the feature
+    acceptor intersected with the lengths."""
+    from fsmlearn.trf.acceptor import LengthProduct, compile_acceptor
+    rng = np.random.default_rng(3)
+    train = as_corpus([rng.integers(0, V, rng.integers(1, M + 1)) for _ in range(120)])
+    fs = build_features(train, V, make_templates(types, 2), classes=None if classes is None else np.array(classes))
+    lam = rng.normal(size=fs.num_features) * 0.5
+    lp = LengthProduct(compile_acceptor(fs), M)
+    len_w = np.r_[0.0, rng.normal(size=M)] - lp.log_normalisers(lam) * 0.9
+    len_w[0] = 0.0
+    directions = rng.normal(size=(3, fs.num_features))
+    q, mean = _exact_by_the_engine(lp, lam, len_w, directions)
+    sampler = Sampler(fs, M, chains=2, seed=11)
+    tok, ln = sampler.sample(60_000, lam, len_w)
+    emp_len = np.bincount(ln, minlength=M + 1) / ln.size
+    assert 0.5 * np.abs(emp_len - q).sum() < 0.03
+    corpus = as_corpus([list(a[:n]) for a, n in zip(tok, ln)])
+    emp_mean = np.array([fs.scores(corpus, d).mean() for d in directions])
+    scale = np.array([fs.scores(corpus, d).std() for d in directions])
+    # Monte Carlo error of correlated chains: well within 10 standard errors of 120k draws
+    # with an autocorrelation time below 25 (the tolerance a wrong target breaks below)
+    tol = 10 * scale * np.sqrt(25 / ln.size)
+    assert np.all(np.abs(emp_mean - mean) < tol)
+    # the same samples against a wrong target (lambda scaled) are far off: the test can fail
+    q_wrong, mean_wrong = _exact_by_the_engine(lp, lam * 0.6, len_w, directions)
+    assert 0.5 * np.abs(emp_len - q_wrong).sum() > 0.03 or np.any(np.abs(emp_mean - mean_wrong) > tol)
+
+
 _THREADS_SCRIPT = """
 import numba, numpy as np
 from fsmlearn.trf.features import as_corpus, build_features, make_templates
