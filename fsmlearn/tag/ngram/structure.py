@@ -140,17 +140,6 @@ def _phi_arcs(src_start, ilabel, dst, weight, PHI):
 
 
 @nb.njit(cache=True)
-def _find_label(ilabel, lo, hi, x):
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if ilabel[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@nb.njit(cache=True)
 def _lean_exclusions(src_start, ilabel, phi_dst, fill, tail, shadow):
     """The exclusion arcs of c's signed system (:mod:`fsmlearn.algo.phi`), read off c directly
     when every state's labels ascend: for each word arc of a state q with a backoff chain, the
@@ -168,7 +157,7 @@ def _lean_exclusions(src_start, ilabel, phi_dst, fill, tail, shadow):
             while r >= 0:
                 lo = src_start[r]
                 hi = src_start[r + 1]
-                i = _find_label(ilabel, lo, hi, x)
+                i = lo + np.searchsorted(ilabel[lo:hi], x)      # the first arc labelled >= x
                 if i < hi and ilabel[i] == x:
                     if fill:
                         tail[n] = q
