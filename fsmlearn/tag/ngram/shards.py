@@ -141,19 +141,22 @@ def _out_path(folder, r, name, p):
     return os.path.join(folder, f"out-{r}", f"{name}-{p}.npy")
 
 
+def _rows(folder, part, v):
+    """M's rows of the part's states, version v, mapped from the client's file."""
+    return np.ascontiguousarray(np.load(_in_path(folder, v, "M"), mmap_mode="r")[part.q0:part.q1])
+
+
 def _inputs(folder, part, v):
     """An updating pass's inputs of version v from the client's files: M's rows of the part's
-    states (mapped), UE and Bx."""
-    M = np.load(_in_path(folder, v, "M"), mmap_mode="r")
-    return (np.ascontiguousarray(M[part.q0:part.q1]), np.load(_in_path(folder, v, "UE"), mmap_mode="r"),
+    states, UE and Bx (mapped)."""
+    return (_rows(folder, part, v), np.load(_in_path(folder, v, "UE"), mmap_mode="r"),
             np.load(_in_path(folder, v, "Bx"), mmap_mode="r"))
 
 
 def _task1(folder, p, v, r):
     """Pass 1 on part p: its share of Bx, written to its file of run r."""
     part = _load(folder, p)
-    M = np.load(_in_path(folder, v, "M"), mmap_mode="r")
-    _atomic_save(_out_path(folder, r, "bx", p), pass1(part, np.ascontiguousarray(M[part.q0:part.q1])))
+    _atomic_save(_out_path(folder, r, "bx", p), pass1(part, _rows(folder, part, v)))
 
 
 def _task2(folder, p, v, ckpt, r, update, save):
@@ -161,8 +164,8 @@ def _task2(folder, p, v, ckpt, r, update, save):
     ``ckpt`` and the updates since); with ``update`` (inputs from the client's files of version
     v) phi moves to version v + 1, kept here, and with ``save`` also written whole and renamed
     before the task ends.  The pairs' tag mass and the part's new shadowed blocks go to its
-    files of run r; the task gives (G's rows of the part, for pass 3 on this worker, entropy,
-    seconds)."""
+    files of run r; the task gives (G's rows of the part, which pass 3 takes through Dask,
+    entropy, seconds)."""
     t0 = time.perf_counter()
     part = _load(folder, p)
     # a copy older than v here is stale: its part's tasks ran elsewhere since
