@@ -43,6 +43,11 @@ def cq_product(cs: CqStructure, phi):
     return tag_product(cs.machine, cs.T, cs.blk_start, cs.blk_tag, phi, None, phi_final=True)
 
 
+def _entry_word(cs: CqStructure) -> np.ndarray:
+    """int [K]: the word of each block entry's arc."""
+    return np.repeat(cs.arc_word, np.diff(cs.blk_start))
+
+
 def _values(cs: CqStructure, phi, log_trans, log_emit):
     """(entry values [K] or [K, T+1], transition values [T+1, T+1]): log theta(w | t) -
     log phi on the entries, log theta(t | t') on the transitions (log 0 clamped to NEG_LOG,
@@ -50,7 +55,7 @@ def _values(cs: CqStructure, phi, log_trans, log_emit):
     le = np.maximum(np.asarray(log_emit, np.float64), NEG_LOG)
     lt = np.maximum(np.asarray(log_trans, np.float64), NEG_LOG)
     phi = np.asarray(phi, np.float64)
-    word = np.repeat(cs.arc_word, np.diff(cs.blk_start))
+    word = _entry_word(cs)
     with np.errstate(divide="ignore"):
         lp = np.maximum(np.log(phi), NEG_LOG)
     e = le[cs.blk_tag, word]
@@ -73,7 +78,7 @@ def stats_product(cs: CqStructure, phi, log_trans, log_emit) -> Stats:
     post, trans = post * Z, trans * Z
     V = np.asarray(log_emit).shape[1]
     emit = np.zeros((cs.T, V))
-    word = np.repeat(cs.arc_word, np.diff(cs.blk_start))
+    word = _entry_word(cs)
     np.add.at(emit, (cs.blk_tag, word), post)
     phi = np.asarray(phi, np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
