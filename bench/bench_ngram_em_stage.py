@@ -3,7 +3,7 @@
 EM, the stage's peak resident memory (setup included) and bytes per n-gram, seconds per
 iteration (median) and the bound after each.  With ``--workers K`` (one or more values)
 the passes run partitioned over a Dask LocalCluster of K worker processes
-(``--memory`` each, :mod:`fsmlearn.tag.ngram.shards`), after the one-process run, and
+(``--memory`` each, :mod:`fsmlearn.algo.tied.shards`), after the one-process run, and
 each run reports its workers' peak memory and the bytes sent to and from the parts per
 iteration; the bounds must equal the one-process run's (relative 1e-9).  Not a test.
 

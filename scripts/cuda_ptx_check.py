@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     except Exception:            # noqa: BLE001 - no GPU or driver: answer the compute capability ourselves
         disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=cc)
     from fsmlearn.algo.cuda import kernels as K
-    from fsmlearn.tag.ngram import cuda as NC
+    from fsmlearn.algo.cuda import tied as NC
     f2, f3, f1, i1, I, F = T.float64[:, :], T.float64[:, :, :], T.float64[:], T.int64[:], T.int64, T.float64
     sigs = {
         K.pull_level: (f2, i1, I, I, i1, i1, i1, f2, f1),

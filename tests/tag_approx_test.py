@@ -11,8 +11,8 @@ from fsmlearn.lm.counts import count_ngrams
 from fsmlearn.lm.estimate import estimate
 from fsmlearn.lm.model import compile_lm
 from fsmlearn.tag.ngram.approx import setup_from_lm, train_ngram_em
-from fsmlearn.tag.ngram.materialise import bound_materialised
-from fsmlearn.tag.ngram.objective import expected_stats
+from fsmlearn.algo.tied.materialise import bound_materialised
+from fsmlearn.algo.tied.objective import expected_stats
 
 
 @pytest.fixture(scope="module")

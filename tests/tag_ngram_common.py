@@ -11,7 +11,7 @@ import pytest
 
 from conftest import backoff_machine
 from fsmlearn.fsm import PHI
-from fsmlearn.tag.ngram.structure import CqStructure
+from fsmlearn.algo.tied.structure import TiedStructure
 
 
 def random_theta(rng, T, V, allowed):
@@ -33,7 +33,7 @@ def tiny(seed, V=2, T=2, p_final=0.75):
     c = backoff_machine(rng, V=V, order=3, normalised=True, p_final=p_final)
     allowed = np.ones((V + 1, T), bool)
     allowed[0, T - 1] = False          # word 0 (label 1) may not take the last tag
-    cs = CqStructure.build(c, np.maximum(c.ilabel - 1, 0), allowed)
+    cs = TiedStructure.build(c, np.maximum(c.ilabel - 1, 0), allowed)
     lt, le = random_theta(rng, T, V, allowed)
     return rng, c, cs, allowed, lt, le
 

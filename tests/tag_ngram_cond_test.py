@@ -1,4 +1,4 @@
-"""Blocks conditioned on the previous tag (fsmlearn.tag.ngram.cond): bound, counts and
+"""Blocks conditioned on the previous tag (fsmlearn.algo.tied.cond): bound, counts and
 gradients against the materialised machine and finite differences; vEM raises the bound;
 every relaxation stopped at its sweep limit raises."""
 
@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from fsmlearn.errors import NotConvergedError
-from fsmlearn.tag.ngram.cond import (CondBlocks, d_bound_d_phi_cond, estep_parallel_cond, expected_stats_cond,
+from fsmlearn.algo.tied.cond import (CondBlocks, d_bound_d_phi_cond, estep_parallel_cond, expected_stats_cond,
                                      phi_gradient_cond)
 from fsmlearn.tag.ngram.em import NGramEM
-from fsmlearn.tag.ngram.materialise import bound_materialised, stats_materialised
-from fsmlearn.tag.ngram.objective import expected_stats
-from fsmlearn.tag.ngram.structure import CqStructure
+from fsmlearn.algo.tied.materialise import bound_materialised, stats_materialised
+from fsmlearn.algo.tied.objective import expected_stats
+from fsmlearn.algo.tied.structure import TiedStructure
 from tag_ngram_common import brute, random_phi, random_phi2, tiny
 
 
@@ -92,4 +92,4 @@ def test_relaxations_stopped_at_their_sweep_limit_raise():
     with pytest.raises(NotConvergedError, match="U .*within 1 sweeps"):
         phi_gradient_cond(cs, cb, phi, phi2, lt, le, st.alpha2, max_sweeps=1)
     with pytest.raises(NotConvergedError):
-        CqStructure.build(c, np.maximum(c.ilabel - 1, 0), allowed, max_sweeps=1)
+        TiedStructure.build(c, np.maximum(c.ilabel - 1, 0), allowed, max_sweeps=1)

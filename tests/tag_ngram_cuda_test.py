@@ -1,4 +1,4 @@
-"""n-gram EM on both devices (fsmlearn.tag.ngram.objective on "cpu", fsmlearn.tag.ngram.cuda
+"""n-gram EM on both devices (fsmlearn.algo.tied.objective on "cpu", fsmlearn.algo.cuda.tied
 on "cuda", in numba's simulator): the same test bodies against the materialised machine,
 enumeration and finite differences, and the CUDA results against the CPU's to 1e-6."""
 
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from fsmlearn.errors import ArgumentError
-from fsmlearn.tag.ngram.cuda import (cuda_cq, d_bound_d_phi_cuda, estep_parallel_cuda, expected_stats_cuda,
+from fsmlearn.algo.cuda.tied import (cuda_cq, d_bound_d_phi_cuda, estep_parallel_cuda, expected_stats_cuda,
                                      phi_gradient_cuda)
 from fsmlearn.tag.ngram.em import NGramEM
-from fsmlearn.tag.ngram.materialise import bound_materialised, stats_materialised
-from fsmlearn.tag.ngram.objective import d_bound_d_phi, estep_parallel, expected_stats, phi_gradient
+from fsmlearn.algo.tied.materialise import bound_materialised, stats_materialised
+from fsmlearn.algo.tied.objective import d_bound_d_phi, estep_parallel, expected_stats, phi_gradient
 from tag_ngram_common import brute, random_phi, tiny
 
 DEVICES = ["cpu", "cuda"]

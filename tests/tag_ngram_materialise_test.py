@@ -1,4 +1,4 @@
-"""The materialised cq (fsmlearn.tag.ngram.materialise): with n_q = n_p on a corpus,
+"""The materialised cq (fsmlearn.algo.tied.materialise): with n_q = n_p on a corpus,
 n-gram EM is ordinary EM."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from fsmlearn.fsm import Machine
-from fsmlearn.tag.ngram.materialise import joint_posterior_phi, stats_materialised
-from fsmlearn.tag.ngram.objective import estep_parallel, expected_stats, mstep
-from fsmlearn.tag.ngram.structure import CqStructure
+from fsmlearn.algo.tied.materialise import joint_posterior_phi, stats_materialised
+from fsmlearn.algo.tied.objective import estep_parallel, expected_stats
+from fsmlearn.tag.ngram.em import mstep
+from fsmlearn.algo.tied.structure import TiedStructure
 from tag_ngram_common import random_theta
 
 
@@ -43,7 +44,7 @@ def test_reduces_to_em_on_a_corpus_when_nq_equals_np():
     allowed = np.ones((V + 1, T), bool)
     allowed[1, 0] = False
     allowed[3, 2] = False
-    cs = CqStructure.build(c, np.maximum(c.ilabel - 1, 0), allowed)
+    cs = TiedStructure.build(c, np.maximum(c.ilabel - 1, 0), allowed)
     lt, le = random_theta(rng, T, V, allowed)
     lt[T, T] = -np.inf
     # ordinary EM by enumeration of every tagging of every sentence

@@ -1,4 +1,4 @@
-"""n-gram EM's bound with n_q = 1 (fsmlearn.tag.ngram.objective): the bound, its counts
+"""n-gram EM's bound with n_q = 1 (fsmlearn.algo.tied.objective): the bound, its counts
 and gradient against brute-force enumeration, the materialised machine and finite
 differences; the block update is the block optimum."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fsmlearn.tag.ngram.materialise import bound_materialised, stats_materialised
-from fsmlearn.tag.ngram.objective import d_bound_d_phi, estep_parallel, expected_stats
+from fsmlearn.algo.tied.materialise import bound_materialised, stats_materialised
+from fsmlearn.algo.tied.objective import d_bound_d_phi, estep_parallel, expected_stats
 from tag_ngram_common import brute, random_phi, tiny
 
 

@@ -1,4 +1,4 @@
-"""n-gram EM's kernels (fsmlearn.tag.ngram.kernels): several threads give the one-thread sums."""
+"""n-gram EM's kernels (fsmlearn.algo.tied.kernels): several threads give the one-thread sums."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from fsmlearn.lm.estimate import estimate
 from fsmlearn.lm.model import compile_lm
 from fsmlearn.tag.ngram.approx import setup_from_lm
 from fsmlearn.tag.ngram.em import NGramEM
-from fsmlearn.tag.ngram.objective import estep_parallel, expected_stats, phi_gradient
-from fsmlearn.tag.ngram.kernels import ParIndex
+from fsmlearn.algo.tied.objective import estep_parallel, expected_stats, phi_gradient
+from fsmlearn.algo.tied.kernels import ParIndex
 from tag_ngram_common import random_phi, random_theta
 
 
@@ -44,7 +44,7 @@ def test_threaded_kernels_give_the_single_threaded_sums(threads):
     runs = []
     for th in (1, threads):
         tr = NGramEM(cs, st.allowed, lt, le, threads=th)
-        assert tr.parts == th      # the fused pass (fsmlearn.tag.ngram.sweep), one part per thread
+        assert tr.parts == th      # the fused pass (fsmlearn.algo.tied.sweep), one part per thread
         tr.run(3)
         runs.append([r.bound for r in tr.history])
     assert np.allclose(runs[0], runs[1], rtol=1e-10)

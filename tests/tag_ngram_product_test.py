@@ -1,5 +1,5 @@
 """n-gram EM's bound, expected counts and gradient from the engine's tagged product
-(fsmlearn.tag.ngram.product over fsmlearn.algo.product, nothing materialised) equal the
+(fsmlearn.algo.tied.general over fsmlearn.algo.product, nothing materialised) equal the
 specialised sums of the production path (objective, the fused passes of NGramEM), the
 materialised machine, and finite differences."""
 
@@ -14,11 +14,11 @@ from fsmlearn.lm.counts import count_ngrams
 from fsmlearn.lm.estimate import estimate
 from fsmlearn.lm.model import compile_lm
 from fsmlearn.tag.ngram.approx import initial_theta, setup_from_lm
-from fsmlearn.tag.ngram.cond import CondBlocks
+from fsmlearn.algo.tied.cond import CondBlocks
 from fsmlearn.tag.ngram.em import NGramEM
-from fsmlearn.tag.ngram.materialise import bound_materialised, stats_materialised
-from fsmlearn.tag.ngram.objective import d_bound_d_phi, expected_stats
-from fsmlearn.tag.ngram.product import bound_product, d_bound_d_phi_product, stats_product
+from fsmlearn.algo.tied.materialise import bound_materialised, stats_materialised
+from fsmlearn.algo.tied.objective import d_bound_d_phi, expected_stats
+from fsmlearn.algo.tied.general import bound_product, d_bound_d_phi_product, stats_product
 from tag_ngram_common import random_phi, random_phi2, tiny
 
 

@@ -1,4 +1,4 @@
-"""n-gram EM's passes partitioned over a real Dask LocalCluster (fsmlearn.tag.ngram.shards):
+"""n-gram EM's passes partitioned over a real Dask LocalCluster (fsmlearn.algo.tied.shards):
 the bound, the expected counts (the gradient in log theta), phi and the taggings equal the
 one-process run, on 2 and 3 worker processes with memory limits, and with a worker
 killed in the middle of an iteration."""
@@ -18,7 +18,7 @@ from fsmlearn.lm.estimate import estimate
 from fsmlearn.lm.model import compile_lm
 from fsmlearn.tag import tag_sentences
 from fsmlearn.tag.ngram.approx import initial_theta, setup_from_lm, to_hmm
-from fsmlearn.tag.ngram import shards
+from fsmlearn.algo.tied import shards
 from fsmlearn.tag.ngram.em import NGramEM
 from tag_ngram_common import tiny
 

@@ -1,4 +1,4 @@
-"""cq's structure (fsmlearn.tag.ngram.structure): malformed inputs raise MachineError."""
+"""cq's structure (fsmlearn.algo.tied.structure): malformed inputs raise MachineError."""
 
 from __future__ import annotations
 
@@ -6,19 +6,19 @@ import numpy as np
 import pytest
 
 from fsmlearn.errors import MachineError
-from fsmlearn.tag.ngram.structure import CqStructure
+from fsmlearn.algo.tied.structure import TiedStructure
 from tag_ngram_common import tiny
 
 
 def test_bad_inputs_raise():
     rng, c, cs, allowed, lt, le = tiny(9)
     with pytest.raises(MachineError, match="no allowed tag"):
-        CqStructure.build(c, np.maximum(c.ilabel - 1, 0), np.zeros_like(allowed))
+        TiedStructure.build(c, np.maximum(c.ilabel - 1, 0), np.zeros_like(allowed))
     with pytest.raises(MachineError, match="shape"):
-        CqStructure.build(c, np.zeros(3, np.int32), allowed)
+        TiedStructure.build(c, np.zeros(3, np.int32), allowed)
     eps = c.replace(ilabel=np.where(c.ilabel == 1, 0, c.ilabel))
     with pytest.raises(MachineError, match="epsilon"):
-        CqStructure.build(eps, np.maximum(c.ilabel - 1, 0), allowed)
+        TiedStructure.build(eps, np.maximum(c.ilabel - 1, 0), allowed)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
@@ -30,8 +30,8 @@ def test_exclusions_read_off_c_and_the_matrix_free_alpha_equal_the_engines(seed)
     c = backoff_machine(rng, V=4, order=3, normalised=True, p_final=0.3)
     allowed = np.ones((5, 2), bool)
     aw = np.maximum(c.ilabel - 1, 0)
-    a = CqStructure.build(c, aw, allowed, tol=1e-12)
-    b = CqStructure.build(c, aw, allowed, tol=1e-12, system="engine")
+    a = TiedStructure.build(c, aw, allowed, tol=1e-12)
+    b = TiedStructure.build(c, aw, allowed, tol=1e-12, system="engine")
     assert np.allclose(a.alpha, b.alpha, rtol=1e-10, atol=1e-14)
     for x, y in ((a.ev_src, b.ev_src), (a.ev_dst, b.ev_dst), (a.ev_arc, b.ev_arc)):
         assert sorted(zip(a.ev_src, a.ev_arc, a.ev_dst)) == sorted(zip(b.ev_src, b.ev_arc, b.ev_dst))
@@ -53,8 +53,8 @@ def test_alpha_of_a_real_lm_equals_the_engines():
     c = compile_lm(estimate(count_ngrams(sents, 4), "kneser-ney")).machine
     allowed = np.ones((int(c.ilabel.max()) + 1, 2), bool)
     aw = np.maximum(c.ilabel - 1, 0)
-    a = CqStructure.build(c, aw, allowed, tol=1e-10)
-    b = CqStructure.build(c, aw, allowed, tol=1e-10, system="engine")
+    a = TiedStructure.build(c, aw, allowed, tol=1e-10)
+    b = TiedStructure.build(c, aw, allowed, tol=1e-10, system="engine")
     # both stop within tol (relative, on the largest value) of the solution
     assert np.max(np.abs(a.alpha - b.alpha)) <= 1e-9 * np.max(b.alpha)
     assert a.num_exclusions == b.num_exclusions

@@ -1,4 +1,4 @@
-"""n-gram EM's fused pass (fsmlearn.tag.ngram.sweep): its statistics are the materialised
+"""n-gram EM's fused pass (fsmlearn.algo.tied.sweep): its statistics are the materialised
 machine's, its update is the parallel block update of the per-event kernels, for any
 number of parts, and with words that are not a function of c's labels."""
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from conftest import backoff_machine
-from fsmlearn.tag.ngram.materialise import bound_materialised, stats_materialised
-from fsmlearn.tag.ngram.objective import estep_parallel, expected_stats
-from fsmlearn.tag.ngram.structure import CqStructure
-from fsmlearn.tag.ngram.sweep import one_pass, sweep_bounds
+from fsmlearn.algo.tied.materialise import bound_materialised, stats_materialised
+from fsmlearn.algo.tied.objective import estep_parallel, expected_stats
+from fsmlearn.algo.tied.structure import TiedStructure
+from fsmlearn.algo.tied.sweep import one_pass, sweep_bounds
 from tag_ngram_common import random_phi, random_theta, tiny
 
 
@@ -61,7 +61,7 @@ def test_words_that_are_not_a_function_of_the_labels():
     allowed = rng.random((V + 1, T)) < 0.6
     allowed[np.arange(V + 1), rng.integers(0, T, V + 1)] = True
     arc_word = rng.integers(0, V + 1, c.num_arcs)
-    cs = CqStructure.build(c, arc_word, allowed)
+    cs = TiedStructure.build(c, arc_word, allowed)
     assert cs.wsrc is not c.ilabel
     words = c.ilabel > 0
     assert np.array_equal(cs.arc_word[words], arc_word[words])

@@ -22,7 +22,7 @@ forward_backward, ForwardBackward, arc_posteriors, final_posteriors,
 log_partition_gradient, expectation, entropy, phi_expand, phi_structure, linear_system,
 relax_block_system, phi_pass_rows, TagProduct, tag_product, product_forward,
 product_backward, product_total, product_posteriors, product_log_partition_gradient,
-product_expectation, product_expectation_gradient, Path, Samples, best_path, k_best_paths, sample_paths,
+product_expectation, product_expectation_gradient, product_block_update, Path, Samples, best_path, k_best_paths, sample_paths,
 label_strings, compose, intersect, score_sequences, ScoreResult, trim, ChainResult,
 chain_forward_backward, chain_best.
 """
@@ -42,7 +42,7 @@ _LAZY = {
     "relax_block_system": "product", "phi_pass_rows": "product",
     "TagProduct": "product", "tag_product": "product", "product_forward": "product", "product_backward": "product",
     "product_total": "product", "product_posteriors": "product", "product_log_partition_gradient": "product",
-    "product_expectation": "product", "product_expectation_gradient": "product",
+    "product_expectation": "product", "product_expectation_gradient": "product", "product_block_update": "product",
     "Path": "paths", "Samples": "paths", "best_path": "paths", "k_best_paths": "paths", "sample_paths": "paths",
     "label_strings": "paths",
     "score_sequences": "score", "ScoreResult": "score",

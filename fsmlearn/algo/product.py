@@ -55,8 +55,8 @@ Eisner's Z_a construction (section 3.3), here for any such product.
 
 Public names: TagProduct, tag_product, product_forward, product_backward,
 product_total, product_posteriors, product_log_partition_gradient,
-product_expectation, product_expectation_gradient, relax_block_system,
-phi_pass_rows.
+product_expectation, product_expectation_gradient, product_block_update,
+relax_block_system, phi_pass_rows.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ from .shortest import DEFAULT_MAX_SWEEPS, DEFAULT_TOL, SolveInfo
 
 __all__ = ["TagProduct", "tag_product", "product_forward", "product_backward", "product_total",
            "product_posteriors", "product_log_partition_gradient", "product_expectation",
-           "product_expectation_gradient", "relax_block_system", "phi_pass_rows"]
+           "product_expectation_gradient", "product_block_update", "relax_block_system", "phi_pass_rows"]
 
 _NO_TRANS = np.zeros((0, 0))
 
@@ -759,6 +759,53 @@ def product_expectation_gradient(p: TagProduct, entry_values=None, trans_values=
     if ht is not None:
         _arc_sums(alpha, beta, src, dst, scale, block, p.blk_ptr, p.blk_tag, one, ht, _times(alpha, ht), by_prev, g)
     return g.reshape(p.blk_w.shape)
+
+
+def product_block_update(p: TagProduct, entry_values=None, trans_values=None, final_values=None,
+                         min_mass: float = 0.0, **kw) -> np.ndarray:
+    """The parallel block update of a product's blocks: float64 [K], each block replaced by
+
+        w'[j] = exp(g[j] / m_a) / sum_{j' in a} exp(g[j'] / m_a)
+
+    where g = d r / d w is :func:`product_expectation_gradient` (r the unnormalised
+    expectation of the values) and m_a the block's expected uses (its entries' posteriors
+    times Z).  For blocks that are normalised and independent of the previous tag, on a
+    machine whose backward values are 1 (a proper LM), this is each block's maximiser of
+    ``E[values] + H`` over its simplex with the others held, linearised where a block
+    feeds its own source (Smith and Eisner 2007, section 3.5, the E-step of variational
+    EM: g differs from their B[a, t] by a constant per block, the values of the paths
+    before the block, which the softmax ignores).  All blocks move at once.  A block with
+    m_a <= ``min_mass`` (never used) is kept.
+
+    Raises:
+        SemiringError: blocks by previous tag, blocks that do not sum to 1, values of the
+            wrong shape or not finite.
+        NoAcceptingPathError: Z = 0.
+    """
+    if p.blk_w.shape[1] != 1:
+        raise SemiringError("product_block_update needs blocks independent of the previous tag (one column)")
+    w = p.blk_w[:, 0]
+    nb_ = p.blk_ptr.shape[0] - 1
+    arc_of = np.repeat(np.arange(nb_), np.diff(p.blk_ptr))
+    tot = np.zeros(nb_)
+    np.add.at(tot, arc_of, w)
+    used = np.diff(p.blk_ptr) > 0
+    if np.any(np.abs(tot[used] - 1.0) > 1e-9):
+        a = int(np.flatnonzero(used & (np.abs(tot - 1.0) > 1e-9))[0])
+        raise SemiringError(f"product_block_update needs normalised blocks: block {a} sums to {tot[a]!r}")
+    g = product_expectation_gradient(p, entry_values, trans_values, final_values, **kw)[:, 0]
+    post, _, _ = product_posteriors(p, by_prev=False, **kw)
+    Z = product_total(p, **kw)
+    mass = np.zeros(nb_)
+    np.add.at(mass, arc_of, post * Z)
+    x = g / np.where(mass > min_mass, mass, 1.0)[arc_of]
+    mx = np.full(nb_, -np.inf)
+    np.maximum.at(mx, arc_of, x)
+    e = np.exp(x - mx[arc_of])
+    z = np.zeros(nb_)
+    np.add.at(z, arc_of, e)
+    new = e / z[arc_of]
+    return np.where((mass > min_mass)[arc_of], new, w)
 
 
 def _times(X, trans):

@@ -82,7 +82,7 @@ class Giga200Config:
     worker_threads: int = 1           # threads per local worker
     device: str = "cpu"               # where n-gram EM (and c's forward values) run: "cpu" or "cuda"
     ngram_em_scheduler: str | None = None   # None: n-gram EM in this process; else its passes partitioned
-    #                                         over this Dask cluster (fsmlearn.tag.ngram.shards): local or an address
+    #                                         over this Dask cluster (fsmlearn.algo.tied.shards): local or an address
     extra: dict = field(default_factory=dict)
 
 

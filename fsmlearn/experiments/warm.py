@@ -30,7 +30,7 @@ the order they run:
   fsmlearn.cli.main``: this layer does not import the CLI), after the families
   above have filled the cache.
 
-The CUDA kernels (:mod:`fsmlearn.algo.cuda`, :mod:`fsmlearn.tag.ngram.cuda`)
+The CUDA kernels (:mod:`fsmlearn.algo.cuda`, :mod:`fsmlearn.algo.cuda.tied`)
 are left out: they compile for the device they run on.
 
 Each family prints one line with its seconds to stderr, and the total at the
@@ -384,7 +384,7 @@ def warm_tag(tmp: Path) -> None:
     from ..tag import (HMM, NGramEM, accuracy, dictionary_mask, em, encode_corpus, setup_from_lm,
                        tag_sentences, train_ngram_em, train_supervised, uniform_hmm)
     from ..tag.ngram.approx import initial_theta
-    from ..tag.ngram.materialise import bound_materialised
+    from ..algo.tied.materialise import bound_materialised
     tagged = synthetic_tagged(300)
     train, held = tagged[:250], tagged[250:]
     raw = [[w for w, _ in s] for s in held] + [tokenize("the zebra quickly ran. He doesn't like it, does he?")]
@@ -418,18 +418,20 @@ def warm_tag(tmp: Path) -> None:
     lt, le = initial_theta(st)
     bound_materialised(st.cs, st.cs.uniform_phi(), lt, le)
     _warm_parts(st, lt, le)
-    from ..tag.ngram.product import bound_product, d_bound_d_phi_product, stats_product
+    from ..algo.tied.general import bound_product, d_bound_d_phi_product, stats_product
     stats_product(st.cs, st.cs.uniform_phi(), lt, le)
     bound_product(st.cs, st.cs.uniform_phi(), lt, le)
     d_bound_d_phi_product(st.cs, st.cs.uniform_phi(), lt, le)
+    from ..algo.tied import TiedEStep
+    TiedEStep(st.cs, schedule="general").update(lt, le)
 
 
 def _warm_parts(st, lt, le) -> None:
-    """The passes as a Dask worker runs them (:mod:`fsmlearn.tag.ngram.shards`): on one
+    """The passes as a Dask worker runs them (:mod:`fsmlearn.algo.tied.shards`): on one
     thread, over a part whose arrays, tables and inputs are read-only (mapped files), a
     signature of its own for numba."""
     from ..tag.ngram.em import NGramEM
-    from ..tag.ngram.sweep import pass1, pass2, pass3, pass_inputs, part_of, tables_of
+    from ..algo.tied.sweep import pass1, pass2, pass3, pass_inputs, part_of, tables_of
 
     def ro(a):
         a = np.array(a)

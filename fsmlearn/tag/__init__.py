@@ -15,12 +15,10 @@ Modules:
 * :mod:`~fsmlearn.tag.train`: supervised training from tagged sentences.
 * :mod:`~fsmlearn.tag.em`: EM on a corpus (Merialdo's set-up).
 * n-gram EM (Smith and Eisner, "Unsupervised learning on an approximate corpus"):
-  :mod:`~fsmlearn.tag.ngram.structure` (cq's events and blocks, :class:`CqStructure`),
-  :mod:`~fsmlearn.tag.ngram.kernels` (its kernels, on one thread or several),
-  :mod:`~fsmlearn.tag.ngram.objective` (bound, counts, gradient, E-step for n_q = 1),
-  :mod:`~fsmlearn.tag.ngram.cond` (blocks conditioned on the previous tag, footnote 7),
-  :mod:`~fsmlearn.tag.ngram.materialise` (the n_q = 2 machine), :mod:`~fsmlearn.tag.ngram.em`
-  (training, :class:`NGramEM`); :mod:`~fsmlearn.tag.ngram.approx` sets it up from an LM.
+  :mod:`~fsmlearn.tag.ngram.em` (training, :class:`NGramEM`: theta, the M-step, the
+  iterations) over the engine's tied product (:mod:`fsmlearn.algo.tied`: q_phi's
+  blocks, their statistics and update); :mod:`~fsmlearn.tag.ngram.approx` sets it up
+  from an LM.
 """
 
 from .decode import tag_sentences, viterbi
@@ -29,7 +27,7 @@ from .em import Corpus, EMRecord, dictionary_mask, em, encode_corpus, evaluation
 from .evaluate import accuracy
 from .hmm import EPS, HMM, UNK
 from .hmm_io import load_hmm, save_hmm
-from .ngram import CondBlocks, CqStructure, IterationRecord, NGramEM, NGramSetup, setup_from_lm, train_ngram_em
+from .ngram import CondBlocks, TiedStructure, IterationRecord, NGramEM, NGramSetup, setup_from_lm, train_ngram_em
 from .lattice import Lattice, build_lattice, encode_sentences, lattice, sentence_lattice
 from .oov_tags import OovTags
 from .train import TaggedCounts, count_tagged, train_supervised
@@ -41,5 +39,5 @@ __all__ = ["HMM", "UNK", "EPS", "OovTags", "SuffixModel", "save_hmm", "load_hmm"
            "TaggedCounts", "count_tagged", "train_supervised",
            "Corpus", "EMRecord", "encode_corpus", "dictionary_mask", "uniform_hmm", "expected_counts",
            "log_likelihood", "evaluation_model", "em",
-           "CqStructure", "CondBlocks", "NGramEM", "IterationRecord", "NGramSetup", "setup_from_lm",
+           "TiedStructure", "CondBlocks", "NGramEM", "IterationRecord", "NGramSetup", "setup_from_lm",
            "train_ngram_em"]

@@ -28,7 +28,7 @@ from ..evaluate import accuracy
 from ..hmm import HMM
 from ..lattice import encode_sentences
 from .em import NGramEM
-from .structure import CqStructure
+from ...algo.tied import TiedStructure
 
 _UNK_FLOOR = 1e-6
 
@@ -39,7 +39,7 @@ class NGramSetup:
     tags: tuple
     vocab: tuple          # tagger vocabulary (V words)
     allowed: np.ndarray   # bool [V+1, T]
-    cs: CqStructure
+    cs: TiedStructure
     unk: int              # word id of <unk> in vocab, or -1
     seconds: float        # preparation time (alpha solve included)
 
@@ -65,7 +65,7 @@ def setup_from_lm(lm: CompiledLM, tagset: str = "tag17", tagdict=None, progress=
         raise MachineError(f"the LM has an arc labelled {lv[m.ilabel[bad[0]] - 1]!r}")
     allowed = dictionary_mask(vocab, tags, tagdict)
     say(f"solving the forward values of c ({m.num_states:,} states, {m.num_arcs:,} arcs)")
-    cs = CqStructure.build(m, arc_word, allowed, tol=1e-9, device=device)
+    cs = TiedStructure.build(m, arc_word, allowed, tol=1e-9, device=device)
     say(f"cq: {cs.num_params:,} variational parameters, {cs.num_exclusions:,} exclusion arcs; "
         f"alpha solved in {cs.solve_seconds:.1f} s")
     unk = vocab.index(UNK) if UNK in vocab else -1
@@ -137,7 +137,7 @@ def train_ngram_em(setup: NGramSetup, iterations: int, *, optimizer: str = "vem"
     ``eval``: tagged sentences for accuracy; ``heldout``: word lists for the
     held-out log-likelihood per token (as corpus EM reports it); ``device``:
     "cpu" or "cuda" (the E-step, the counts and the bound on a CUDA device,
-    :mod:`fsmlearn.tag.ngram.cuda`); ``scheduler`` (with ``workers``, ``memory``, ``tmp``):
+    :mod:`fsmlearn.algo.cuda.tied`); ``scheduler`` (with ``workers``, ``memory``, ``tmp``):
     the passes partitioned over a Dask cluster (:class:`fsmlearn.tag.ngram.em.NGramEM`).
 
     Returns:

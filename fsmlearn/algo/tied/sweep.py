@@ -1,9 +1,9 @@
 """n-gram EM's iteration as three passes over c: the E-step and the next statistics, fused.
 
 Smith and Eisner, "Unsupervised learning on an approximate corpus", sections
-3.3-3.5, with n_q = 1 (formulas in :mod:`fsmlearn.tag.ngram.objective`).  The
+3.3-3.5, with n_q = 1 (formulas in :mod:`fsmlearn.algo.tied.objective`).  The
 events that use arc a's block are a itself and the exclusion arcs that shadow
-it (:class:`~fsmlearn.tag.ngram.structure.CqStructure`); they all end at a's
+it (:class:`~fsmlearn.algo.tied.structure.TiedStructure`); they all end at a's
 destination d.  An exclusion arc from q shadows an arc of q's backoff chain, and
 the arcs shadowed form a small table (most are the unigram state's), so an
 iteration is:
@@ -26,7 +26,7 @@ iteration's alpha2 and G.
 
 A :class:`Part` is a range of c's states with their arcs, their exclusions and
 their blocks: the passes run on a part with its own arrays (views of c's, or
-the slices a Dask worker reads, :mod:`fsmlearn.tag.ngram.shards`) and need of
+the slices a Dask worker reads, :mod:`fsmlearn.algo.tied.shards`) and need of
 the others only the table's arrays (Bx and PhiX: a few numbers per shadowed
 arc), M's rows of its own states, and the compact rows UE; they give back the
 table's sums (Bx; PhiX of its own shadowed arcs), the pairs' tag mass A2c and
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import numba as nb
 import numpy as np
 
-from ...algo.product import phi_pass_rows
+from ..product import phi_pass_rows
 from .kernels import adjoint, balanced_cuts
 from .objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log
 from .structure import exclusion_weight
@@ -480,7 +480,7 @@ def pass_inputs(cs, stats: Stats, log_trans, log_emit):
     """(M, UE): what an updating pass reads besides phi, from the statistics of the current
     phi (``stats.alpha2``, ``stats.G``) and theta: ``M = alpha2 @ log theta`` and, per
     (word, destination) pair and tag, ``log theta(w | t) + U[d, t]`` with U the adjoint
-    (:func:`fsmlearn.tag.ngram.kernels.adjoint`); log 0 is clamped to NEG_LOG."""
+    (:func:`fsmlearn.algo.tied.kernels.adjoint`); log 0 is clamped to NEG_LOG."""
     lt = np.maximum(log_trans, NEG_LOG)
     le = np.ascontiguousarray(np.maximum(log_emit, NEG_LOG).T)
     U = adjoint(cs, stats.G, lt)

@@ -18,37 +18,38 @@ semiring's second components, :func:`fsmlearn.algo.product_expectation_gradient`
 plus the derivative of the values ``-log phi[j]`` themselves.
 
 The production path computes the same numbers with the specialised passes of
-:mod:`fsmlearn.tag.ngram.sweep` (c's forward values are fixed, blocks are
+:mod:`fsmlearn.algo.tied.sweep` (c's forward values are fixed, blocks are
 normalised, so the product's backward values are 1 and one pass suffices); the
 tests check them against these routines, which are in turn checked against the
-explicit product (:mod:`fsmlearn.tag.ngram.materialise`) and finite differences.
+explicit product (:mod:`fsmlearn.algo.tied.materialise`) and finite differences.
 
-Public names: cq_product, bound_product, stats_product, d_bound_d_phi_product.
+Public names: cq_product, bound_product, stats_product, d_bound_d_phi_product,
+block_update_product.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...algo.product import (product_expectation, product_expectation_gradient, product_posteriors, product_total,
-                             tag_product)
+from ..product import (product_block_update, product_expectation, product_expectation_gradient,
+                       product_posteriors, product_total, tag_product)
 from .objective import NEG_LOG, Stats, dot_log
-from .structure import CqStructure
+from .structure import TiedStructure
 
-__all__ = ["cq_product", "bound_product", "stats_product", "d_bound_d_phi_product"]
+__all__ = ["cq_product", "bound_product", "stats_product", "d_bound_d_phi_product", "block_update_product"]
 
 
-def cq_product(cs: CqStructure, phi):
+def cq_product(cs: TiedStructure, phi):
     """The engine's tagged product c x phi (phi: float64 [K], or [K, T+1] by previous tag)."""
     return tag_product(cs.machine, cs.T, cs.blk_start, cs.blk_tag, phi, None, phi_final=True)
 
 
-def _entry_word(cs: CqStructure) -> np.ndarray:
+def _entry_word(cs: TiedStructure) -> np.ndarray:
     """int [K]: the word of each block entry's arc."""
     return np.repeat(cs.arc_word, np.diff(cs.blk_start))
 
 
-def _values(cs: CqStructure, phi, log_trans, log_emit):
+def _values(cs: TiedStructure, phi, log_trans, log_emit):
     """(entry values [K] or [K, T+1], transition values [T+1, T+1]): log theta(w | t) -
     log phi on the entries, log theta(t | t') on the transitions (log 0 clamped to NEG_LOG,
     as the passes do: a path of zero mass contributes 0)."""
@@ -62,14 +63,14 @@ def _values(cs: CqStructure, phi, log_trans, log_emit):
     return (e - lp if phi.ndim == 1 else e[:, None] - lp), lt
 
 
-def bound_product(cs: CqStructure, phi, log_trans, log_emit, **kw) -> float:
+def bound_product(cs: TiedStructure, phi, log_trans, log_emit, **kw) -> float:
     """The bound r (5) by the engine's expectation over the product (``kw``: the solves'
     ``tol`` and ``max_sweeps``)."""
     ev, tv = _values(cs, phi, log_trans, log_emit)
     return product_expectation(cq_product(cs, phi), ev, tv, normalised=False, **kw)
 
 
-def stats_product(cs: CqStructure, phi, log_trans, log_emit) -> Stats:
+def stats_product(cs: TiedStructure, phi, log_trans, log_emit) -> Stats:
     """(trans, emit, entropy, bound) from the engine's posteriors and expectation over the
     product (alpha2 and G are not part of the product's answer: None)."""
     p = cq_product(cs, phi)
@@ -89,7 +90,7 @@ def stats_product(cs: CqStructure, phi, log_trans, log_emit) -> Stats:
     return Stats(trans, emit, float(ent), float(bound), None, None)
 
 
-def d_bound_d_phi_product(cs: CqStructure, phi, log_trans, log_emit, **kw) -> np.ndarray:
+def d_bound_d_phi_product(cs: TiedStructure, phi, log_trans, log_emit, **kw) -> np.ndarray:
     """d r / d phi (phi's shape): the gradient of the product's expectation with the values
     held fixed, plus that of the values -log phi (minus each entry's uses over phi)."""
     p = cq_product(cs, phi)
@@ -101,3 +102,14 @@ def d_bound_d_phi_product(cs: CqStructure, phi, log_trans, log_emit, **kw) -> np
     with np.errstate(divide="ignore", invalid="ignore"):
         own = np.where(phi > 0, post.reshape(phi.shape) * Z / np.where(phi > 0, phi, 1.0), 0.0)
     return g.reshape(phi.shape) - own
+
+
+def block_update_product(cs: TiedStructure, phi, log_trans, log_emit, min_mass: float = 0.0, **kw) -> np.ndarray:
+    """The parallel block update of phi (section 3.5) by the engine's generic
+    :func:`fsmlearn.algo.product_block_update` on c x phi, with entry values
+    log theta(w | t) and transition values log theta(t | t') (log 0 clamped to NEG_LOG, as
+    the fused passes do)."""
+    le = np.maximum(np.asarray(log_emit, np.float64), NEG_LOG)
+    lt = np.maximum(np.asarray(log_trans, np.float64), NEG_LOG)
+    ev = le[cs.blk_tag, _entry_word(cs)]
+    return product_block_update(cq_product(cs, phi), ev, lt, min_mass=min_mass, **kw)

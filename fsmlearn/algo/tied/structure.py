@@ -16,9 +16,9 @@ Exact failure semantics come from the engine's signed linear system
 state shadows, carrying minus the weight of the backoff chain that would
 otherwise serve it, and a signed final adjustment per state whose own final
 weight hides its chain's.  Each exclusion arc uses the phi block of the arc it
-shadows; :class:`CqStructure` lists these signed *events* once.
+shadows; :class:`TiedStructure` lists these signed *events* once.
 
-Public names: CqStructure, exclusion_weight.
+Public names: TiedStructure, exclusion_weight.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from functools import cached_property
 import numba as nb
 import numpy as np
 
-from ...algo.phi import phi_depths, phi_structure
-from ...algo.shortest import forward
+from ..phi import phi_depths, phi_structure
+from ..shortest import forward
 from ...errors import MachineError
 from ...fsm.machine import EPSILON, PHI, Machine
 from .kernels import balanced_cuts
 
-__all__ = ["CqStructure", "exclusion_weight"]
+__all__ = ["TiedStructure", "exclusion_weight"]
 
 
 @nb.njit(cache=True)
@@ -412,10 +412,10 @@ def _solve_alpha(c, phi_dst, phi_w, ex_ptr, ex_sid, sh_arc, sh_state, tol, max_s
     raise NotConvergedError(f"the forward values of c did not settle to {tol:g} in {max_steps} steps")
 
 
-class CqStructure:
+class TiedStructure:
     """c with its tag blocks: everything about cq that does not change in training.
 
-    What n-gram EM's pass reads (:mod:`fsmlearn.tag.ngram.sweep`), held once:
+    What n-gram EM's pass reads (:mod:`fsmlearn.algo.tied.sweep`), held once:
 
     Attributes:
         machine: c (log semiring, labels > 0 are words, phi arcs allowed).
@@ -445,9 +445,9 @@ class CqStructure:
         num_params: K, the number of block entries (phi's length).
         solve_seconds: time spent solving alpha.
         kernel_index: kernels' indexes built for this structure, by part count
-            (:func:`fsmlearn.tag.ngram.objective.one_thread_index`).
+            (:func:`fsmlearn.algo.tied.objective.one_thread_index`).
 
-    Built on first use, for the per-event kernels (:mod:`~fsmlearn.tag.ngram.kernels`,
+    Built on first use, for the per-event kernels (:mod:`~fsmlearn.algo.tied.kernels`,
     the conditioned blocks, the device and the references) and not held otherwise:
     ``ev_src, ev_dst`` (int32 [X] the signed word events, sorted by source), ``ev_arc``
     (int64 [X] the arc whose block each uses), ``ev_k`` (float64 [X] their weights),
@@ -487,7 +487,7 @@ class CqStructure:
     @classmethod
     def build(cls, c: Machine, arc_word: np.ndarray, allowed: np.ndarray, *, alpha=None,
               tol: float = 1e-10, max_sweeps: int = 100_000, device: str = "cpu",
-              system: str = "auto") -> "CqStructure":
+              system: str = "auto") -> "TiedStructure":
         """Prepare cq for machine ``c``.
 
         Args:

@@ -2,15 +2,15 @@
 
 The sums of Smith and Eisner, "Unsupervised learning on an approximate
 corpus", section 3.3-3.5, over the signed events of
-:class:`~fsmlearn.tag.ngram.structure.CqStructure` (formulas in
-:mod:`fsmlearn.tag.ngram.objective`): the forward mass per tag alpha2 and its
+:class:`~fsmlearn.algo.tied.structure.TiedStructure` (formulas in
+:mod:`fsmlearn.algo.tied.objective`): the forward mass per tag alpha2 and its
 pass up the phi forest, the tag mass leaving each state, the emission counts
 and entropy, the adjoint U and its pass down the phi forest, the block scores
-and the block softmax.  The conditioned path (:mod:`fsmlearn.tag.ngram.cond`)
+and the block softmax.  The conditioned path (:mod:`fsmlearn.algo.tied.cond`)
 runs them on its unconditioned events by zeroing the others' weights.
 
 Each kernel splits its work into parts (one per thread; one part runs
-single-threaded, :func:`fsmlearn.tag.ngram.objective.one_thread_index`) so
+single-threaded, :func:`fsmlearn.algo.tied.objective.one_thread_index`) so
 that no two threads write the same memory: scatters into small arrays (forward mass per (state,
 tag), emission counts) get a private copy per thread that is summed
 afterwards; the events are sorted by source state, so the mass leaving each
@@ -28,7 +28,7 @@ import math
 import numba as nb
 import numpy as np
 
-from ...algo.product import phi_pass_rows
+from ..product import phi_pass_rows
 
 
 def balanced_cuts(weights_cum: np.ndarray, parts: int) -> np.ndarray:
@@ -40,7 +40,7 @@ def balanced_cuts(weights_cum: np.ndarray, parts: int) -> np.ndarray:
 
 
 class ParIndex:
-    """Per-structure index of the parallel kernels (built once per CqStructure)."""
+    """Per-structure index of the parallel kernels (built once per TiedStructure)."""
 
     def __init__(self, cs, threads: int | None = None):
         self.threads = int(threads or nb.get_num_threads())

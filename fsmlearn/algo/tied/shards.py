@@ -2,10 +2,10 @@
 
 Smith and Eisner's n-gram EM (sections 3.3-3.5) on a count set too large for one
 process: c's states are cut into k ranges of about equal work, each a
-:class:`~fsmlearn.tag.ngram.sweep.Part` (its arcs, exclusions and blocks), and
-the three passes of :mod:`fsmlearn.tag.ngram.sweep` run on the parts as Dask
-tasks, with the same functions (:func:`~fsmlearn.tag.ngram.sweep.pass1`,
-:func:`~fsmlearn.tag.ngram.sweep.pass2`, :func:`~fsmlearn.tag.ngram.sweep.pass3`)
+:class:`~fsmlearn.algo.tied.sweep.Part` (its arcs, exclusions and blocks), and
+the three passes of :mod:`fsmlearn.algo.tied.sweep` run on the parts as Dask
+tasks, with the same functions (:func:`~fsmlearn.algo.tied.sweep.pass1`,
+:func:`~fsmlearn.algo.tied.sweep.pass2`, :func:`~fsmlearn.algo.tied.sweep.pass3`)
 that run the one part of the one-process path.
 
 What stays where:
@@ -41,7 +41,7 @@ UE (C_P, read by every part), Bx (C_S, read by every part) and every part's
 PhiX entries (C_S in all, read by every part); back, each part's Bx and A2c
 (C_S + C_P), its PhiX entries, and G's rows of its states (N (T+1) in all).
 The forward values alpha of c are solved once, on the client
-(:class:`~fsmlearn.tag.ngram.structure.CqStructure`), before the parts are
+(:class:`~fsmlearn.algo.tied.structure.TiedStructure`), before the parts are
 written.
 
 Public names: ShardedPasses.
@@ -297,7 +297,7 @@ class ShardedPasses:
 
     def run(self, M, UE, update: bool):
         """The three passes on every part (pass 1 only with ``update``): (A2c, G, entropy), as
-        :func:`fsmlearn.tag.ngram.sweep.sweep_parts` gives them in one process.  With
+        :func:`fsmlearn.algo.tied.sweep.sweep_parts` gives them in one process.  With
         ``update`` phi moves to the next version.  The arrays go through the parts' folder:
         the client writes the inputs (M, UE, then Bx), each part its results (its share of Bx,
         A2c, its new shadowed blocks, G's rows); Dask carries the tasks and their small

@@ -8,7 +8,7 @@ Smith and Eisner, "Unsupervised learning on an approximate corpus", sections
 for a bigram HMM p_theta (n_p = 2).  How it is computed (the Z_a
 construction of section 3.3, n_p - n_q = 1): the forward mass per incoming
 tag, ``alpha2[h, t]`` (Z_a: the paths to h split by their last tag), is one
-pass over the events of :class:`~fsmlearn.tag.ngram.structure.CqStructure`
+pass over the events of :class:`~fsmlearn.algo.tied.structure.TiedStructure`
 plus one pass down the phi forest.  The second component of the
 expectation-semiring forward value, summed at the final states, is then a sum
 over arcs (Li and Eisner 2009, section 4.2; footnote 14 of the paper: with
@@ -35,11 +35,11 @@ fixed is ``phi[a, .] = softmax(B[a, .] / A[a])`` (section 3.5), exactly when
 a's destination does not back off to a's source (otherwise the block also
 feeds its own source's tag mass, and this is the stationary point of the
 objective linearised in that feedback); the approximate variational E-step
-(:func:`estep_parallel`) applies it to all blocks in parallel, and the M-step
-(:func:`mstep`) normalises the expected counts.
+(:func:`estep_parallel`) applies it to all blocks in parallel (the M-step, which
+normalises the expected counts, is the model's: :func:`fsmlearn.tag.ngram.em.mstep`).
 
 Public names: Stats, expected_stats, phi_gradient, d_bound_d_phi,
-estep_parallel, mstep, dot_log, one_thread_index, NEG_LOG, MIN_BLOCK_MASS.
+estep_parallel, dot_log, one_thread_index, NEG_LOG, MIN_BLOCK_MASS.
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...algo import SolveInfo
+from .. import SolveInfo
 from . import kernels as par
 from .kernels import ParIndex
-from .structure import CqStructure
+from .structure import TiedStructure
 
-__all__ = ["Stats", "expected_stats", "phi_gradient", "d_bound_d_phi", "estep_parallel", "mstep", "dot_log",
+__all__ = ["Stats", "expected_stats", "phi_gradient", "d_bound_d_phi", "estep_parallel", "dot_log",
            "one_thread_index", "NEG_LOG", "MIN_BLOCK_MASS"]
 
 NEG_LOG = -1e250         # stands in for log 0 in products with zero masses
@@ -73,7 +73,7 @@ class Stats:
     solve_info: SolveInfo | None = None   # alpha2's relaxation (conditioned blocks only)
 
 
-def one_thread_index(cs: CqStructure) -> ParIndex:
+def one_thread_index(cs: TiedStructure) -> ParIndex:
     """The kernels' index with one part (built once per structure)."""
     px = cs.kernel_index.get(1)
     if px is None:
@@ -81,11 +81,11 @@ def one_thread_index(cs: CqStructure) -> ParIndex:
     return px
 
 
-def expected_stats(cs: CqStructure, phi: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray,
+def expected_stats(cs: TiedStructure, phi: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray,
                    px=None) -> Stats:
     """Expected counts under cq_phi and the bound r at (theta, phi).
 
-    ``px``: a :class:`fsmlearn.tag.ngram.kernels.ParIndex` giving the parts the
+    ``px``: a :class:`fsmlearn.algo.tied.kernels.ParIndex` giving the parts the
     kernels split their work into (one per thread); None for one part."""
     px = px or one_thread_index(cs)
     A2 = par.alpha2(cs, px, phi)
@@ -104,7 +104,7 @@ def dot_log(counts, logp):
         return float((counts[nz] * logp[nz]).sum())
 
 
-def phi_gradient(cs: CqStructure, phi, log_trans, log_emit, alpha2=None, px=None, G=None):
+def phi_gradient(cs: TiedStructure, phi, log_trans, log_emit, alpha2=None, px=None, G=None):
     """(A [E], B [K]): d r / d phi[j] = B[j] - A[arc of j] (log phi[j] + 1).
 
     ``alpha2`` and ``G`` (the forward mass per tag and the tag mass leaving
@@ -120,7 +120,7 @@ def phi_gradient(cs: CqStructure, phi, log_trans, log_emit, alpha2=None, px=None
     return par.block_scores(cs, px, alpha2 @ lt, U, np.ascontiguousarray(le.T))
 
 
-def d_bound_d_phi(cs: CqStructure, phi, log_trans, log_emit) -> np.ndarray:
+def d_bound_d_phi(cs: TiedStructure, phi, log_trans, log_emit) -> np.ndarray:
     """float64 [K]: the gradient of r with respect to phi (unconstrained coordinates)."""
     A, B = phi_gradient(cs, phi, log_trans, log_emit)
     arc_of = np.repeat(np.arange(cs.machine.num_arcs), np.diff(cs.blk_start))
@@ -129,26 +129,7 @@ def d_bound_d_phi(cs: CqStructure, phi, log_trans, log_emit) -> np.ndarray:
     return B - A[arc_of] * (lp + 1.0)
 
 
-def estep_parallel(cs: CqStructure, phi, log_trans, log_emit, alpha2=None, px=None, G=None) -> np.ndarray:
+def estep_parallel(cs: TiedStructure, phi, log_trans, log_emit, alpha2=None, px=None, G=None) -> np.ndarray:
     """One parallel block update of every phi block (section 3.5)."""
     A, B = phi_gradient(cs, phi, log_trans, log_emit, alpha2, px, G)
     return par.softmax_blocks(cs, px or one_thread_index(cs), A, B, phi, MIN_BLOCK_MASS)
-
-
-def mstep(trans: np.ndarray, emit: np.ndarray, allowed: np.ndarray, floor: float = 0.0):
-    """Closed-form theta from expected counts: (log_trans, log_emit).
-
-    Transitions out of every tag and the start are normalised rows of
-    ``trans`` (column T is the end of the sentence); emissions are rows of
-    ``emit`` restricted to ``allowed`` (transposed: [V+1, T] mask).
-    ``floor`` is added to every allowed count (0: maximum likelihood).
-    """
-    tr = np.maximum(trans, 0.0) + floor
-    tr[-1, -1] = max(trans[-1, -1], 0.0)   # start -> end only if c has empty sentences
-    em = np.where(allowed.T, np.maximum(emit, 0.0) + floor, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lt = np.log(tr) - np.log(tr.sum(1, keepdims=True))
-        le = np.log(em) - np.log(em.sum(1, keepdims=True))
-    lt = np.where(np.isfinite(lt), lt, -np.inf)
-    le = np.where(np.isfinite(le), le, -np.inf)
-    return lt, le

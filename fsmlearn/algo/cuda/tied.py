@@ -1,9 +1,9 @@
 """n-gram EM (n_q = 1) on a CUDA device: the bound, its gradient and the variational-EM step.
 
-The device twins of :mod:`fsmlearn.tag.ngram.kernels`'s kernels, for Smith and
+The device twins of :mod:`fsmlearn.algo.tied.kernels`'s kernels, for Smith and
 Eisner, "Unsupervised learning on an approximate corpus", sections 3.3-3.5
-(formulas in :mod:`fsmlearn.tag.ngram.objective`).  :class:`CudaCq` copies a
-:class:`~fsmlearn.tag.ngram.structure.CqStructure` to the device once; phi,
+(formulas in :mod:`fsmlearn.algo.tied.objective`).  :class:`CudaCq` copies a
+:class:`~fsmlearn.algo.tied.structure.TiedStructure` to the device once; phi,
 alpha2, G, U and the block scores then stay there:
 
 * ``alpha2[h, t] = [h = start, t = T] + sum_{e: dst = h} k_e alpha[src_e] phi[a_e, t]``
@@ -35,10 +35,10 @@ import math
 import numpy as np
 from numba import cuda
 
-from ...algo.cuda import check_device
-from ...algo.cuda.solve import forest_levels, forest_pass_rows, launch, reduce_sum
-from .objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log
-from .kernels import _arc_mass
+from . import check_device
+from .solve import forest_levels, forest_pass_rows, launch, reduce_sum
+from ..tied.objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log
+from ..tied.kernels import _arc_mass
 
 __all__ = ["CudaCq", "cuda_cq", "expected_stats_cuda", "phi_gradient_cuda", "d_bound_d_phi_cuda",
            "estep_parallel_cuda"]
@@ -246,7 +246,7 @@ def _phi_grad(out, A, B, phi, arc_of):
 # ------------------------------------------------------------------ the device copy of cq
 
 class CudaCq:
-    """A :class:`~fsmlearn.tag.ngram.structure.CqStructure` on the device, with its kernels' indexes.
+    """A :class:`~fsmlearn.algo.tied.structure.TiedStructure` on the device, with its kernels' indexes.
 
     Args:
         cs: the structure (copied once; training never changes it).
@@ -276,7 +276,7 @@ class CudaCq:
         self.blk_tag = to(np.asarray(cs.blk_tag, np.int64))
         self.arc_word = to(np.maximum(np.asarray(cs.arc_word, np.int64), 0))
         self.arc_of = to(np.repeat(np.arange(self.E, dtype=np.int64), np.diff(cs.blk_start)))
-        # events by source state (CqStructure lists them sorted by source)
+        # events by source state (TiedStructure lists them sorted by source)
         if es.size > 1 and np.any(np.diff(es) < 0):
             order = np.argsort(es, kind="stable")
         else:
@@ -355,7 +355,7 @@ class CudaCq:
         return out.copy_to_host()
 
     def expected_stats(self, phi, log_trans, log_emit) -> Stats:
-        """The twin of :func:`fsmlearn.tag.ngram.objective.expected_stats`; alpha2 and G stay on the device."""
+        """The twin of :func:`fsmlearn.algo.tied.objective.expected_stats`; alpha2 and G stay on the device."""
         phi_d = self.put(phi)
         A2 = self.alpha2(phi_d)
         G = self.state_tag_mass(phi_d)
@@ -365,7 +365,7 @@ class CudaCq:
         return Stats(trans, emit, ent, bound, A2, G)
 
     def phi_gradient(self, phi, log_trans, log_emit, alpha2=None, G=None):
-        """(A, B) on the device: the twin of :func:`fsmlearn.tag.ngram.objective.phi_gradient`."""
+        """(A, B) on the device: the twin of :func:`fsmlearn.algo.tied.objective.phi_gradient`."""
         phi_d = self.put(phi)
         if alpha2 is None:
             alpha2 = self.alpha2(phi_d)
@@ -384,7 +384,7 @@ class CudaCq:
         return self.arc_mass, B
 
     def d_bound_d_phi(self, phi, log_trans, log_emit):
-        """Host float64 [K]: the twin of :func:`fsmlearn.tag.ngram.objective.d_bound_d_phi`."""
+        """Host float64 [K]: the twin of :func:`fsmlearn.algo.tied.objective.d_bound_d_phi`."""
         phi_d = self.put(phi)
         A, B = self.phi_gradient(phi_d, log_trans, log_emit)
         out = cuda.device_array(self.K)
@@ -393,7 +393,7 @@ class CudaCq:
 
     def estep(self, phi, log_trans, log_emit, alpha2=None, G=None):
         """Device float64 [K]: one parallel block update (the twin of
-        :func:`fsmlearn.tag.ngram.objective.estep_parallel`)."""
+        :func:`fsmlearn.algo.tied.objective.estep_parallel`)."""
         phi_d = self.put(phi)
         A, B = self.phi_gradient(phi_d, log_trans, log_emit, alpha2, G)
         out = cuda.device_array(self.K)
@@ -410,21 +410,21 @@ def cuda_cq(cs) -> CudaCq:
 
 
 def expected_stats_cuda(cs, phi, log_trans, log_emit) -> Stats:
-    """:func:`fsmlearn.tag.ngram.objective.expected_stats` on the device (alpha2, G: device arrays)."""
+    """:func:`fsmlearn.algo.tied.objective.expected_stats` on the device (alpha2, G: device arrays)."""
     return cuda_cq(cs).expected_stats(phi, log_trans, log_emit)
 
 
 def phi_gradient_cuda(cs, phi, log_trans, log_emit, alpha2=None, G=None):
-    """(A [E], B [K]) as host arrays: :func:`fsmlearn.tag.ngram.objective.phi_gradient` on the device."""
+    """(A [E], B [K]) as host arrays: :func:`fsmlearn.algo.tied.objective.phi_gradient` on the device."""
     A, B = cuda_cq(cs).phi_gradient(phi, log_trans, log_emit, alpha2, G)
     return A.copy_to_host(), B.copy_to_host()
 
 
 def d_bound_d_phi_cuda(cs, phi, log_trans, log_emit) -> np.ndarray:
-    """float64 [K]: :func:`fsmlearn.tag.ngram.objective.d_bound_d_phi` on the device."""
+    """float64 [K]: :func:`fsmlearn.algo.tied.objective.d_bound_d_phi` on the device."""
     return cuda_cq(cs).d_bound_d_phi(phi, log_trans, log_emit)
 
 
 def estep_parallel_cuda(cs, phi, log_trans, log_emit, alpha2=None, G=None) -> np.ndarray:
-    """float64 [K] (host): :func:`fsmlearn.tag.ngram.objective.estep_parallel` on the device."""
+    """float64 [K] (host): :func:`fsmlearn.algo.tied.objective.estep_parallel` on the device."""
     return cuda_cq(cs).estep(phi, log_trans, log_emit, alpha2, G).copy_to_host()

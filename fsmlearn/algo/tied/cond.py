@@ -10,7 +10,7 @@ solved by the engine's relaxation of block systems
 (:func:`fsmlearn.algo.relax_block_system`, warm-started, the engine's stopping
 rule and errors); the bound, counts and gradients are
 checked against the materialised machine
-(:mod:`fsmlearn.tag.ngram.materialise`).  Measured on WSJ-train (5-grams,
+(:mod:`fsmlearn.algo.tied.materialise`).  Measured on WSJ-train (5-grams,
 cutoff 3) it gains little (82.37% vs 82.12% after 10 iterations with
 "roots", at about 10x the time per iteration), so the default stays the
 paper's n_q = 1 (``"none"``).
@@ -27,11 +27,11 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from ...algo.product import relax_block_system
+from ..product import relax_block_system
 from ...errors import ArgumentError
 from . import kernels as par
 from .objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log, one_thread_index
-from .structure import CqStructure
+from .structure import TiedStructure
 
 __all__ = ["CondBlocks", "COND_MODES", "expected_stats_cond", "phi_gradient_cond", "d_bound_d_phi_cond",
            "estep_parallel_cond"]
@@ -45,7 +45,7 @@ __all__ = ["CondBlocks", "COND_MODES", "expected_stats_cond", "phi_gradient_cond
 # The forward mass per (state, last tag) then depends on itself through
 # the conditioned arcs (a cyclic linear system, solved by relaxation), and
 # so does the adjoint U.  The unconditioned events are the n_q = 1 kernels'
-# (:mod:`fsmlearn.tag.ngram.kernels`, run with the conditioned events' weights
+# (:mod:`fsmlearn.algo.tied.kernels`, run with the conditioned events' weights
 # zeroed); the kernels below see the conditioned events ``cev`` only.
 #
 # phi2: float64 [K2, T+1]; row ``crow[a] + (j - blk_start[a])`` holds entry j
@@ -128,7 +128,7 @@ def _cond_block_scores(A2, U, logT, logE, cev, es, ed, ea, ek, blk_start, blk_ta
     return Aw, B2
 
 
-def _relax(cs: CqStructure, cb: CondBlocks, phi2, base, init, transpose, tol, max_sweeps, what):
+def _relax(cs: TiedStructure, cb: CondBlocks, phi2, base, init, transpose, tol, max_sweeps, what):
     """alpha2 = P(base + A alpha2) or U = P^T(base + A^T U): the conditioned events as block arcs
     (block = the event's arc, rows = its phi2 rows, columns = their tags) over the phi forest,
     solved by the engine's :func:`~fsmlearn.algo.relax_block_system`."""
@@ -152,7 +152,7 @@ class CondBlocks:
         K2: number of rows of phi2.
         cev: int64 [Xc] the signed events that use a conditioned block, in event order.
         ek_plain: float64 [X] the events' weights with the conditioned events' set to 0: the
-            n_q = 1 kernels of :mod:`fsmlearn.tag.ngram.kernels` run on the other events with it.
+            n_q = 1 kernels of :mod:`fsmlearn.algo.tied.kernels` run on the other events with it.
         arc_mass_plain: float64 [E] each arc's expected uses, 0 on the conditioned arcs.
         blk2_start: int64 [(T+1) * n + 1] (n conditioned arcs) the blocks of phi2 transposed
             and flattened (``phi2.T.ravel()``): block (t', i-th conditioned arc) is block
@@ -167,7 +167,7 @@ class CondBlocks:
     blk2_start: np.ndarray
 
     @classmethod
-    def build(cls, cs: CqStructure, which="roots") -> "CondBlocks":
+    def build(cls, cs: TiedStructure, which="roots") -> "CondBlocks":
         """The conditioned blocks of ``cs``.
 
         Args:
@@ -212,7 +212,7 @@ class CondBlocks:
         return cls(crow, econd, K2, np.flatnonzero(econd).astype(np.int64), ek_plain, arc_mass_plain,
                    np.append(blk2, np.int64(T1 * K2)))
 
-    def uniform(self, cs: CqStructure) -> np.ndarray:
+    def uniform(self, cs: TiedStructure) -> np.ndarray:
         """float64 [K2, T+1]: uniform tag distributions in every conditioned block."""
         phi2 = np.empty((self.K2, cs.T + 1))
         n = np.diff(cs.blk_start)
@@ -221,7 +221,7 @@ class CondBlocks:
         phi2[:] = vals[:, None]     # rows are laid out in arc order
         return phi2
 
-    def full(self, cs: CqStructure, phi: np.ndarray, phi2: np.ndarray) -> np.ndarray:
+    def full(self, cs: TiedStructure, phi: np.ndarray, phi2: np.ndarray) -> np.ndarray:
         """float64 [K, T+1]: every block given the previous tag (for the materialised machine)."""
         out = np.repeat(np.asarray(phi, np.float64)[:, None], cs.T + 1, axis=1)
         for a in np.flatnonzero(self.crow >= 0):
@@ -230,9 +230,9 @@ class CondBlocks:
         return out
 
 
-def expected_stats_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit, *,
+def expected_stats_cond(cs: TiedStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit, *,
                         warm=None, tol: float = 1e-13, max_sweeps: int = 1000) -> Stats:
-    """:func:`~fsmlearn.tag.ngram.objective.expected_stats` when the blocks ``cb`` are
+    """:func:`~fsmlearn.algo.tied.objective.expected_stats` when the blocks ``cb`` are
     conditioned on the previous tag (phi2).
 
     Args:
@@ -240,7 +240,7 @@ def expected_stats_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, l
         tol, max_sweeps: the relaxation's tolerance and sweep limit.
 
     Returns:
-        :class:`~fsmlearn.tag.ngram.objective.Stats` with the relaxation's
+        :class:`~fsmlearn.algo.tied.objective.Stats` with the relaxation's
         :class:`~fsmlearn.algo.SolveInfo` in ``solve_info``.
 
     Raises:
@@ -265,13 +265,13 @@ def expected_stats_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, l
     return Stats(trans, emit, ent, bound, A2, G, solve_info=info)
 
 
-def phi_gradient_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit, alpha2=None, *,
+def phi_gradient_cond(cs: TiedStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit, alpha2=None, *,
                       G=None, warm_u=None, tol: float = 1e-13, max_sweeps: int = 1000):
     """(A [E], B [K], Aw [K2, T+1], B2 [K2, T+1], U [N, T+1], info): d r / d phi[j] = B[j] -
     A[arc] (log phi[j] + 1) and d r / d phi2[i, t'] = B2[i, t'] - Aw[i, t'] (log phi2[i, t'] + 1);
     ``info`` the :class:`~fsmlearn.algo.SolveInfo` of U's relaxation.
 
-    ``alpha2`` and ``G`` (:class:`~fsmlearn.tag.ngram.objective.Stats`) may be passed when
+    ``alpha2`` and ``G`` (:class:`~fsmlearn.algo.tied.objective.Stats`) may be passed when
     known for this phi; ``warm_u`` starts the adjoint's relaxation; ``tol`` and ``max_sweeps``
     are its tolerance and sweep limit.
 
@@ -296,7 +296,7 @@ def phi_gradient_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log
     return A, B, Aw, B2, U, info
 
 
-def d_bound_d_phi_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit):
+def d_bound_d_phi_cond(cs: TiedStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit):
     """(g [K], g2 [K2, T+1]): the gradient of r with respect to phi and phi2."""
     A, B, Aw, B2, _, _ = phi_gradient_cond(cs, cb, phi, phi2, log_trans, log_emit)
     arc_of = np.repeat(np.arange(cs.machine.num_arcs), np.diff(cs.blk_start))
@@ -306,7 +306,7 @@ def d_bound_d_phi_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, lo
     return B - A[arc_of] * (lp + 1.0), B2 - Aw * (lp2 + 1.0)
 
 
-def softmax_blocks_cond(cs: CqStructure, cb: CondBlocks, Aw, B2, phi2_old, min_mass: float):
+def softmax_blocks_cond(cs: TiedStructure, cb: CondBlocks, Aw, B2, phi2_old, min_mass: float):
     """float64 [K2, T+1]: phi2[a, ., t'] = softmax over a's entries of B2 / Aw (the n_q = 1
     softmax kernel on phi2's blocks); light (arc, t') blocks keep phi2_old."""
     if cb.K2 == 0:
@@ -318,7 +318,7 @@ def softmax_blocks_cond(cs: CqStructure, cb: CondBlocks, Aw, B2, phi2_old, min_m
     return np.ascontiguousarray(out.reshape(T1, cb.K2).T)
 
 
-def estep_parallel_cond(cs: CqStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit, alpha2=None,
+def estep_parallel_cond(cs: TiedStructure, cb: CondBlocks, phi, phi2, log_trans, log_emit, alpha2=None,
                         warm_u=None, G=None):
     """One parallel block update of every phi and phi2 block: (phi, phi2, U)."""
     A, B, Aw, B2, U, _ = phi_gradient_cond(cs, cb, phi, phi2, log_trans, log_emit, alpha2, G=G, warm_u=warm_u)

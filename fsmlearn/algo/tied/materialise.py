@@ -21,10 +21,10 @@ import math
 import numba as nb
 import numpy as np
 
-from ...algo.posteriors import expectation, forward_backward
+from ..posteriors import expectation, forward_backward
 from ...fsm.machine import PHI, Machine
 from .objective import NEG_LOG
-from .structure import CqStructure
+from .structure import TiedStructure
 
 __all__ = ["materialise", "bound_materialised", "stats_materialised", "joint_posterior_phi"]
 
@@ -92,7 +92,7 @@ def _product_arcs(arc_src, dst, ilabel, weight, final, arc_word, blk_start, blk_
     return src, dsts, lab, wt, val, prev, tag, word, entry
 
 
-def _materialise(cs: CqStructure, phi2, log_trans, log_emit, eos_label=None):
+def _materialise(cs: TiedStructure, phi2, log_trans, log_emit, eos_label=None):
     """(machine, values, prev_tag, tag, word, entry) per arc of the materialised cq.
 
     ``prev_tag``/``tag`` are -1 on phi arcs, ``tag`` is T on end-of-sentence
@@ -125,7 +125,7 @@ def _materialise(cs: CqStructure, phi2, log_trans, log_emit, eos_label=None):
     return (m, values, *meta)
 
 
-def materialise(cs: CqStructure, phi2: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray,
+def materialise(cs: TiedStructure, phi2: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray,
                 eos_label: int | None = None):
     """cq with n_q = 2 (or the larger FST of n_q = 1) as a machine with arc values.
 
@@ -149,13 +149,13 @@ def materialise(cs: CqStructure, phi2: np.ndarray, log_trans: np.ndarray, log_em
     return m, values
 
 
-def bound_materialised(cs: CqStructure, phi2, log_trans, log_emit) -> float:
+def bound_materialised(cs: TiedStructure, phi2, log_trans, log_emit) -> float:
     """The bound r by the engine's expectation-semiring relaxation on the materialised cq."""
     m, v = materialise(cs, phi2, log_trans, log_emit)
     return float(expectation(m, v, phi_final=False)[0])
 
 
-def joint_posterior_phi(cs: CqStructure, log_trans, log_emit) -> np.ndarray:
+def joint_posterior_phi(cs: TiedStructure, log_trans, log_emit) -> np.ndarray:
     """phi2 [K, T+1] (n_q = 2) from the posteriors of the joint machine c * p_theta.
 
     The joint machine is the materialised cq with phi = 1 and the HMM's
@@ -185,7 +185,7 @@ def joint_posterior_phi(cs: CqStructure, log_trans, log_emit) -> np.ndarray:
     return out
 
 
-def stats_materialised(cs: CqStructure, phi2, log_trans, log_emit):
+def stats_materialised(cs: TiedStructure, phi2, log_trans, log_emit):
     """(trans, emit, bound) for n_q = 2 from the engine's forward-backward on the materialised cq."""
     T = cs.T
     T1 = T + 1
