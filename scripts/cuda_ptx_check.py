@@ -43,6 +43,7 @@ def main(argv=None) -> int:
         disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=cc)
     from fsmlearn.algo.cuda import kernels as K
     from fsmlearn.algo.cuda import tied as NC
+    from fsmlearn.algo.cuda import product as NP
     f2, f3, f1, i1, I, F = T.float64[:, :], T.float64[:, :, :], T.float64[:], T.int64[:], T.int64, T.float64
     sigs = {
         K.pull_level: (f2, i1, I, I, i1, i1, i1, f2, f1),
@@ -72,6 +73,11 @@ def main(argv=None) -> int:
         NC._block_scores: (f1, f1, f2, f2, f2, i1, i1, f1, i1, i1, i1, i1, i1),
         NC._softmax_blocks: (f1, f1, f1, i1, f1, F),
         NC._phi_grad: (f1, f1, f1, f1, i1),
+        NP._times_trans_rows: (f2, f2, f2),
+        NP._untimes_trans_rows: (f2, f2, f2),
+        NP._zero_rows: (f2,),
+        NP._apply_arcs: (f2, f2, f2, i1, i1, f1, i1, i1, i1, f2, i1, f2, T.boolean),
+        NP._row_change: (f2, f2, f2, f2),
     }
     failed = 0
     for k, sig in sigs.items():

@@ -10,8 +10,7 @@ import pytest
 
 from fsmlearn.algo import product_block_update, tag_product
 from fsmlearn.algo.tied import TiedEStep
-from fsmlearn.algo.tied.general import bound_product, cq_product
-from fsmlearn.algo.tied.objective import MIN_BLOCK_MASS
+from fsmlearn.algo.tied.general import bound_product, cq_product, d_bound_d_phi_product
 from fsmlearn.errors import ArgumentError, SemiringError
 from fsmlearn.tag.ngram.em import NGramEM, mstep
 from tag_ngram_common import random_phi, tiny
@@ -108,6 +107,9 @@ def test_a_block_update_is_the_block_optimum(seed):
         one = phi.copy()
         one[lo:hi] = new[lo:hi]
         best = bound_product(cs, one, lt, le, tol=1e-13)
+        # the optimum's condition: the bound's gradient is the same on every entry of the block
+        g = d_bound_d_phi_product(cs, one, lt, le, tol=1e-13)[lo:hi]
+        assert np.ptp(g) <= 1e-7 * max(1.0, float(np.abs(g).max())), (a, g)
         for _ in range(8):
             other = phi.copy()
             other[lo:hi] = rng.dirichlet(np.ones(hi - lo))
@@ -141,7 +143,27 @@ def test_the_block_update_refuses_what_it_is_not():
     p2 = tag_product(cs.machine, cs.T, cs.blk_start, cs.blk_tag, np.repeat(phi[:, None], cs.T + 1, axis=1))
     with pytest.raises(SemiringError, match="one column"):
         product_block_update(p2, np.zeros(cs.num_params))
-    # a block never used keeps its entries; min_mass above every mass keeps them all
+    p3 = tag_product(cs.machine, cs.T, cs.blk_start, cs.blk_tag, phi, np.ones((cs.T + 1, cs.T + 1)))
+    with pytest.raises(SemiringError, match="transition factor"):
+        product_block_update(p3, np.zeros(cs.num_params))
+    # blocks whose mass is at most min_mass keep their entries, the others move
     p = cq_product(cs, phi)
-    assert np.array_equal(product_block_update(p, np.zeros(cs.num_params), min_mass=1e300), phi)
-    assert MIN_BLOCK_MASS < 1e-6
+    ev = np.random.default_rng(0).normal(size=cs.num_params)
+    assert np.array_equal(product_block_update(p, ev, min_mass=1e300), phi)
+    moved = product_block_update(p, ev)
+    assert not np.allclose(moved, phi, atol=1e-3)
+
+
+def test_ngram_em_without_conditioned_blocks_is_n_q_1():
+    """A mask that conditions no block is n_q = 1 (any optimizer); estep_passes=0 runs the
+    M-step on the current blocks' counts."""
+    rng, c, cs, allowed, lt, le = tiny(3, V=3, T=3)
+    none = np.zeros(cs.machine.num_states, bool)
+    a = NGramEM(cs, allowed, lt, le, optimizer="gradient", cond=none)
+    b = NGramEM(cs, allowed, lt, le, optimizer="gradient")
+    assert a.cond is None and a.estep.schedule == "events"
+    assert np.allclose([r.bound for r in a.run(2)], [r.bound for r in b.run(2)], rtol=1e-12)
+    z = NGramEM(cs, allowed, lt, le, estep_passes=0)
+    st = z.estep.stats(lt, le)
+    z.iterate()
+    assert np.allclose(z.log_trans, mstep(st.trans, st.emit, allowed)[0])

@@ -108,14 +108,17 @@ def measure_change(X, Y, D, stats):
     for i in range(n):
         mx = 0.0
         d = 0.0
+        nan = False
         for j in range(m):
             dj = Y[i, j] - X[i, j]
             D[i, j] = dj
             X[i, j] = Y[i, j]
+            if dj != dj:
+                nan = True              # max() would drop it
             mx = max(mx, abs(Y[i, j]))
             d = max(d, abs(dj))
             sd += abs(dj)
-        if not (mx < np.inf) or d != d:
+        if (nan or not (mx < np.inf)) and bad < 0:
             bad = i
         big = max(big, mx)
     # the largest relative change of a row, leaving out changes at the rounding level of

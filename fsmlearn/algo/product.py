@@ -70,6 +70,7 @@ import numpy as np
 from ..errors import MachineError, NoAcceptingPathError, SemiringError
 from ..fsm.machine import EPSILON, PHI, Machine
 from ._check import require_machine
+from .cuda import check_device
 from .convergence import (RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED,
                           STATUS_OK, extrapolate, measure_change, new_rate_state, raise_for_status, rate_step)
 from .phi import phi_depths, phi_structure
@@ -83,6 +84,20 @@ _NO_TRANS = np.zeros((0, 0))
 
 
 # ------------------------------------------------------------------ kernels
+
+def entry_weight_py(blk_w, row, tp, trans, c):
+    """An entry's weight after previous tag t': its block weight (column 0 when the block is
+    independent of the previous tag) times the transition factor H[t', c] (none when
+    ``trans`` is empty).  One plain function, compiled for the CPU here and for the device
+    in :mod:`fsmlearn.algo.cuda.product`."""
+    w = blk_w[row, 0] if blk_w.shape[1] == 1 else blk_w[row, tp]
+    if trans.shape[0] > 0:
+        w *= trans[tp, c]
+    return w
+
+
+_entry_weight = nb.njit(cache=True, inline="always")(entry_weight_py)
+
 
 @nb.njit(cache=True)
 def phi_pass_rows(X, order, parent, weight, transpose):
@@ -156,18 +171,13 @@ def _apply_arcs(Y, X, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0,
                     continue
                 for j in range(blk_ptr[b], blk_ptr[b + 1]):
                     c = blk_col[j]
-                    w = blk_w[r0 + j, tp]
-                    if has_t:
-                        w *= trans[tp, c]
-                    Y[d, c] += x * w
+                    Y[d, c] += x * _entry_weight(blk_w, r0 + j, tp, trans, c)
         else:
             for tp in range(m):
                 acc = 0.0
                 for j in range(blk_ptr[b], blk_ptr[b + 1]):
                     c = blk_col[j]
-                    w = blk_w[r0 + j, tp]
-                    if has_t:
-                        w *= trans[tp, c]
+                    w = _entry_weight(blk_w, r0 + j, tp, trans, c)
                     if w != 0.0:
                         acc += w * X[d, c]
                 Y[s, tp] += k * acc
@@ -220,7 +230,6 @@ def _arc_sums(alpha, beta, src, dst, scale, block, blk_ptr, blk_col, blk_w, tran
     blocks without ``by_prev``)."""
     m = alpha.shape[1]
     sep = blk_w.shape[1] == 1
-    has_t = trans.shape[0] > 0
     for e in range(src.shape[0]):
         s = src[e]
         d = dst[e]
@@ -235,10 +244,7 @@ def _arc_sums(alpha, beta, src, dst, scale, block, blk_ptr, blk_col, blk_w, tran
                 out[j, 0] += k * blk_w[j, 0] * aT[s, c] * bb
                 continue
             for tp in range(m):
-                w = blk_w[j, 0] if sep else blk_w[j, tp]
-                if has_t:
-                    w *= trans[tp, c]
-                v = k * alpha[s, tp] * w * bb
+                v = k * alpha[s, tp] * _entry_weight(blk_w, j, tp, trans, c) * bb
                 if by_prev:
                     out[j, tp] += v
                 else:
@@ -265,7 +271,8 @@ def _trans_arg(trans, m):
 
 def relax_block_system(B, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, phi_parent, phi_weight,
                        order, *, trans=None, transpose: bool = False, tol: float = DEFAULT_TOL,
-                       max_sweeps: int = DEFAULT_MAX_SWEEPS, init=None, what: str = "the block system"):
+                       max_sweeps: int = DEFAULT_MAX_SWEEPS, init=None, what: str = "the block system",
+                       device: str = "cpu"):
     """Solve X = P(B + A X), or X = P^T(B + A^T X) with ``transpose``: the forward (backward)
     values of a tagged product with source (final) rows B.
 
@@ -293,6 +300,8 @@ def relax_block_system(B, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_r
         tol, max_sweeps: the stopping rule's tolerance and the sweep limit.
         init: float64 [n, m] a warm start (default: zeros).
         what: the quantity's name in error messages.
+        device: ``"cpu"`` or ``"cuda"`` (the sweeps on the device,
+            :mod:`fsmlearn.algo.cuda.product`: the same stopping rule and errors).
 
     Returns:
         (X float64 [n, m], :class:`~fsmlearn.algo.SolveInfo`).
@@ -338,8 +347,14 @@ def relax_block_system(B, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_r
         raise SemiringError(f"init has shape {X.shape}, B has {(n, m)}")
     stats = np.zeros(6, np.int64)
     fstats = np.zeros(4)
-    status = _relax(X, B, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, tr, parent, weight, order,
-                    bool(transpose), float(tol), int(max_sweeps), stats, fstats)
+    if check_device(device) == "cuda":
+        from .cuda.product import relax_block_system_cuda
+        status, X = relax_block_system_cuda(X, B, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, tr,
+                                            parent, weight, bool(transpose), float(tol), int(max_sweeps), stats,
+                                            fstats)
+    else:
+        status = _relax(X, B, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, tr, parent, weight, order,
+                        bool(transpose), float(tol), int(max_sweeps), stats, fstats)
     raise_for_status(status, stats, fstats, what=what, where="the block system", tol=tol, max_sweeps=max_sweeps,
                      num_states=n)
     return X, SolveInfo(sweeps=int(stats[0]), extrapolations=int(stats[1]), components=1, cyclic=True,
@@ -365,6 +380,9 @@ class TagProduct:
             the previous tag, a solve over m's states and one pass instead of a solve over
             the product's, as Smith and Eisner's Z_a construction, section 3.3) or
             ``"general"`` (always the product's system).
+        device: ``"cpu"`` or ``"cuda"``: where the product's systems are solved (the
+            forward and backward values under every routine; the sums over the arcs run on
+            the host).
     """
     machine: Machine
     T: int
@@ -374,6 +392,7 @@ class TagProduct:
     trans: np.ndarray | None
     phi_final: bool
     schedule: str = "auto"
+    device: str = "cpu"
     _sys: dict = field(default_factory=dict, repr=False)
     _values: dict = field(default_factory=dict, repr=False)
 
@@ -436,7 +455,7 @@ class TagProduct:
         return relax_block_system(B, src, dst, scale, block, self.blk_ptr, self.blk_tag,
                                   self.blk_w if blk_w is None else blk_w, s["row0"], s["parent"], s["pw"],
                                   s["order"], trans=self.trans if trans is None else trans, transpose=transpose,
-                                  tol=tol, max_sweeps=max_sweeps, what=what)
+                                  tol=tol, max_sweeps=max_sweeps, what=what, device=self.device)
 
     def _cached(self, key, solve):
         """The product's forward or backward values, solved once per tolerance (the product's
@@ -464,7 +483,8 @@ class TagProduct:
                np.zeros(E, np.int64))
         if not transpose:
             x, info = relax_block_system(B.sum(axis=1, keepdims=True), src, dst, scale, block, *one, s["parent"],
-                                         s["pw"], s["order"], tol=tol, max_sweeps=max_sweeps, what=what)
+                                         s["pw"], s["order"], tol=tol, max_sweeps=max_sweeps, what=what,
+                                         device=self.device)
             X1 = np.zeros((N, W))
             X1[:, 0] = x[:, 0]
             X = B + self._apply(X1, False, blk_w=bw)
@@ -474,7 +494,7 @@ class TagProduct:
         phi_pass_rows(PB, s["order"], s["parent"], s["pw"], True)
         c = np.ascontiguousarray(self._apply(PB, True, blk_w=bw)[:, :1])
         v, info = relax_block_system(c, src, dst, scale, block, *one, s["parent"], s["pw"], s["order"],
-                                     transpose=True, tol=tol, max_sweeps=max_sweeps, what=what)
+                                     transpose=True, tol=tol, max_sweeps=max_sweeps, what=what, device=self.device)
         return PB + v, info
 
     def _apply(self, X, transpose, blk_w=None, trans=None):
@@ -495,7 +515,7 @@ class TagProduct:
 
 
 def tag_product(m: Machine, T: int, blk_ptr, blk_tag, blk_w, trans=None, phi_final: bool = True,
-                schedule: str = "auto") -> TagProduct:
+                schedule: str = "auto", device: str = "cpu") -> TagProduct:
     """The tagged product of m with blocks and a transition factor (module docstring).
 
     Args:
@@ -508,13 +528,17 @@ def tag_product(m: Machine, T: int, blk_ptr, blk_tag, blk_w, trans=None, phi_fin
         trans: float [T + 1, T + 1] H[t', t] (column T: the end), or None (all ones).
         phi_final: whether final weights fail over.
         schedule: ``"auto"`` or ``"general"`` (:class:`TagProduct`).
+        device: ``"cpu"`` or ``"cuda"`` (:class:`TagProduct`).
 
     Raises:
         SemiringError: arrays of the wrong shape, out of range or negative.
         MachineError: m has epsilon arcs.
         NotAMachineError: m is not a Machine.
+        ArgumentError: a device other than "cpu" or "cuda".
+        FsmError: device="cuda" without a CUDA device or numba's simulator.
     """
     require_machine(m, "tag_product", "m")
+    device = check_device(device)
     lab = np.asarray(m.ilabel)
     if np.any(lab == EPSILON):
         raise MachineError(f"tag_product: arc {int(np.flatnonzero(lab == EPSILON)[0])} is an epsilon arc; the "
@@ -542,7 +566,7 @@ def tag_product(m: Machine, T: int, blk_ptr, blk_tag, blk_w, trans=None, phi_fin
         raise SemiringError("trans must be finite and non-negative (probabilities)")
     if schedule not in ("auto", "general"):
         raise SemiringError(f"schedule must be 'auto' or 'general', got {schedule!r}")
-    return TagProduct(m, T, bp, bt, bw, tr, bool(phi_final), schedule)
+    return TagProduct(m, T, bp, bt, bw, tr, bool(phi_final), schedule, device)
 
 
 def product_forward(p: TagProduct, tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS):
@@ -778,12 +802,15 @@ def product_block_update(p: TagProduct, entry_values=None, trans_values=None, fi
     m_a <= ``min_mass`` (never used) is kept.
 
     Raises:
-        SemiringError: blocks by previous tag, blocks that do not sum to 1, values of the
-            wrong shape or not finite.
+        SemiringError: blocks by previous tag, a transition factor, blocks that do not sum
+            to 1, values of the wrong shape or not finite.
         NoAcceptingPathError: Z = 0.
     """
     if p.blk_w.shape[1] != 1:
         raise SemiringError("product_block_update needs blocks independent of the previous tag (one column)")
+    if p.trans is not None:
+        raise SemiringError("product_block_update needs a product without a transition factor (the blocks "
+                            "times H would not be normalised); give its values as trans_values instead")
     w = p.blk_w[:, 0]
     nb_ = p.blk_ptr.shape[0] - 1
     arc_of = np.repeat(np.arange(nb_), np.diff(p.blk_ptr))

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...algo.tied import TiedEStep, TiedStructure
+from ...algo.cuda import check_device
+from ...algo.tied import CondBlocks, TiedEStep, TiedStructure
 from ...algo.tied.objective import Stats, dot_log
 from ...errors import ArgumentError
 
@@ -84,7 +85,11 @@ class NGramEM:
                  tmp: str | None = None, parts: int | None = None, progress=None, checkpoint: int = 10):
         if optimizer not in ("vem", "gradient"):
             raise ArgumentError(f"optimizer must be 'vem' or 'gradient', got {optimizer!r}")
-        conditioned = not (isinstance(cond, str) and cond == "none")
+        device = check_device(device)
+        cb = None if isinstance(cond, str) and cond == "none" else CondBlocks.build(cs, cond)
+        if cb is not None and cb.K2 == 0:
+            cb = None                   # no block conditioned: n_q = 1
+        conditioned = cb is not None
         if conditioned and optimizer != "vem":
             raise ArgumentError("blocks conditioned on the previous tag need optimizer='vem'")
         if scheduler is not None and (conditioned or optimizer != "vem" or device != "cpu"):
@@ -100,7 +105,8 @@ class NGramEM:
         self.stats = None
         self.history: list[IterationRecord] = []
         self._stack = None
-        kw = dict(cond=cond, gradients=optimizer == "gradient", threads=threads, device=device)
+        kw = dict(cond=cb if conditioned else "none", gradients=optimizer == "gradient", threads=threads,
+                  device=device)
         if scheduler is not None:
             self.estep = self._open_shards(scheduler, workers, memory, tmp, parts, progress, checkpoint, kw)
         else:
@@ -170,6 +176,10 @@ class NGramEM:
         """float64 [K2, T+1]: the blocks conditioned on the previous tag (None without)."""
         return self.estep.phi2
 
+    @phi2.setter
+    def phi2(self, value):
+        self.estep.phi2 = value
+
     def bound(self) -> float:
         self.stats = self.estep.stats(self.log_trans, self.log_emit)
         return self.stats.bound
@@ -182,6 +192,8 @@ class NGramEM:
         st = self.stats
         for _ in range(self.estep_passes):
             st = self.estep.update(self.log_trans, self.log_emit, st)
+        if st is None:
+            st = self.estep.stats(self.log_trans, self.log_emit)
         self.log_trans, self.log_emit = mstep(st.trans, st.emit, self.allowed)
         if self.cond is not None:
             return self.bound()

@@ -1,0 +1,217 @@
+"""The tagged product's block system on the device: the twin of
+:func:`fsmlearn.algo.product.relax_block_system`.
+
+Jacobi sweeps ``X <- P(B + A X)`` (or ``P^T(B + A^T X)``) with rows of m numbers
+per state, as on the CPU: one launch applies the block arcs (one thread per arc,
+its block's entries added atomically to the destination's row; with blocks
+independent of the previous tag the rows are multiplied by the transition factor
+once per state, before the arcs forward and after them transposed), one
+level-synchronous pass applies the failure forest
+(:func:`fsmlearn.algo.cuda.solve.forest_pass_rows`), and each row's change is
+measured on the device.  The stopping rule is the engine's
+(:func:`fsmlearn.algo.convergence.rate_step` on the host, the same rounding
+floor as :func:`fsmlearn.algo.convergence.measure_change`), and so are the
+errors.
+
+The weight of an entry (its block weight for the previous tag, times the
+transition factor) is one plain function, :func:`fsmlearn.algo.product.entry_weight_py`,
+compiled for both targets.
+
+Public names: relax_block_system_cuda.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda
+
+from ..convergence import (_JITTER, _UNBOUNDED, FACTOR, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE,
+                           STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK, WHY_NONFINITE, new_rate_state, rate_step)
+from ..product import entry_weight_py
+from . import kernels as K
+from .solve import forest_levels, forest_pass_rows, launch
+
+__all__ = ["relax_block_system_cuda"]
+
+_entry_weight = cuda.jit(device=True)(entry_weight_py)
+
+
+@cuda.jit
+def _times_trans_rows(X, trans, out):
+    """out[q] = X[q] @ trans (an empty trans stands for all ones)."""
+    q = cuda.grid(1)
+    if q >= X.shape[0]:
+        return
+    m = X.shape[1]
+    for t in range(m):
+        out[q, t] = 0.0
+    for tp in range(m):
+        x = X[q, tp]
+        if x != 0.0:
+            for t in range(m):
+                out[q, t] += x * (trans[tp, t] if trans.shape[0] > 0 else 1.0)
+
+
+@cuda.jit
+def _untimes_trans_rows(Y, XT, trans):
+    """Y[q, t'] += sum_c XT[q, c] trans[t', c] (an empty trans: all ones)."""
+    q = cuda.grid(1)
+    if q >= Y.shape[0]:
+        return
+    m = Y.shape[1]
+    for c in range(m):
+        x = XT[q, c]
+        if x != 0.0:
+            for tp in range(m):
+                Y[q, tp] += x * (trans[tp, c] if trans.shape[0] > 0 else 1.0)
+
+
+@cuda.jit
+def _zero_rows(X):
+    q = cuda.grid(1)
+    if q < X.shape[0]:
+        for t in range(X.shape[1]):
+            X[q, t] = 0.0
+
+
+@cuda.jit
+def _apply_arcs(Y, X, XT, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, trans, transpose):
+    """One thread per block arc e: forward, Y[dst, c] += k sum_t' X[src, t'] w_j(t') H[t', c]
+    (separable blocks: k w_j XT[src, c], XT = X @ H); transposed, Y[src, t'] += k sum_j w_j(t')
+    H[t', c_j] X[dst, c_j] (separable: XT[src, c] += k w_j X[dst, c], times H^T after)."""
+    e = cuda.grid(1)
+    if e >= src.shape[0]:
+        return
+    m = X.shape[1]
+    sep = blk_w.shape[1] == 1
+    s = src[e]
+    d = dst[e]
+    k = scale[e]
+    b = block[e]
+    r0 = blk_row0[b]
+    if sep:
+        for j in range(blk_ptr[b], blk_ptr[b + 1]):
+            c = blk_col[j]
+            w = k * blk_w[r0 + j, 0]
+            if transpose:
+                cuda.atomic.add(XT, (s, c), w * X[d, c])
+            else:
+                cuda.atomic.add(Y, (d, c), w * XT[s, c])
+    elif not transpose:
+        for tp in range(m):
+            x = X[s, tp] * k
+            if x == 0.0:
+                continue
+            for j in range(blk_ptr[b], blk_ptr[b + 1]):
+                c = blk_col[j]
+                cuda.atomic.add(Y, (d, c), x * _entry_weight(blk_w, r0 + j, tp, trans, c))
+    else:
+        for tp in range(m):
+            acc = 0.0
+            for j in range(blk_ptr[b], blk_ptr[b + 1]):
+                c = blk_col[j]
+                w = _entry_weight(blk_w, r0 + j, tp, trans, c)
+                if w != 0.0:
+                    acc += w * X[d, c]
+            if acc != 0.0:
+                cuda.atomic.add(Y, (s, tp), k * acc)
+
+
+@cuda.jit
+def _row_change(X, Y, D, out):
+    """Take the sweep's result row by row: D = Y - X, X = Y; out[q] = (largest |value|,
+    largest |change|, L1 change, 1 if a value is not finite)."""
+    q = cuda.grid(1)
+    if q >= X.shape[0]:
+        return
+    mx = 0.0
+    d = 0.0
+    s = 0.0
+    bad = 0.0
+    for c in range(X.shape[1]):
+        dj = Y[q, c] - X[q, c]
+        D[q, c] = dj
+        X[q, c] = Y[q, c]
+        if dj != dj or not (abs(Y[q, c]) < math.inf):
+            bad = 1.0
+        else:
+            a = abs(Y[q, c])
+            if a > mx:
+                mx = a
+            if abs(dj) > d:
+                d = abs(dj)
+        s += abs(dj)
+    out[q, 0] = mx
+    out[q, 1] = d
+    out[q, 2] = s
+    out[q, 3] = bad
+
+
+def _change(rows, stats):
+    """(dn, sd, diverged) from the rows' (max, change, L1, bad), the rule of
+    :func:`fsmlearn.algo.convergence.measure_change`."""
+    mx, d, s, bad = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
+    sd = float(s.sum())
+    bad_rows = np.flatnonzero(bad > 0)
+    big = float(mx.max(initial=0.0)) if not bad_rows.size else math.inf
+    if bad_rows.size or big > _UNBOUNDED:
+        stats[4] = WHY_NONFINITE
+        stats[5] = int(bad_rows[0]) if bad_rows.size else 0
+        return 0.0, sd, True
+    keep = d > _JITTER * big
+    rel = np.where(mx[keep] > 0.0, d[keep] / np.where(mx[keep] > 0.0, mx[keep], 1.0), 1.0)
+    return float(rel.max(initial=0.0)), sd, False
+
+
+def relax_block_system_cuda(X0, B, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, trans, parent, weight,
+                            transpose, tol, max_sweeps, stats, fstats):
+    """Jacobi sweeps of the block system on the device from ``X0``; the arrays are the
+    checked ones of :func:`fsmlearn.algo.product.relax_block_system` (``trans`` [0, 0]: none).
+    Returns (STATUS_* code, X float64 [n, m] on the host); fills ``stats`` / ``fstats`` in the
+    engine's layout."""
+    n, m = B.shape
+    E = src.shape[0]
+    fo = forest_levels(parent)
+    w_d = cuda.to_device(np.ascontiguousarray(weight))
+    arrs = [cuda.to_device(np.ascontiguousarray(a)) for a in
+            (src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, trans)]
+    B_d = cuda.to_device(np.ascontiguousarray(B))
+    X = cuda.to_device(np.ascontiguousarray(X0))
+    Y = cuda.device_array_like(X)
+    XT = cuda.device_array_like(X)
+    D = cuda.device_array_like(X)
+    rows = cuda.device_array((n, 4))
+    sep = blk_w.shape[1] == 1
+    tr_d = arrs[8]
+    rs = new_rate_state(0.0)
+    status = STATUS_NOT_CONVERGED
+    while stats[0] < max_sweeps:
+        Y.copy_to_device(B_d)
+        if sep and not transpose:
+            launch(_times_trans_rows, n, X, tr_d, XT)
+        elif sep:
+            launch(_zero_rows, n, XT)
+        launch(_apply_arcs, E, Y, X, XT, *arrs, bool(transpose))
+        if sep and transpose:
+            launch(_untimes_trans_rows, n, Y, XT, tr_d)
+        forest_pass_rows(Y, fo, w_d, bool(transpose))
+        stats[0] += 1
+        launch(_row_change, n, X, Y, D, rows)
+        dn, sd, diverged = _change(rows.copy_to_host(), stats)
+        fstats[0] = dn
+        if diverged:
+            status = STATUS_DIVERGED
+            break
+        decision = rate_step(rs, dn, sd, tol, True, True, False, stats, fstats)
+        if decision == RATE_CONVERGED:
+            status = STATUS_OK
+            break
+        if decision == RATE_DIVERGED:
+            status = STATUS_DIVERGED
+            break
+        if decision == RATE_EXTRAPOLATE:
+            launch(K.extrapolate_plain, n, X, D, float(rs[FACTOR]))
+            stats[1] += 1
+    return status, X.copy_to_host()
