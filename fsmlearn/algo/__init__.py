@@ -55,8 +55,8 @@ _LAZY = {
 from .compose import compose, intersect, trim  # noqa: E402
 
 __all__ = list(_LAZY) + ["compose", "intersect", "trim"]
-_MODULES = ("chain", "compose", "convergence", "cuda", "paths", "phi", "posteriors", "product", "schedule",
-            "score", "shortest", "solve_acyclic", "solve_linear", "solve_phi", "solve_tropical")
+_MODULES = ("chain", "compose", "convergence", "cuda", "paths", "phi", "posteriors", "product", "product_entry",
+            "schedule", "score", "shortest", "solve_acyclic", "solve_linear", "solve_phi", "solve_tropical", "tied")
 
 
 # imported on first use (PEP 562)

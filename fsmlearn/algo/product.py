@@ -74,6 +74,7 @@ from .cuda import check_device
 from .convergence import (RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED,
                           STATUS_OK, extrapolate, measure_change, new_rate_state, raise_for_status, rate_step)
 from .phi import phi_depths, phi_structure
+from .product_entry import entry_weight_py
 from .shortest import DEFAULT_MAX_SWEEPS, DEFAULT_TOL, SolveInfo
 
 __all__ = ["TagProduct", "tag_product", "product_forward", "product_backward", "product_total",
@@ -84,17 +85,6 @@ _NO_TRANS = np.zeros((0, 0))
 
 
 # ------------------------------------------------------------------ kernels
-
-def entry_weight_py(blk_w, row, tp, trans, c):
-    """An entry's weight after previous tag t': its block weight (column 0 when the block is
-    independent of the previous tag) times the transition factor H[t', c] (none when
-    ``trans`` is empty).  One plain function, compiled for the CPU here and for the device
-    in :mod:`fsmlearn.algo.cuda.product`."""
-    w = blk_w[row, 0] if blk_w.shape[1] == 1 else blk_w[row, tp]
-    if trans.shape[0] > 0:
-        w *= trans[tp, c]
-    return w
-
 
 _entry_weight = nb.njit(cache=True, inline="always")(entry_weight_py)
 

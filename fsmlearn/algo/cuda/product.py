@@ -14,7 +14,7 @@ floor as :func:`fsmlearn.algo.convergence.measure_change`), and so are the
 errors.
 
 The weight of an entry (its block weight for the previous tag, times the
-transition factor) is one plain function, :func:`fsmlearn.algo.product.entry_weight_py`,
+transition factor) is one plain function, :func:`fsmlearn.algo.product_entry.entry_weight_py`,
 compiled for both targets.
 
 Public names: relax_block_system_cuda.
@@ -29,7 +29,7 @@ from numba import cuda
 
 from ..convergence import (_JITTER, _UNBOUNDED, FACTOR, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE,
                            STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK, WHY_NONFINITE, new_rate_state, rate_step)
-from ..product import entry_weight_py
+from ..product_entry import entry_weight_py
 from . import kernels as K
 from .solve import forest_levels, forest_pass_rows, launch
 
