@@ -133,3 +133,56 @@ def test_bad_corpora_and_vocabularies_are_refused():
         build_features(as_corpus([[0]]), 3, make_templates("c"), classes=np.array([0, 1]))
     with pytest.raises(ArgumentError, match="vocabulary"):
         build_features(as_corpus([[0]]), 20_000, make_templates("w"))
+
+
+def _fired(fs, window, at_eos):
+    """The features firing at the last position of ``window`` (padded tokens, -1 before <s>),
+    by the templates' definition, one Python loop per row."""
+    t = fs.templates
+    s = len(window) - 1
+    y = [fs.bos if v == -1 else v for v in window]
+    out = []
+    for r in range(len(t.tid)):
+        L = int(t.length[r])
+        if (L == 1 and at_eos) or any(window[s + int(t.offset[r, q])] == -1 for q in range(L)):
+            continue
+        k = int(t.tid[r])
+        for q in range(L):
+            tok = y[s + int(t.offset[r, q])]
+            k = (k << 14) | (int(fs.classes[tok]) if t.kind[r, q] == 1 else tok)
+        out.append(k << (14 * (4 - L)))
+    idx = fs.lookup(np.array(out, np.int64)) if out else np.zeros(0, np.int64)
+    return sorted(int(f) for f in idx[idx >= 0])
+
+
+@pytest.mark.parametrize("types,V,cls", [("w+c", 3, [0, 1, 1]), ("w+ws", 4, None), ("cpw+w", 3, [0, 1, 1]),
+                                          ("w+wsh", 3, None)])
+def test_the_acceptor_is_its_histories_breadth_first(types, V, cls):
+    """The compiled acceptor against its definition: the states are the padded histories
+    reachable from <s>, found breadth first, each with an arc per token to the history it
+    shifts to, firing the features the templates give (and the finals those on </s>)."""
+    rng, train = _toy(V, V=V, n=80, maxlen=12)
+    fs = build_features(train, V, make_templates(types, 3), classes=None if cls is None else np.array(cls))
+    acc = compile_acceptor(fs)
+    span = max(fs.templates.span, 1)
+    hist = [(-1,) * (span - 1) + (fs.bos,)]
+    index = {hist[0]: 0}
+    q = 0
+    while q < len(hist):
+        h = hist[q]
+        for a in range(V):
+            e = q * V + a
+            nh = (h + (a,))[1:]
+            if nh not in index:
+                index[nh] = len(hist)
+                hist.append(nh)
+            assert acc.machine.dst[e] == index[nh]
+            got = acc.arc_features[e]
+            assert sorted(np.repeat(got.indices, got.data.astype(int)).tolist()) == _fired(fs, h + (a,), False)
+        got = acc.final_features[q]
+        assert sorted(np.repeat(got.indices, got.data.astype(int)).tolist()) == _fired(fs, h + (fs.eos,), True)
+        q += 1
+    assert acc.machine.num_states == len(hist)
+    assert [tuple(r) for r in acc.histories.tolist()] == hist
+    with pytest.raises(ArgumentError, match="more than 2 states"):
+        compile_acceptor(fs, max_states=2)

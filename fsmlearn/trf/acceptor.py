@@ -21,40 +21,131 @@ Public names: FeatureAcceptor, compile_acceptor, LengthProduct.
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
 from ..algo import forward, forward_backward, intersect
 from ..errors import ArgumentError
 from ..fsm import Machine
+from ..fsm.hashing import hash64, hash_lookup
 from .features import KIND_C, MAX_SLOTS, ID_BITS, FeatureSet
 
 NONE = -1
 
 
-def _firing_keys(fs: FeatureSet, window, at_eos: bool):
-    """Keys of the rows firing at the last position of ``window`` (padded tokens, NONE before
-    <s>)."""
-    t = fs.templates
-    cls = fs.classes
-    s = len(window) - 1
-    keys = []
-    for r in range(len(t.tid)):
-        L = int(t.length[r])
+@nb.njit(cache=True)
+def _grow(a, n):
+    """a with room for index n (doubled when full; 1-D or 2-D by rows)."""
+    if n < a.shape[0]:
+        return a
+    shape = (a.shape[0] * 2,) + a.shape[1:]
+    b = np.empty(shape, a.dtype)
+    b[:a.shape[0]] = a
+    return b
+
+
+@nb.njit(cache=True)
+def _fire(w, at_eos, e, tid, length, offset, kind, cls, tkeys, tvals, mask, rows, cols, n):
+    """Append (e, feature) for every row firing at the last position of window ``w`` (padded
+    tokens, NONE before <s>; rows of length 1 do not fire on </s>); returns the count and
+    the arrays (grown)."""
+    s = w.shape[0] - 1
+    for r in range(tid.shape[0]):
+        L = length[r]
         if L == 1 and at_eos:
             continue
-        k = int(t.tid[r])
+        k = tid[r]
         ok = True
         for q in range(L):
-            o = int(t.offset[r, q])
-            tok = window[s + o]
+            tok = w[s + offset[r, q]]
             if tok == NONE:
                 ok = False
                 break
-            k = (k << ID_BITS) | (int(cls[tok]) if t.kind[r, q] == KIND_C else int(tok))
-        if ok:
-            keys.append(k << (ID_BITS * (MAX_SLOTS - L)))
-    return keys
+            k = (k << ID_BITS) | (cls[tok] if kind[r, q] == KIND_C else tok)
+        if not ok:
+            continue
+        f = hash_lookup(tkeys, tvals, mask, k << (ID_BITS * (MAX_SLOTS - L)))
+        if f >= 0:
+            rows = _grow(rows, n)
+            cols = _grow(cols, n)
+            rows[n] = e
+            cols[n] = f
+            n += 1
+    return n, rows, cols
+
+
+@nb.njit(cache=True)
+def _hist_slot(hist, q, span, table, mask):
+    """The slot of history ``hist[q]`` in the open-addressing table of histories (the slot
+    holding its state, or the empty slot where it goes)."""
+    x = np.int64(0)
+    for i in range(span):
+        x = x * np.int64(1000003) + hist[q, i] + 2
+    i = np.int64(hash64(x) & np.uint64(mask))
+    while True:
+        t = table[i]
+        if t == -1:
+            return i
+        same = True
+        for j in range(span):
+            if hist[t, j] != hist[q, j]:
+                same = False
+                break
+        if same:
+            return i
+        i = (i + 1) & mask
+
+
+@nb.njit(cache=True)
+def _build(V, span, bos, eos, tid, length, offset, kind, cls, tkeys, tvals, mask, max_states):
+    """The explicit acceptor, breadth first from the start history (states in the order they
+    are found, each with one arc per token in token order): (N, hist [N, span] their padded
+    histories, dst [N V], rows, cols of the
+    arcs' features, frows, fcols of the finals', n, nf), N = -1 when it needs more than
+    ``max_states`` states."""
+    cap = 1
+    while cap < 2 * max_states + 2:
+        cap *= 2
+    table = np.full(cap, -1, np.int64)
+    tmask = np.int64(cap - 1)
+    hist = np.empty((64, span), np.int64)
+    for i in range(span - 1):
+        hist[0, i] = NONE
+    hist[0, span - 1] = bos
+    table[_hist_slot(hist, 0, span, table, tmask)] = 0
+    N = 1
+    dst = np.empty(64, np.int64)
+    rows = np.empty(64, np.int64)
+    cols = np.empty(64, np.int64)
+    frows = np.empty(64, np.int64)
+    fcols = np.empty(64, np.int64)
+    n = 0
+    nf = 0
+    w = np.empty(span + 1, np.int64)
+    q = 0
+    while q < N:
+        for i in range(span):
+            w[i] = hist[q, i]
+        for a in range(V):
+            w[span] = a
+            e = q * V + a
+            n, rows, cols = _fire(w, False, e, tid, length, offset, kind, cls, tkeys, tvals, mask, rows, cols, n)
+            hist = _grow(hist, N)
+            for i in range(span):
+                hist[N, i] = w[i + 1]
+            slot = _hist_slot(hist, N, span, table, tmask)
+            if table[slot] == -1:
+                if N >= max_states:
+                    return -1, hist, dst, rows, cols, frows, fcols, n, nf
+                table[slot] = N
+                N += 1
+            dst = _grow(dst, e)
+            dst[e] = table[slot]
+        w[span] = eos
+        nf, frows, fcols = _fire(w, True, q, tid, length, offset, kind, cls, tkeys, tvals, mask, frows, fcols, nf)
+        q += 1
+    return N, hist, dst, rows, cols, frows, fcols, n, nf
 
 
 class FeatureAcceptor:
@@ -62,7 +153,7 @@ class FeatureAcceptor:
 
     Attributes:
         features: the :class:`FeatureSet`.
-        histories: list of tuples, the padded history of each state.
+        histories: int64 [N, span], the padded history of each state (NONE before <s>).
         machine: the acceptor with lambda = 0 (labels token + 1; every state has one arc per
             token, in label order, so the arc of state q on token a is q * V + a).
         arc_features: scipy CSR [E, d], the features each arc fires (with multiplicity).
@@ -72,46 +163,22 @@ class FeatureAcceptor:
     def __init__(self, fs: FeatureSet, max_states: int = 200_000):
         V = fs.vocab_size
         span = max(fs.templates.span, 1)
-        start = (NONE,) * (span - 1) + (fs.bos,)
-        index = {start: 0}
-        hist = [start]
-        rows, cols = [], []
-        frows, fcols = [], []
-        dst = []
-        q = 0
-        while q < len(hist):
-            h = hist[q]
-            for a in range(V):
-                keys = _firing_keys(fs, h + (a,), False)
-                idx = fs.lookup(np.array(keys, np.int64)) if keys else np.zeros(0, np.int64)
-                e = q * V + a
-                for f in idx[idx >= 0]:
-                    rows.append(e)
-                    cols.append(int(f))
-                nh = (h + (a,))[1:]
-                if nh not in index:
-                    if len(hist) >= max_states:
-                        raise ArgumentError(f"TRF feature acceptor: more than {max_states} states "
-                                            f"(vocabulary {V}, span {span}); it is built for small alphabets")
-                    index[nh] = len(hist)
-                    hist.append(nh)
-                dst.append(index[nh])
-            keys = _firing_keys(fs, h + (fs.eos,), True)
-            idx = fs.lookup(np.array(keys, np.int64)) if keys else np.zeros(0, np.int64)
-            for f in idx[idx >= 0]:
-                frows.append(q)
-                fcols.append(int(f))
-            q += 1
-        N, d = len(hist), fs.num_features
+        t = fs.templates
+        N, hist, dst, rows, cols, frows, fcols, n, nf = _build(
+            V, span, fs.bos, fs.eos, t.tid, t.length, t.offset, t.kind, np.asarray(fs.classes, np.int64),
+            *fs.table, int(max_states))
+        if N < 0:
+            raise ArgumentError(f"TRF feature acceptor: more than {max_states} states "
+                                f"(vocabulary {V}, span {span}); it is built for small alphabets")
+        d = fs.num_features
         E = N * V
         self.features = fs
-        self.histories = hist
-        self.arc_features = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(E, d))
-        self.final_features = sp.csr_matrix((np.ones(len(frows)), (frows, fcols)), shape=(N, d))
+        self.histories = hist[:N].copy()
+        self.arc_features = sp.csr_matrix((np.ones(n), (rows[:n], cols[:n])), shape=(E, d))
+        self.final_features = sp.csr_matrix((np.ones(nf), (frows[:nf], fcols[:nf])), shape=(N, d))
         src = np.repeat(np.arange(N), V)
         labels = np.tile(np.arange(1, V + 1), N)
-        self.machine = Machine.from_arcs(N, 0, np.zeros(N), src, np.array(dst, np.int64), labels,
-                                         weight=np.zeros(E))
+        self.machine = Machine.from_arcs(N, 0, np.zeros(N), src, dst[:E].copy(), labels, weight=np.zeros(E))
 
     @property
     def num_states(self) -> int:
