@@ -23,14 +23,14 @@ conditional_log_likelihood.
 
 from __future__ import annotations
 
-import itertools
-
+import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
 from ..algo import arc_posteriors, total_weight
 from ..errors import ArgumentError
 from ..fsm import Machine
+from ..fsm.buffers import grow
 from .model import MRFModel
 
 __all__ = ["CycleStructure", "cycle_machine", "exact_log_partition", "exact_moments",
@@ -40,6 +40,119 @@ __all__ = ["CycleStructure", "cycle_machine", "exact_log_partition", "exact_mome
 def _full_theta(model: MRFModel) -> np.ndarray:
     """[theta^0, theta^1.ravel(), ..., theta^K.ravel()]: the feature weights of the arcs."""
     return np.concatenate([model.theta0] + [model.pairwise(l).ravel() for l in range(1, model.K + 1)])
+
+
+@nb.njit(cache=True)
+def _digit(code, i, C, K):
+    """Symbol i (0: the oldest) of a K-tuple coded in base C, the oldest most significant."""
+    return (code // C ** (K - 1 - i)) % C
+
+
+@nb.njit(cache=True)
+def _pair(l, u, v, C):
+    """The column of theta^l[u, v] in the arcs' features."""
+    return C + (l - 1) * C * C + u * C + v
+
+
+@nb.njit(cache=True)
+def _add_arc(s, d, label, src, dst, lab, e):
+    src = grow(src, e)
+    dst = grow(dst, e)
+    lab = grow(lab, e)
+    src[e] = s
+    dst[e] = d
+    lab[e] = label
+    return src, dst, lab
+
+
+@nb.njit(cache=True)
+def _add_feature(e, f, frow, fcol, n):
+    frow = grow(frow, n)
+    fcol = grow(fcol, n)
+    frow[n] = e
+    fcol[n] = f
+    return frow, fcol
+
+
+@nb.njit(cache=True)
+def _unroll(C, K, N, ok):
+    """The unrolled cycle (the class docstring): states (p, w) per position, numbered in the
+    order they are found with each position's states taken in order of (p, w) (base C, the
+    oldest symbol most significant).  Returns (src, dst, label, feature rows, feature columns,
+    arcs, features, the final state)."""
+    CK = C ** K
+    src = np.empty(64, np.int64)
+    dst = np.empty(64, np.int64)
+    lab = np.empty(64, np.int64)
+    frow = np.empty(64, np.int64)
+    fcol = np.empty(64, np.int64)
+    e = 0
+    n = 0
+    cur = np.full(CK * CK, -1, np.int64)
+    nid = 1                                     # 0 is the start
+    k = 0
+    for p in range(CK):                         # the first K symbols, in itertools.product order
+        good = True
+        for i in range(K):
+            if not ok[i, _digit(p, i, C, K)]:
+                good = False
+        if not good:
+            continue
+        cur[p * CK + p] = nid
+        src, dst, lab = _add_arc(0, nid, k + 1, src, dst, lab, e)
+        nid += 1
+        for i in range(K):
+            frow, fcol = _add_feature(e, _digit(p, i, C, K), frow, fcol, n)
+            n += 1
+        for i in range(K):
+            for l in range(1, K):
+                if i + l < K:
+                    f = _pair(l, _digit(p, i, C, K), _digit(p, i + l, C, K), C)
+                    frow, fcol = _add_feature(e, f, frow, fcol, n)
+                    n += 1
+        e += 1
+        k += 1
+    for t in range(K, N):
+        nxt = np.full(CK * CK, -1, np.int64)
+        for key in range(CK * CK):
+            s = cur[key]
+            if s < 0:
+                continue
+            p = key // CK
+            w = key % CK
+            for y in range(C):
+                if not ok[t, y]:
+                    continue
+                w2 = (w * C + y) % CK
+                k2 = p * CK + w2
+                if nxt[k2] < 0:
+                    nxt[k2] = nid
+                    nid += 1
+                src, dst, lab = _add_arc(s, nxt[k2], y + 1, src, dst, lab, e)
+                frow, fcol = _add_feature(e, y, frow, fcol, n)
+                n += 1
+                for l in range(1, K + 1):
+                    frow, fcol = _add_feature(e, _pair(l, _digit(w, K - l, C, K), y, C), frow, fcol, n)
+                    n += 1
+                e += 1
+        cur = nxt
+    final = nid
+    for key in range(CK * CK):
+        s = cur[key]
+        if s < 0:
+            continue
+        p = key // CK
+        w = key % CK
+        src, dst, lab = _add_arc(s, final, C + 1, src, dst, lab, e)
+        # y_i = w[i - (N-K)] for i in N-K..N-1; edges (i, i+l) with i + l >= N end at p[i+l-N]
+        for j in range(K):
+            for l in range(1, K + 1):
+                if j + l >= K:
+                    f = _pair(l, _digit(w, j, C, K), _digit(p, j + l - K, C, K), C)
+                    frow, fcol = _add_feature(e, f, frow, fcol, n)
+                    n += 1
+        e += 1
+    return src, dst, lab, frow, fcol, e, n, final
 
 
 class CycleStructure:
@@ -66,55 +179,16 @@ class CycleStructure:
         if ok.shape != (N, C):
             raise ArgumentError(f"allowed has shape {ok.shape}; expected [{N}, {C}]")
         nf = C + K * C * C
-        ids: dict = {}
-
-        def state(key):
-            s = ids.get(key)
-            if s is None:
-                s = ids[key] = len(ids) + 1          # 0 is the start
-            return s
-
-        src, dst, lab, frow, fcol = [], [], [], [], []
-
-        def arc(s, d, label, feats):
-            src.append(s)
-            dst.append(d)
-            lab.append(label)
-            j = len(src) - 1
-            for f in feats:
-                frow.append(j)
-                fcol.append(f)
-
-        pair = lambda l, u, v: C + (l - 1) * C * C + u * C + v
-        choices = [np.flatnonzero(ok[i]).tolist() for i in range(N)]
-        for k, p in enumerate(itertools.product(*choices[:K])):
-            feats = list(p) + [pair(l, p[i], p[i + l]) for i in range(K) for l in range(1, K) if i + l < K]
-            arc(0, state((p, p, K)), k + 1, feats)
-        frontier = {key for key in ids}
-        for t in range(K, N):
-            nxt = set()
-            for key in sorted(frontier):
-                p, w, _ = key
-                s = ids[key]
-                for y in choices[t]:
-                    w2 = w[1:] + (y,)
-                    d = state((p, w2, t + 1))
-                    nxt.add((p, w2, t + 1))
-                    arc(s, d, y + 1, [y] + [pair(l, w[K - l], y) for l in range(1, K + 1)])
-            frontier = nxt
-        final = len(ids) + 1
-        for key in sorted(frontier):
-            p, w, _ = key
-            # y_i = w[i - (N-K)] for i in N-K..N-1; edges (i, i+l) with i + l >= N end at p[i+l-N]
-            feats = [pair(l, w[j], p[j + l - K]) for j in range(K) for l in range(1, K + 1) if j + l >= K]
-            arc(ids[key], final, C + 1, feats)
-        E = len(src)
+        src, dst, lab, frow, fcol, E, F, final = _unroll(C, K, N, np.ascontiguousarray(ok))
         self.num_states = final + 1
-        self.src = np.asarray(src, np.int64)
-        self.dst = np.asarray(dst, np.int64)
-        self.label = np.asarray(lab, np.int32)
+        self.src = src[:E].copy()
+        self.dst = dst[:E].copy()
+        self.label = lab[:E].astype(np.int32)
         self.final_state = final
-        self.features = sp.csr_matrix((np.ones(len(frow)), (frow, fcol)), shape=(E, nf))
+        ptr = np.zeros(E + 1, np.int64)          # the features come arc by arc
+        np.cumsum(np.bincount(frow[:F], minlength=E), out=ptr[1:])
+        self.features = sp.csr_matrix((np.ones(F), fcol[:F].copy(), ptr), shape=(E, nf))
+        self.features.sum_duplicates()
 
     def machine(self, model: MRFModel) -> Machine:
         """The log-semiring machine (weights: negated log-potentials) of ``model``."""

@@ -28,21 +28,11 @@ import scipy.sparse as sp
 from ..algo import forward, forward_backward, intersect
 from ..errors import ArgumentError
 from ..fsm import Machine
+from ..fsm.buffers import grow
 from ..fsm.hashing import hash64, hash_lookup
 from .features import KIND_C, MAX_SLOTS, ID_BITS, FeatureSet
 
 NONE = -1
-
-
-@nb.njit(cache=True)
-def _grow(a, n):
-    """a with room for index n (doubled when full; 1-D or 2-D by rows)."""
-    if n < a.shape[0]:
-        return a
-    shape = (a.shape[0] * 2,) + a.shape[1:]
-    b = np.empty(shape, a.dtype)
-    b[:a.shape[0]] = a
-    return b
 
 
 @nb.njit(cache=True)
@@ -67,8 +57,8 @@ def _fire(w, at_eos, e, tid, length, offset, kind, cls, tkeys, tvals, mask, rows
             continue
         f = hash_lookup(tkeys, tvals, mask, k << (ID_BITS * (MAX_SLOTS - L)))
         if f >= 0:
-            rows = _grow(rows, n)
-            cols = _grow(cols, n)
+            rows = grow(rows, n)
+            cols = grow(cols, n)
             rows[n] = e
             cols[n] = f
             n += 1
@@ -131,7 +121,7 @@ def _build(V, span, bos, eos, tid, length, offset, kind, cls, tkeys, tvals, mask
             w[span] = a
             e = q * V + a
             n, rows, cols = _fire(w, False, e, tid, length, offset, kind, cls, tkeys, tvals, mask, rows, cols, n)
-            hist = _grow(hist, N)
+            hist = grow(hist, N)
             for i in range(span):
                 hist[N, i] = w[i + 1]
             slot = _hist_slot(hist, N, span, table, tmask)
@@ -140,7 +130,7 @@ def _build(V, span, bos, eos, tid, length, offset, kind, cls, tkeys, tvals, mask
                     return -1, hist, dst, rows, cols, frows, fcols, n, nf
                 table[slot] = N
                 N += 1
-            dst = _grow(dst, e)
+            dst = grow(dst, e)
             dst[e] = table[slot]
         w[span] = eos
         nf, frows, fcols = _fire(w, True, q, tid, length, offset, kind, cls, tkeys, tvals, mask, frows, fcols, nf)
