@@ -13,7 +13,7 @@ from fsmlearn.errors import ArgumentError
 from fsmlearn.mrf.lifted import TightenState, tighten
 from fsmlearn.mrf.tagger import (MORPHOLOGY, TaggerMRF, decode, sentence_lattice_machine, tagged_sequence,
                                  tagger_bound, tagger_moments, train_tagger, tree_bp, tree_potentials,
-                                 tree_weights, window_offsets, word_features)
+                                 tree_weights, window_offsets, word_features, joint_log_partition)
 
 
 def toy_model(rng, K=1, scale=1.0, L=1):
@@ -313,3 +313,33 @@ def test_training_with_a_window_raises_the_bound():
     t1, _ = train_tagger(m1, tagger_moments(ts, ws, len(m1.tags), len(m1.vocab), 1), max_iter=60, l2=1e-3)
     p1 = decode(t1, [["x", "y"], ["x", "z"]])
     assert p1[0][0] == p1[1][0]
+
+
+@pytest.mark.parametrize("K,L,N", [(1, 1, 4), (1, 2, 4), (1, 3, 4), (2, 3, 6), (2, 1, 5)])
+def test_the_engines_joint_log_partition_equals_enumeration(K, L, N):
+    """joint_log_partition (the engine on the cycle of (tag, word) symbols) against the
+    enumeration of every (tags, words) in (T x V)^N."""
+    rng = np.random.default_rng(7 * K + 3 * L + N)
+    m = TaggerMRF.init(["A"], ["x", "Yy"], K=K, window=L)
+    m = m.with_vector(rng.normal(0, 1, m.to_vector().size))
+    assert joint_log_partition(m, N) == pytest.approx(exact_joint_logz(m, N), abs=1e-9)
+
+
+@pytest.mark.parametrize("K,L,N", [(1, 1, 24), (1, 3, 16), (2, 2, 12)])
+def test_bound_is_above_the_engines_exact_log_partition_past_enumeration(K, L, N):
+    """Past enumeration ((T V)^N = 6^N strings): the lifted bound, at delta = 0, at random
+    delta and tightened, stays above the exact log Z from the engine, and tightening brings it
+    closer; larger tag and word sets (T = 3, V = 4)."""
+    rng = np.random.default_rng(11 * K + L + N)
+    m = TaggerMRF.init(["A", "B"], ["x", "Yy", "zz"], K=K, window=L)
+    m = m.with_vector(rng.normal(0, 1, m.to_vector().size))
+    T, V, C = 3, 4, L * (K + 1)
+    exact = joint_log_partition(m, N)
+    pot = tree_potentials(m)
+    b0 = N * tree_bp(pot, np.zeros((C - 1, T + V))).log_partition / (K + 1)
+    assert b0 >= exact - 1e-9
+    for s in (0.5, 3.0):
+        assert N * tree_bp(pot, rng.normal(0, s, (C - 1, T + V))).log_partition / (K + 1) >= exact - 1e-9
+    best = tighten(pot, TightenState.zeros(C - 1, T + V), max_iter=300, tol=1e-9, method="lbfgs", bp=tree_bp)
+    tight = N * best.log_partition / (K + 1)
+    assert exact - 1e-9 <= tight <= b0 + 1e-9

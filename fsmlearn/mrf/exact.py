@@ -18,7 +18,7 @@ symbols allowed at each position gives the conditional model of eq. 3 / Lemma 1
 gradients" of Figure 5).
 
 Public names: CycleStructure, cycle_machine, exact_log_partition, exact_moments,
-conditional_log_likelihood.
+conditional_log_likelihood, cycle_log_partition.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ..fsm.buffers import grow
 from .model import MRFModel
 
 __all__ = ["CycleStructure", "cycle_machine", "exact_log_partition", "exact_moments",
-           "conditional_log_likelihood"]
+           "conditional_log_likelihood", "cycle_log_partition"]
 
 
 def _full_theta(model: MRFModel) -> np.ndarray:
@@ -212,6 +212,27 @@ class CycleStructure:
         f = self.features.T @ post
         C, K = self.C, self.K
         return f[:C], f[C:].reshape(K, C, C)
+
+
+def cycle_log_partition(unary, pairwise, N: int) -> float:
+    """A of the cyclic model with explicit potentials: ``unary`` float64 [C] and
+    ``pairwise`` float64 [K, C, C] (theta^l[u, v] joins y_i = u to y_{i+l} = v), over N
+    positions, by the engine's total weight on :class:`CycleStructure`'s machine.
+
+    Raises:
+        ArgumentError: shapes that do not fit, or a cycle too large to unroll.
+    """
+    unary = np.asarray(unary, np.float64)
+    pairwise = np.asarray(pairwise, np.float64)
+    C = unary.shape[0]
+    if unary.ndim != 1 or pairwise.ndim != 3 or pairwise.shape[1:] != (C, C) or pairwise.shape[0] < 1:
+        raise ArgumentError(f"unary {unary.shape} and pairwise {pairwise.shape}: expected [C] and [K, C, C]")
+    cs = CycleStructure(C, pairwise.shape[0], N)
+    w = -(cs.features @ np.concatenate([unary, pairwise.ravel()]))
+    final = np.full(cs.num_states, np.inf)
+    final[cs.final_state] = 0.0
+    m = Machine.from_arcs(cs.num_states, 0, final, cs.src, cs.dst, cs.label, weight=w, semiring="log")
+    return -float(total_weight(m, "log"))
 
 
 def cycle_machine(model: MRFModel, N: int, allowed=None) -> Machine:

@@ -77,7 +77,8 @@ w_{i+m}]), the words beyond the sentence being separators.
 
 Public names: fit_tagger, tagging_accuracy, TaggerMRF, window_offsets, word_features, tagged_sequence,
 TaggerMoments, tagger_moments, tree_weights, tree_potentials, tree_bp, tagger_bound, train_tagger,
-sentence_lattice_machine, decode.
+sentence_lattice_machine, decode, joint_log_partition (the exact log Z the bound bounds, by the
+engine on the cycle of (tag, word) symbols).
 """
 
 from __future__ import annotations
@@ -93,13 +94,14 @@ from scipy.optimize import minimize
 from ..algo import best_path
 from ..errors import ArgumentError, ModelError, NotConvergedError
 from ..fsm import Machine
+from .exact import cycle_log_partition
 from .lifted import TightenState, tighten
 from .model import SEP
 
 __all__ = ["fit_tagger", "tagging_accuracy", "TaggerMRF", "window_offsets", "word_features", "tagged_sequence",
            "TaggerMoments", "tagger_moments",
            "tree_weights", "tree_potentials", "tree_bp", "tagger_bound", "train_tagger", "sentence_lattice_machine",
-           "decode"]
+           "decode", "joint_log_partition"]
 
 
 #: the longest prefix or suffix a feature index may hold (an index built with a smaller
@@ -490,6 +492,35 @@ def tagger_bound(model: TaggerMRF, mom: TaggerMoments, pot: TreePotentials, res:
         g0 = mom.tag - (np.repeat(pot.weights, K + 1)[:, None] * res.mu[:, :T]).sum(axis=0) / (K + 1)
     gp = mom.pairs - res.pair
     return value, np.concatenate([g0, gp.ravel()] + [g.ravel() for g in gU])
+
+
+def joint_log_partition(model: TaggerMRF, N: int) -> float:
+    """The exact log-partition of the cyclic joint model of tags and words over N positions,
+    by the engine: the log Z that :func:`tagger_bound` bounds (times N).
+
+    Each position's (tag, word) pair is one symbol of a cyclic MRF over T V symbols of order
+    K' = max(K, max |m|) (:func:`fsmlearn.mrf.exact.cycle_log_partition`): its unary is
+    theta^0[t] + theta^{w,0}[t, w]; the pair potential at distance l joins theta^l[t, t']
+    (l <= K), theta^{w,l}[t, w'] (the word l after the tag, l in M) and theta^{w,-l}[t', w]
+    (the word l before it, -l in M).  Small T V and K' only (the unrolled cycle has
+    (T V)^{2K'} N states).
+
+    Raises:
+        ArgumentError: N < 2 K', or a cycle too large to unroll.
+    """
+    T, V, K = len(model.tags), len(model.vocab), model.K
+    Kp = max(K, max(abs(m) for m in model.offsets))
+    em = {m: model.emission(k=k) for k, m in enumerate(model.offsets)}           # theta^{w,m} [T, V]
+    unary = (model.theta0[:, None] + em[0]).ravel()                               # symbol t V + w
+    pair = np.zeros((Kp, T, V, T, V))
+    for l in range(1, Kp + 1):
+        if l <= K:
+            pair[l - 1] += model.trans[l - 1][:, None, :, None]
+        if l in em:
+            pair[l - 1] += em[l][:, None, None, :]                                 # tag i, word i+l
+        if -l in em:
+            pair[l - 1] += em[-l].T[None, :, :, None]                              # word i, tag i+l
+    return cycle_log_partition(unary, pair.reshape(Kp, T * V, T * V), N)
 
 
 def train_tagger(model: TaggerMRF, mom: TaggerMoments, *, max_iter: int = 100, l2: float = 1e-6,
