@@ -27,11 +27,9 @@ import math
 import numpy as np
 from numba import cuda
 
-from ..convergence import (_JITTER, _UNBOUNDED, FACTOR, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE,
-                           STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK, WHY_NONFINITE, new_rate_state, rate_step)
+from ..convergence import _JITTER, _UNBOUNDED, STATUS_DIVERGED, STATUS_NOT_CONVERGED, WHY_NONFINITE, new_rate_state
 from ..product_entry import entry_weight_py
-from . import kernels as K
-from .solve import forest_levels, forest_pass_rows, launch
+from .solve import forest_levels, forest_pass_rows, launch, plain_sweep_decision
 
 __all__ = ["relax_block_system_cuda"]
 
@@ -204,14 +202,8 @@ def relax_block_system_cuda(X0, B, src, dst, scale, block, blk_ptr, blk_col, blk
         if diverged:
             status = STATUS_DIVERGED
             break
-        decision = rate_step(rs, dn, sd, tol, True, True, False, stats, fstats)
-        if decision == RATE_CONVERGED:
-            status = STATUS_OK
+        stop = plain_sweep_decision(rs, dn, sd, tol, True, False, X, D, stats, fstats)
+        if stop is not None:
+            status = stop
             break
-        if decision == RATE_DIVERGED:
-            status = STATUS_DIVERGED
-            break
-        if decision == RATE_EXTRAPOLATE:
-            launch(K.extrapolate_plain, n, X, D, float(rs[FACTOR]))
-            stats[1] += 1
     return status, X.copy_to_host()

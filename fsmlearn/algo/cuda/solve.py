@@ -34,7 +34,8 @@ on the device (phi systems: own arcs scattered to the machine's arcs, each
 exclusion's negative flow added along its backoff chain, atomically).
 
 Public names: solve_plain_machine, solve_phi_system, flows_cuda, final_flows_cuda,
-threads_for, launch, forest_levels, forest_pass_rows, reduce_sum, level_runs.
+threads_for, launch, forest_levels, forest_pass_rows, reduce_sum, level_runs,
+plain_sweep_decision.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from ..phi import phi_depths
 from . import kernels as K
 
 __all__ = ["solve_plain_machine", "solve_phi_system", "flows_cuda", "final_flows_cuda", "threads_for", "launch",
-           "forest_levels", "forest_pass_rows", "reduce_sum", "level_runs"]
+           "forest_levels", "forest_pass_rows", "reduce_sum", "level_runs", "plain_sweep_decision"]
 
 _TPB = 128          # threads per block on a device (the simulator gets exactly as many as there is work)
 _FACTOR = 6         # convergence.FACTOR: the field of the rate state holding Aitken's factor
@@ -419,19 +420,28 @@ def solve_phi_system(m, phi_t, row_ptr, col, Wp, self_arc, Wphi, B, X0, forward,
             stats[5] = first_bad
             status = STATUS_DIVERGED
             break
-        decision = rate_step(rs, d, s, tol, KE == 1, True, KE > 1, stats, fstats)
-        if decision == RATE_CONVERGED:
-            status = STATUS_OK
+        stop = plain_sweep_decision(rs, d, s, tol, KE == 1, KE > 1, X, D, stats, fstats)
+        if stop is not None:
+            status = stop
             break
-        if decision == RATE_DIVERGED:
-            status = STATUS_DIVERGED
-            break
-        if decision == RATE_EXTRAPOLATE:
-            _launch(K.extrapolate_plain, n, X, D, float(rs[_FACTOR]))
-            stats[1] += 1
     if status == STATUS_OK and forward:
         _phi_up(X, fo, Wphi_d)
     return status, X.copy_to_host()
+
+
+def plain_sweep_decision(rs, d, s, tol, extrapolate, tail2, X, D, stats, fstats):
+    """The engine's stopping rule after a sweep on plain device rows: STATUS_OK or
+    STATUS_DIVERGED to stop, None to go on (Aitken's step on the device, ``X += factor D``,
+    when :func:`fsmlearn.algo.convergence.rate_step` asks for it)."""
+    decision = rate_step(rs, d, s, tol, extrapolate, True, tail2, stats, fstats)
+    if decision == RATE_CONVERGED:
+        return STATUS_OK
+    if decision == RATE_DIVERGED:
+        return STATUS_DIVERGED
+    if decision == RATE_EXTRAPOLATE:
+        _launch(K.extrapolate_plain, X.shape[0], X, D, float(rs[_FACTOR]))
+        stats[1] += 1
+    return None
 
 
 # ---------------------------------------------------------------- flows
