@@ -27,7 +27,7 @@ is a lower bound on (1/N) log p_cycl(x) for *every* delta (section 5), concave i
 The dense kernel is E^l = exp((K+1) theta^l - s_l) [C, C] (s_l its max, float32 for large
 C); one BP pass is 2K matrix-vector products, O(K C^2) (section 4.4).
 
-Public names: StarPotentials, star_potentials, StarResult, star_bp, TightenState, tighten,
+Public names: StarPotentials, star_potentials, StarResult, star_bp, star_marginals, TightenState, tighten,
 LiftedBound, lifted_bound.
 """
 
@@ -41,7 +41,7 @@ import numpy as np
 from ..errors import ArgumentError, NotConvergedError
 from .model import Moments, MRFModel
 
-__all__ = ["StarPotentials", "star_potentials", "StarResult", "star_bp", "TightenState", "tighten",
+__all__ = ["StarPotentials", "star_potentials", "StarResult", "star_bp", "star_marginals", "TightenState", "tighten",
            "LiftedBound", "lifted_bound"]
 
 
@@ -137,25 +137,51 @@ def star_bp(pot: StarPotentials, delta) -> StarResult:
     delta = np.asarray(delta, np.float64)
     if delta.shape != (K, C):
         raise ArgumentError(f"delta has shape {delta.shape}; expected [{K}, {C}]")
-    dt = pot.E.dtype
-    # vectors in the log domain (float64), matrix-vector products in the scaled linear domain
-    logphi0 = pot.theta0 - delta.sum(axis=0)
+    unary = np.vstack([pot.theta0 - delta.sum(axis=0), pot.theta0[None, :] + delta])
+    logz, mu, a, phis = star_marginals(unary, pot.E, pot.shift)
+    return StarResult(logz, mu, a, phis, delta.copy())
+
+
+def star_marginals(unary, E, shift):
+    """Exact BP on a star: a centre joined to K leaves, each edge l by the potential
+    ``exp(shift[l]) E[l][x_centre, x_leaf]`` (E scaled, float64 or float32), node l (0: the
+    centre) by the log-potential ``unary[l]``.  Vectors stay in the log domain and the
+    matrix-vector products run in the scaled linear domain (a float32 E that underflows is
+    redone in float64).  The one star routine of the lifted bounds: the LM's star
+    (:func:`star_bp`) and the tagger's trees (:func:`fsmlearn.mrf.tagger.tree_bp`).
+
+    Args:
+        unary: float64 [K+1, C] (C may differ between centre and leaves only through
+            E's shape: here all nodes have C states).
+        E: [K, C, C]; shift: float64 [K].
+
+    Returns:
+        (ln Z, mu float64 [K+1, C] node marginals, a float64 [K, C], b float64 [K, C]): the
+        edge marginal of edge l is ``a[l][:, None] * E[l] * b[l][None, :]``.
+
+    Raises:
+        NotConvergedError: a message underflows (potentials too far apart).
+    """
+    K = E.shape[0]
+    C = unary.shape[1]
+    dt = E.dtype
+    logphi0 = unary[0]
     phis = np.empty((K, C))
     logmsg = np.empty((K, C))
     logscale = 0.0
     with np.errstate(divide="ignore"):
         for l in range(K):
-            phis[l], ml = _scaled_exp(pot.theta0 + delta[l])
-            msg = (pot.E[l] @ phis[l].astype(dt)).astype(np.float64)        # leaf l -> centre
+            phis[l], ml = _scaled_exp(unary[l + 1])
+            msg = (E[l] @ phis[l].astype(dt)).astype(np.float64)        # leaf l -> centre
             mx = float(msg.max())
             if not mx > 0:        # every product underflowed in float32: redo this one in float64
-                msg = pot.E[l].astype(np.float64) @ phis[l]
+                msg = E[l].astype(np.float64) @ phis[l]
                 mx = float(msg.max())
                 if not mx > 0:
                     raise NotConvergedError(f"edge {l + 1}: the star's messages underflow "
                                             "(potentials too far apart)")
             logmsg[l] = np.log(msg / mx)
-            logscale += ml + math.log(mx) + float(pot.shift[l])
+            logscale += ml + math.log(mx) + float(shift[l])
     lb0 = logphi0 + logmsg.sum(axis=0)
     m = float(lb0.max())
     b0 = np.exp(lb0 - m)
@@ -166,11 +192,11 @@ def star_bp(pot: StarPotentials, delta) -> StarResult:
     for l in range(K):
         lc = logphi0 + np.delete(logmsg, l, axis=0).sum(axis=0)
         c = np.exp(lc - float(lc.max()))                             # centre -> leaf l, max 1
-        r = (c.astype(dt) @ pot.E[l]).astype(np.float64)
+        r = (c.astype(dt) @ E[l]).astype(np.float64)
         q = phis[l] * r
         qs = float(q.sum())
         if not qs > 0:
-            r = c @ pot.E[l].astype(np.float64)
+            r = c @ E[l].astype(np.float64)
             q = phis[l] * r
             qs = float(q.sum())
             if not qs > 0:
@@ -178,7 +204,7 @@ def star_bp(pot: StarPotentials, delta) -> StarResult:
                                         "(potentials too far apart for the stored edge potentials)")
         mu[l + 1] = q / qs
         a[l] = c / qs
-    return StarResult(math.log(S) + m + logscale, mu, a, phis, delta.copy())
+    return math.log(S) + m + logscale, mu, a, phis
 
 
 @dataclass

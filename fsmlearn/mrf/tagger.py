@@ -95,7 +95,7 @@ from ..algo import best_path
 from ..errors import ArgumentError, ModelError, NotConvergedError
 from ..fsm import Machine
 from .exact import cycle_log_partition
-from .lifted import TightenState, tighten
+from .lifted import TightenState, star_marginals, tighten
 from .model import SEP
 
 __all__ = ["fit_tagger", "tagging_accuracy", "TaggerMRF", "window_offsets", "word_features", "tagged_sequence",
@@ -330,11 +330,6 @@ def tagger_moments(tags, words, T: int, V: int, K: int, offsets=(0,)) -> TaggerM
     return TaggerMoments(N, np.bincount(tags, minlength=T) / N, pairs / N, tuple(emit))
 
 
-def _lse(v):
-    m = float(v.max())
-    return m + math.log(float(np.exp(v - m).sum()))
-
-
 @dataclass
 class TreeResult:
     """BP on the tagger's lifted trees: log-partition (sum_m p_m log Z_m over the L trees), node marginals of
@@ -357,6 +352,8 @@ class TreeResult:
 class TreePotentials:
     theta0: np.ndarray        # [T]
     logE: np.ndarray          # [K, T, T]: (K+1) theta^l
+    E: np.ndarray             # [K, T, T]: exp(logE - Eshift), the star's scaled edge potentials
+    Eshift: np.ndarray        # [K]
     Ew: np.ndarray            # [L, T, V]: exp(theta^{w,m} / p_m - shift[m])
     shift: np.ndarray         # [L]
     weights: np.ndarray       # [L]: p_m, the trees' weights (rho of the offset-m word edges), sum 1
@@ -397,14 +394,17 @@ def tree_potentials(model: TaggerMRF, weights=None) -> TreePotentials:
         s = float(th.max())
         Ew.append(np.exp(th - s))
         shift.append(s)
-    return TreePotentials(model.theta0.copy(), (model.K + 1) * model.trans, np.stack(Ew), np.array(shift), p)
+    logE = (model.K + 1) * model.trans
+    Eshift = logE.reshape(model.K, -1).max(axis=1)
+    E = np.exp(logE - Eshift[:, None, None])
+    return TreePotentials(model.theta0.copy(), logE, E, Eshift, np.stack(Ew), np.array(shift), p)
 
 
 def tree_bp(pot: TreePotentials, delta) -> TreeResult:
     """Exact BP on the lifted trees (per offset, a tag star with one word leaf per tag copy) for
     duals ``delta`` [C - 1, T + V]."""
     L, T, V = pot.Ew.shape
-    K = pot.logE.shape[0]
+    K = pot.E.shape[0]
     C = L * (K + 1)
     delta = np.asarray(delta, np.float64)
     if delta.shape != (C - 1, T + V):
@@ -426,28 +426,20 @@ def tree_bp(pot: TreePotentials, delta) -> TreeResult:
             wmsg[c] = np.log(wexp[c] @ pot.Ew[m].T) + wmax[c] + pot.shift[m]
     psi = tag_pot + wmsg
     logz = 0.0
-    belief = np.empty((C, T))
-    lognorm = np.empty(C)                                                        # log Z of each copy's tree
+    muT = np.empty((C, T))
     pair = np.zeros((K, T, T))
     for m in range(L):
         o = m * (K + 1)
-        # tag leaves -> centre through (K+1) theta^l
-        lmsg = np.empty((K, T))
-        for l in range(K):
-            lmsg[l] = _logmatvec(pot.logE[l], psi[o + l + 1])
-        b0 = psi[o] + lmsg.sum(axis=0)
-        lz = _lse(b0)
+        # the tag star of this tree, the word messages in its unaries (the lifted bounds' one star routine)
+        lz, mu, a, b = star_marginals(psi[o:o + K + 1], pot.E, pot.Eshift)
         logz += lz if L == 1 else pot.weights[m] * lz
-        lognorm[o:o + K + 1] = lz
-        belief[o] = b0
+        muT[o:o + K + 1] = mu
         for l in range(K):
-            c = psi[o] + np.delete(lmsg, l, axis=0).sum(axis=0)                  # centre -> leaf l
-            belief[o + l + 1] = psi[o + l + 1] + _logmatvec(pot.logE[l].T, c)
-            p = np.exp(c[:, None] + pot.logE[l] + psi[o + l + 1][None, :] - lz)
+            p = a[l][:, None] * pot.E[l] * b[l][None, :]
             pair[l] = p if L == 1 else pair[l] + pot.weights[m] * p
-    muT = np.exp(belief - lognorm[:, None])
-    # tag copy c -> its word: belief without the word's message
-    out = belief - wmsg                                                          # [C, T]
+    # tag copy c -> its word: its marginal without the word's message (up to a constant per copy)
+    with np.errstate(divide="ignore"):
+        out = np.log(muT) - wmsg                                                 # [C, T]
     omax = out.max(axis=1, keepdims=True)
     oexp = np.exp(out - omax)
     q = np.empty((C, V))
@@ -462,13 +454,6 @@ def tree_bp(pot: TreePotentials, delta) -> TreeResult:
     if not np.isfinite(logz) or not np.isfinite(muW).all():
         raise NotConvergedError("the tagger's tree messages underflow (potentials too far apart)")
     return TreeResult(logz, np.hstack([muT, muW]), pair, emit, delta.copy())
-
-
-def _logmatvec(logA, v):
-    """log sum_j exp(logA[i, j] + v[j])."""
-    x = logA + v[None, :]
-    m = x.max(axis=1)
-    return m + np.log(np.exp(x - m[:, None]).sum(axis=1))
 
 
 def tagger_bound(model: TaggerMRF, mom: TaggerMoments, pot: TreePotentials, res: TreeResult):
