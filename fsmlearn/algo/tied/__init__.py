@@ -14,6 +14,8 @@ One idea per module:
 * :mod:`~fsmlearn.algo.tied.structure`: the structure (:class:`TiedStructure`): c's
   forward values, its exclusion arcs and the blocks, which training does not change.
 * :mod:`~fsmlearn.algo.tied.kernels`: the per-event sums over it, on one thread or several.
+* :mod:`~fsmlearn.algo.tied.arith`: per-block arithmetic written once for the CPU and the
+  device kernels (:mod:`fsmlearn.algo.cuda.tied`).
 * :mod:`~fsmlearn.algo.tied.objective`: the bound, its expected counts, gradient and
   parallel block update for n_q = 1, by the per-event sums.
 * :mod:`~fsmlearn.algo.tied.sweep`: the update and the statistics fused into three

@@ -29,6 +29,7 @@ import numba as nb
 import numpy as np
 
 from ..product import phi_pass_rows
+from .arith import block_softmax_py
 
 
 def balanced_cuts(weights_cum: np.ndarray, parts: int) -> np.ndarray:
@@ -243,30 +244,16 @@ def block_scores(cs, px: ParIndex, M, U, logE_wt, ek=None, arc_mass=None):
                           cs.blk_start, cs.blk_tag, cs.arc_word, px.ev_of_arc, px.arc_ev_ptr, px.arc_bounds))
 
 
+_block_softmax = nb.njit(cache=True, inline="always")(block_softmax_py)
+
+
 @nb.njit(parallel=True, cache=True)
 def _softmax_blocks(A, B, blk_start, phi_old, min_mass, arc_bounds):
     out = phi_old.copy()
     P = arc_bounds.shape[0] - 1
     for p in nb.prange(P):
         for a in range(arc_bounds[p], arc_bounds[p + 1]):
-            lo = blk_start[a]
-            hi = blk_start[a + 1]
-            if hi - lo == 0 or A[a] <= min_mass:
-                continue
-            mx = -np.inf
-            for j in range(lo, hi):
-                v = B[j] / A[a]
-                if v > mx:
-                    mx = v
-            if mx == -np.inf:
-                continue
-            z = 0.0
-            for j in range(lo, hi):
-                x = math.exp(B[j] / A[a] - mx)
-                out[j] = x
-                z += x
-            for j in range(lo, hi):
-                out[j] /= z
+            _block_softmax(out, A[a], B, blk_start[a], blk_start[a + 1], min_mass)
     return out
 
 
