@@ -38,6 +38,7 @@ from numba import cuda
 from . import check_device
 from .solve import forest_levels, forest_pass_rows, launch, reduce_sum
 from ..tied.objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log
+from ..tied.arith import block_scores_py, block_softmax_py
 from ..tied.kernels import _arc_mass
 
 __all__ = ["CudaCq", "cuda_cq", "expected_stats_cuda", "phi_gradient_cuda", "d_bound_d_phi_cuda",
@@ -191,16 +192,11 @@ def _block_scores(B, alpha, M, U, logE, es, ed, ek, blk_start, blk_tag, arc_word
         return
     for j in range(blk_start[a], blk_start[a + 1]):
         B[j] = 0.0
-    w = arc_word[a]
-    for i in range(arc_ev_ptr[a], arc_ev_ptr[a + 1]):
-        e = ev_of_arc[i]
-        s = es[e]
-        k = ek[e]
-        al = alpha[s]
-        d = ed[e]
-        for j in range(blk_start[a], blk_start[a + 1]):
-            t = blk_tag[j]
-            B[j] += k * (M[s, t] + al * (logE[w, t] + U[d, t]))
+    _block_scores_arc(B, a, alpha, M, U, logE, es, ed, ek, blk_start, blk_tag, arc_word, ev_of_arc, arc_ev_ptr)
+
+
+_block_softmax = cuda.jit(device=True)(block_softmax_py)
+_block_scores_arc = cuda.jit(device=True)(block_scores_py)
 
 
 @cuda.jit
@@ -213,22 +209,7 @@ def _softmax_blocks(out, A, B, blk_start, phi_old, min_mass):
     hi = blk_start[a + 1]
     for j in range(lo, hi):
         out[j] = phi_old[j]
-    if hi - lo == 0 or A[a] <= min_mass:
-        return
-    mx = -math.inf
-    for j in range(lo, hi):
-        v = B[j] / A[a]
-        if v > mx:
-            mx = v
-    if mx == -math.inf:
-        return
-    z = 0.0
-    for j in range(lo, hi):
-        x = math.exp(B[j] / A[a] - mx)
-        out[j] = x
-        z += x
-    for j in range(lo, hi):
-        out[j] /= z
+    _block_softmax(out, A[a], B, lo, hi, min_mass)
 
 
 @cuda.jit

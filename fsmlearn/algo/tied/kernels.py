@@ -29,7 +29,7 @@ import numba as nb
 import numpy as np
 
 from ..product import phi_pass_rows
-from .arith import block_softmax_py
+from .arith import block_scores_py, block_softmax_py
 
 
 def balanced_cuts(weights_cum: np.ndarray, parts: int) -> np.ndarray:
@@ -221,16 +221,8 @@ def _block_scores(alpha, M, U, logE, es, ed, ek, blk_start, blk_tag, arc_word, e
     P = arc_bounds.shape[0] - 1
     for p in nb.prange(P):
         for a in range(arc_bounds[p], arc_bounds[p + 1]):
-            w = arc_word[a]
-            for i in range(arc_ev_ptr[a], arc_ev_ptr[a + 1]):
-                e = ev_of_arc[i]
-                s = es[e]
-                k = ek[e]
-                al = alpha[s]
-                d = ed[e]
-                for j in range(blk_start[a], blk_start[a + 1]):
-                    t = blk_tag[j]
-                    B[j] += k * (M[s, t] + al * (logE[w, t] + U[d, t]))
+            _block_scores_arc(B, a, alpha, M, U, logE, es, ed, ek, blk_start, blk_tag, arc_word, ev_of_arc,
+                              arc_ev_ptr)
     return B
 
 
@@ -245,6 +237,7 @@ def block_scores(cs, px: ParIndex, M, U, logE_wt, ek=None, arc_mass=None):
 
 
 _block_softmax = nb.njit(cache=True, inline="always")(block_softmax_py)
+_block_scores_arc = nb.njit(cache=True, inline="always")(block_scores_py)
 
 
 @nb.njit(parallel=True, cache=True)
