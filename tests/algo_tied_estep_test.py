@@ -167,3 +167,13 @@ def test_ngram_em_without_conditioned_blocks_is_n_q_1():
     st = z.estep.stats(lt, le)
     z.iterate()
     assert np.allclose(z.log_trans, mstep(st.trans, st.emit, allowed)[0])
+
+
+def test_a_scheduler_with_what_it_cannot_run_names_it():
+    """NGramEM refuses a scheduler with conditioned blocks or the gradient optimizer before
+    any cluster starts, naming the offending argument."""
+    rng, c, cs, allowed, lt, le = tiny(1, V=3, T=3)
+    with pytest.raises(ArgumentError, match="not with cond='roots'"):
+        NGramEM(cs, allowed, lt, le, scheduler="local", cond="roots")
+    with pytest.raises(ArgumentError, match="not with optimizer='gradient'"):
+        NGramEM(cs, allowed, lt, le, scheduler="local", optimizer="gradient")

@@ -81,6 +81,13 @@ def test_device_is_checked_before_any_work(tmp_path, monkeypatch):
     with pytest.raises(FsmError, match="CUDA"):
         run_giga200(cfg)
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "cache").exists()
+    # a scheduler partitions n-gram EM over CPU workers: refused with the device before any work
+    monkeypatch.setattr(fc, "cuda_available", lambda: True)
+    cfg = Giga200Config(cache=str(tmp_path / "cache"), report=str(tmp_path / "r.json"), device="cuda",
+                        ngram_em_scheduler="local")
+    with pytest.raises(ArgumentError, match="--scheduler local .* --device cuda"):
+        run_giga200(cfg)
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "cache").exists()
 
 
 @pytest.mark.parametrize("argv, lm_stages, ngram_em", [

@@ -228,6 +228,9 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
     if cfg.cutoff < 1 or cfg.order < 2:
         raise ArgumentError(f"need order >= 2 and cutoff >= 1, got order {cfg.order}, cutoff {cfg.cutoff}")
     check_device(cfg.device)      # before hours of counting, not after
+    if cfg.ngram_em_scheduler and cfg.device != "cpu":
+        raise ArgumentError(f"--scheduler {cfg.ngram_em_scheduler} partitions n-gram EM over CPU workers; it "
+                            f"does not run with --device {cfg.device} (leave one out)")
     t_all = time.time()
     cache = Path(cfg.cache)
     report_path = Path(cfg.report)
@@ -248,7 +251,7 @@ def run_giga200(cfg: Giga200Config, progress=None) -> dict:
     if cfg.ngrams:
         ngram_dir = Path(cfg.ngrams)
         if not ngram_dir.is_dir():
-            raise ArgumentError(f"NGRAMS={ngram_dir}: not a directory")
+            raise ArgumentError(f"--ngrams (NGRAMS=) {ngram_dir}: not a directory")
         report["ngrams_source"] = str(ngram_dir)
     else:
         cache.mkdir(parents=True, exist_ok=True)

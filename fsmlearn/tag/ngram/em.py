@@ -75,7 +75,8 @@ class NGramEM:
             ``with``) to stop the cluster.
 
     Raises:
-        ArgumentError: a bad optimizer or device, or conditioned blocks on "cuda".
+        ArgumentError: a bad optimizer or device, conditioned blocks on "cuda", or a scheduler
+            with conditioned blocks, the gradient optimizer or "cuda".
         FsmError: device="cuda" without a CUDA device or numba's simulator.
     """
 
@@ -93,8 +94,12 @@ class NGramEM:
         if conditioned and optimizer != "vem":
             raise ArgumentError("blocks conditioned on the previous tag need optimizer='vem'")
         if scheduler is not None and (conditioned or optimizer != "vem" or device != "cpu"):
-            raise ArgumentError("a scheduler runs n-gram EM's variational EM on the CPU with n_q = 1 blocks; "
-                                "use optimizer='vem', cond='none', device='cpu'")
+            got = ", ".join(x for x in (f"cond={cond!r}" if conditioned else "",
+                                        f"optimizer={optimizer!r}" if optimizer != "vem" else "",
+                                        f"device={device!r}" if device != "cpu" else "") if x)
+            raise ArgumentError(f"scheduler={scheduler!r} runs n-gram EM's variational EM on the CPU with n_q = 1 "
+                                f"blocks, not with {got}; use optimizer='vem', cond='none', device='cpu' or no "
+                                "scheduler")
         self.cs = cs
         self.allowed = np.asarray(allowed, bool)
         self.log_trans = np.asarray(log_trans, np.float64).copy()
