@@ -144,6 +144,24 @@ def test_threads_give_the_same_figures(model, sents):
     assert np.array_equal(a.log10prob32, b.log10prob32)
 
 
+def test_encode_takes_strings_token_lists_and_iterables_alike(model, sents):
+    """The fast path (strings joined as they are) and the careful one (token lists, strings
+    ending in a newline) give the same labels; a newline inside a sentence is refused."""
+    _, c, path = model
+    lm = CompiledLM.load(path)
+    many = sents[1][:300] + ["", "last"]
+    ref = lm.encode(many)
+    for other in (tuple(many), iter(many), [s.split() for s in many], [s + "\n" for s in many],
+                  many[:-1] + [many[-1].split()]):
+        for a, b in zip(ref, lm.encode(other)):
+            assert np.array_equal(a, b)
+    for a, b in zip(lm.encode(many * 40, threads=2), lm.encode([s.split() for s in many * 40], threads=2)):
+        assert np.array_equal(a, b)
+    with pytest.raises(ArgumentError, match="contains a newline"):
+        lm.encode(["a b", "c\nd"])
+    assert lm.encode([])[0].tolist() == [0] and lm.encode(iter([]))[1].size == 0
+
+
 def test_score_sequences_on_tables_threads_and_per_word():
     rng = np.random.default_rng(3)
     m = backoff_machine(rng, V=5, order=3)

@@ -25,7 +25,7 @@ from ..errors import ArgumentError, MachineError, ModelFormatError
 from ..fsm.machine import PHI, Machine
 from ..fsm.symbols import SymbolTable
 from .mapfile import MappedFile, write_mapped
-from .vocab import (BOS, LN10, UNK, ByteVocab, WordIndex, count_span, encode_lines, encode_span,
+from .vocab import (BOS, LN10, UNK, ByteVocab, WordIndex, count_lines, encode_lines, encode_span, token_room,
                     vocab_find)
 
 
@@ -151,22 +151,37 @@ def _machine_arcs(T, L, n, back, back_cost):
 @nb.njit(cache=True, parallel=True)
 def _encode_parts(buf, cuts, table, wbuf, woff, mask, unk):
     """:func:`~fsmlearn.lm.vocab.encode_lines` of a text cut into parts of whole lines
-    (``cuts``: int64 [P + 1] byte offsets, each part after a newline), the parts
-    counted and then encoded in parallel (:func:`~fsmlearn.lm.vocab.count_span` and
-    :func:`~fsmlearn.lm.vocab.encode_span`, inlined); the same (ptr, ids, oov)."""
+    (``cuts``: int64 [P + 1] byte offsets, each part after a newline), the parts' lines
+    counted and then their tokens encoded in parallel, each part into room for the most
+    tokens it can hold, then packed (:func:`~fsmlearn.lm.vocab.count_lines`,
+    :func:`~fsmlearn.lm.vocab.token_room` and :func:`~fsmlearn.lm.vocab.encode_span`,
+    inlined); the same (ptr, ids, oov)."""
     P = cuts.shape[0] - 1
     ns = np.zeros(P + 1, np.int64)
-    nt = np.zeros(P + 1, np.int64)
+    room = np.zeros(P + 1, np.int64)
     for j in nb.prange(P):
-        ns[j + 1], nt[j + 1] = count_span(buf, cuts[j], cuts[j + 1])
+        ns[j + 1] = count_lines(buf, cuts[j], cuts[j + 1])
+        room[j + 1] = token_room(cuts[j], cuts[j + 1])
     for j in range(P):
         ns[j + 1] += ns[j]
-        nt[j + 1] += nt[j]
+        room[j + 1] += room[j]
     ptr = np.zeros(ns[P] + 1, np.int64)
-    ids = np.empty(nt[P], np.int32)
+    spread = np.empty(room[P], np.int32)
     oov = np.zeros(ns[P], np.int64)
+    nt = np.zeros(P + 1, np.int64)
     for j in nb.prange(P):
-        encode_span(buf, cuts[j], cuts[j + 1], table, wbuf, woff, mask, unk, ptr, ids, oov, ns[j], nt[j])
+        _, t = encode_span(buf, cuts[j], cuts[j + 1], table, wbuf, woff, mask, unk, ptr, spread, oov, ns[j],
+                           room[j])
+        nt[j + 1] = t - room[j]
+    for j in range(P):
+        nt[j + 1] += nt[j]
+    ids = np.empty(nt[P], np.int32)
+    for j in nb.prange(P):
+        shift = room[j] - nt[j]
+        for s in range(ns[j] + 1, ns[j + 1] + 1):
+            ptr[s] -= shift
+        for k in range(nt[j + 1] - nt[j]):
+            ids[nt[j] + k] = spread[room[j] + k]
     return ptr, ids, oov
 
 
@@ -388,13 +403,24 @@ class CompiledLM(WordIndex):
             (ptr int64 [S+1], labels int32, oov int64 [S]): out-of-vocabulary
             words get the ``<unk>`` label and are counted.
         """
-        sentences = [s if isinstance(s, str) else " ".join(s) for s in sentences]
+        if not isinstance(sentences, (list, tuple)):
+            sentences = list(sentences)
         if not sentences:
             return np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int64)
-        text = "\n".join(s.rstrip("\n") for s in sentences).encode("utf-8") + b"\n"
-        ptr, labels, oov = self.encode_bytes(text, threads)
-        if ptr.size - 1 != len(sentences):
-            raise ArgumentError("a sentence contains a newline; give one sentence per string")
+        try:        # strings, as they come (the usual case: no copy of the list, no strip)
+            text = "\n".join(sentences).encode("utf-8") + b"\n"
+        except TypeError:
+            text = None
+        ptr = None
+        if text is not None:
+            ptr, labels, oov = self.encode_bytes(text, threads)
+        if ptr is None or ptr.size - 1 != len(sentences):
+            # lists of tokens, or a string ending in a newline: the careful way
+            sentences = [s if isinstance(s, str) else " ".join(s) for s in sentences]
+            text = "\n".join(s.rstrip("\n") for s in sentences).encode("utf-8") + b"\n"
+            ptr, labels, oov = self.encode_bytes(text, threads)
+            if ptr.size - 1 != len(sentences):
+                raise ArgumentError("a sentence contains a newline; give one sentence per string")
         return ptr, labels, oov
 
     # ------------------------------------------------------------ scoring

@@ -8,7 +8,8 @@ structure text files (:data:`TAB`, :data:`SPACE`, :data:`NEWLINE`,
 :data:`DIGIT_0`) are module-level ints here, which numba kernels read as
 compile-time constants.
 
-Public names: WordIndex, NGramTables, ByteVocab, word_bytes, fnv1a, vocab_find, build_table, encode_lines, count_span, encode_span, scan_token, is_space,
+Public names: WordIndex, NGramTables, ByteVocab, word_bytes, fnv1a, vocab_find, build_table,
+encode_lines, count_span, count_lines, token_room, encode_span, scan_token, is_space,
 line_end, next_token,
 TAB, SPACE, NEWLINE, DIGIT_0; the markers BOS, EOS, UNK and LN10 = ln 10.
 """
@@ -168,8 +169,8 @@ def next_token(buf, k, j):
 def encode_lines(buf, table, wbuf, woff, mask, unk):
     """Word ids of whitespace-separated tokens, one sentence per line.
 
-    Two passes over the text: the first counts lines and tokens, the second
-    looks every token up in the hash.  A final line without a newline counts;
+    One pass over the text looks every token up in the hash, into room for the most
+    tokens the text can hold (after a count of its lines, one comparison per byte).  A final line without a newline counts;
     an empty input has no sentences.
 
     Args:
@@ -184,12 +185,30 @@ def encode_lines(buf, table, wbuf, woff, mask, unk):
         ``ids[ptr[s]:ptr[s + 1]]``; ``oov[s]`` counts its unknown tokens.
     """
     n = buf.shape[0]
-    S, T = count_span(buf, 0, n)
+    S = count_lines(buf, 0, n)
     ptr = np.zeros(S + 1, np.int64)
-    ids = np.empty(T, np.int32)
+    ids = np.empty(token_room(0, n), np.int32)      # the tokens are written as they are found
     oov = np.zeros(S, np.int64)
-    encode_span(buf, 0, n, table, wbuf, woff, mask, unk, ptr, ids, oov, 0, 0)
-    return ptr, ids, oov
+    _, T = encode_span(buf, 0, n, table, wbuf, woff, mask, unk, ptr, ids, oov, 0, 0)
+    return ptr, ids[:T].copy(), oov
+
+
+@nb.njit(inline="always")
+def count_lines(buf, i, hi):
+    """The lines of buf[i:hi] (complete lines; a last one without a newline counts): the
+    sentences :func:`encode_span` writes, by one comparison per byte."""
+    S = 0
+    for j in range(i, hi):
+        S += buf[j] == NEWLINE
+    if hi > i and buf[hi - 1] != NEWLINE:
+        S += 1
+    return S
+
+
+@nb.njit(inline="always")
+def token_room(i, hi):
+    """The most tokens buf[i:hi] can hold: one byte each and a separator between."""
+    return (hi - i + 1) // 2
 
 
 @nb.njit(inline="always")
