@@ -73,13 +73,16 @@ bench-lm-small: $(STAMP)
 # and its Web1T-format counts are built once under GIGA_CACHE; NGRAMS=<dir> uses a
 # user's own Web1T/Gigaword count directory instead (corpus EM is then skipped).
 # SCHEDULER= and MEMORY= set where the counting stage runs (docs/cluster.md; default: a local
-# Dask cluster, one worker per core).
+# Dask cluster, one worker per core, each with a budget of GIGA_MEMORY: the counting workers
+# then spill rather than hold their partitions, and the whole command stays near 4 GB).
 GIGA_CACHE ?= data/cache/giga200
+GIGA_MEMORY ?= 2G
 NGRAMS ?=
 DEVICE ?= cpu
 tagger-giga200: $(STAMP)
 	$(VENV)/bin/fsmlearn tag giga200 --cache $(GIGA_CACHE) $(if $(NGRAMS),--ngrams $(NGRAMS)) \
-		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(MEMORY),--memory $(MEMORY)) \
+		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) \
+		$(if $(MEMORY),--memory $(MEMORY),$(if $(SCHEDULER),,--memory $(GIGA_MEMORY))) \
 		--device $(DEVICE) --report reports/tagger-giga200.json --model models/tagger-giga200
 
 # reified context models, decipherment (issue 17, section 6 of the paper): exact, beam and RCMS
