@@ -62,7 +62,7 @@ def main(argv=None) -> int:
         K.chain_flows: (f2, f2, f2, i1, i1, i1, i1, F, F, f1),
         K.forest_up_rows: (f2, i1, I, I, i1, i1, f1),
         K.forest_down_rows: (f2, i1, I, I, i1, f1),
-        NC._zero2: (f2,),
+        K.zero_rows: (f2,),
         NC._alpha2_scatter: (f2, f1, i1, i1, i1, f1, i1, i1, f1, I, I),
         NC._state_tag_mass: (f2, i1, i1, f1, i1, i1, f1, f1, I),
         NC._emit_entropy: (f2, f1, f1, i1, i1, f1, i1),
@@ -75,7 +75,6 @@ def main(argv=None) -> int:
         NC._phi_grad: (f1, f1, f1, f1, i1),
         NP._times_trans_rows: (f2, f2, f2),
         NP._untimes_trans_rows: (f2, f2, f2),
-        NP._zero_rows: (f2,),
         NP._apply_arcs: (f2, f2, f2, i1, i1, f1, i1, i1, i1, f2, i1, f2, T.boolean),
         NP._row_change: (f2, f2, f2, f2),
     }

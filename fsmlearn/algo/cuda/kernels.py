@@ -490,3 +490,12 @@ def forest_down_rows(X, states, s0, s1, parent, w):
         k = w[q]
         for c in range(X.shape[1]):
             X[q, c] += k * X[r, c]
+
+
+@cuda.jit
+def zero_rows(X):
+    """X[i, :] = 0 (one thread per row)."""
+    i = cuda.grid(1)
+    if i < X.shape[0]:
+        for c in range(X.shape[1]):
+            X[i, c] = 0.0

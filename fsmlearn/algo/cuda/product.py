@@ -29,6 +29,7 @@ from numba import cuda
 
 from ..convergence import _JITTER, _UNBOUNDED, STATUS_DIVERGED, STATUS_NOT_CONVERGED, WHY_NONFINITE, new_rate_state
 from ..product_entry import entry_weight_py
+from . import kernels as K
 from .solve import forest_levels, forest_pass_rows, launch, plain_sweep_decision
 
 __all__ = ["relax_block_system_cuda"]
@@ -64,14 +65,6 @@ def _untimes_trans_rows(Y, XT, trans):
         if x != 0.0:
             for tp in range(m):
                 Y[q, tp] += x * (trans[tp, c] if trans.shape[0] > 0 else 1.0)
-
-
-@cuda.jit
-def _zero_rows(X):
-    q = cuda.grid(1)
-    if q < X.shape[0]:
-        for t in range(X.shape[1]):
-            X[q, t] = 0.0
 
 
 @cuda.jit
@@ -190,7 +183,7 @@ def relax_block_system_cuda(X0, B, src, dst, scale, block, blk_ptr, blk_col, blk
         if sep and not transpose:
             launch(_times_trans_rows, n, X, tr_d, XT)
         elif sep:
-            launch(_zero_rows, n, XT)
+            launch(K.zero_rows, n, XT)
         launch(_apply_arcs, E, Y, X, XT, *arrs, bool(transpose))
         if sep and transpose:
             launch(_untimes_trans_rows, n, Y, XT, tr_d)

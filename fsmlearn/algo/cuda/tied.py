@@ -36,6 +36,7 @@ import numpy as np
 from numba import cuda
 
 from . import check_device
+from . import kernels as K
 from .solve import forest_levels, forest_pass_rows, launch, reduce_sum
 from ..tied.objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log
 from ..tied.arith import block_scores_py, block_softmax_py
@@ -53,15 +54,6 @@ _CHUNK = 1024        # states per thread of the alpha2^T G reduction
 def _imin(a, b):
     """The smaller of a and b (the builtin min of two scalars does not compile on every numba.cuda)."""
     return a if a <= b else b
-
-
-@cuda.jit
-def _zero2(X):
-    """X[i, :] = 0 (one thread per row)."""
-    i = cuda.grid(1)
-    if i < X.shape[0]:
-        for c in range(X.shape[1]):
-            X[i, c] = 0.0
 
 
 @cuda.jit
@@ -303,7 +295,7 @@ class CudaCq:
     def alpha2(self, phi_d):
         """Device float64 [N, T+1]: alpha2 (the forward mass per last tag, phi pass included)."""
         A2 = cuda.device_array((self.N, self.T + 1))
-        launch(_zero2, self.N, A2)
+        launch(K.zero_rows, self.N, A2)
         launch(_alpha2_scatter, max(int(self.es.shape[0]), 1), A2, self.alpha, self.es, self.ed, self.ea, self.ek,
                self.blk_start, self.blk_tag, phi_d, self.start, self.T)
         forest_pass_rows(A2, self.forest, self.phi_k, False)
@@ -319,7 +311,7 @@ class CudaCq:
     def emit_entropy(self, phi_d, V1):
         """(host float64 [T, V1] expected emissions, entropy E[-log q(t | w)])."""
         emit = cuda.device_array((self.T, V1))
-        launch(_zero2, self.T, emit)
+        launch(K.zero_rows, self.T, emit)
         ent = cuda.device_array(self.E)
         launch(_emit_entropy, self.E, emit, ent, self.arc_mass, self.blk_start, self.blk_tag, phi_d,
                self.arc_word)
