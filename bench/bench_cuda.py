@@ -87,6 +87,26 @@ def time_forward(m, device, runs, threads=None):
     return v, first, statistics.median(warm)
 
 
+PROFILES = {}
+PROFILE = False
+
+
+def profile(name, fn, top=30):
+    """Run fn() once under cProfile (after the timed runs: warm) and keep its top functions
+    by internal time; a GPU's kernels show up in the calls that wait for them (copies to
+    the host)."""
+    import cProfile
+    import io
+    import pstats
+    pr = cProfile.Profile()
+    pr.enable()
+    fn()
+    pr.disable()
+    buf = io.StringIO()
+    pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(top)
+    PROFILES[name] = buf.getvalue()
+
+
 def rel_diff(a, b):
     pa, pb = np.exp(-a), np.exp(-b)
     scale = np.maximum(np.maximum(pa, pb), 1e-300)
@@ -106,6 +126,8 @@ def bench_forward(n, degree, runs, cpu_threads):
             say(f"  cpu on {k} threads: first {fc:.3f} s, warm {wc:.3f} s")
         nb.set_num_threads(cpu_threads[0])
         vg, fg, wg = time_forward(m, "cuda", runs)
+        if PROFILE:
+            profile(f"forward_{'cyclic' if cyclic else 'acyclic'}_cuda", lambda: forward(m, "log", device="cuda"))
         fc, wc = cpu[cpu_threads[0]]
         r = {"machine": "cyclic" if cyclic else "acyclic", "states": m.num_states, "arcs": m.num_arcs,
              "cpu_threads": cpu_threads[0], "cpu_first_s": fc, "cpu_warm_s": wc,
@@ -166,6 +188,8 @@ def bench_vem(args):
             b = tr.iterate()
             secs.append(time.perf_counter() - t)
         res[f"{device}_iteration_s"] = statistics.median(secs)
+        if PROFILE:
+            profile(f"vem_iteration_{device}", tr.iterate)
         bounds[device] = b
         say(f"  vEM on {device}: {res[f'{device}_iteration_s']:.3f} s per iteration (median of {len(secs)}), "
             f"bound {b:.6f}")
@@ -186,12 +210,16 @@ def main(argv=None):
     ap.add_argument("--cpu-threads", default="0",
                     help="comma-separated numba thread counts for the CPU side of forward (0: all; the first "
                          "is the headline ratio and the one vEM uses), e.g. 0,2 to add a 2-core comparison")
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile one warm call of each (cProfile, top functions) into the report")
     ap.add_argument("--skip-forward", action="store_true", help="only the n-gram EM iteration")
     ap.add_argument("--smoke", action="store_true", help="tiny inputs in numba's simulator: checks the script")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     if a.smoke:
         a.states, a.degree, a.runs, a.iterations = min(a.states, 60), min(a.degree, 3), 1, 1
+    global PROFILE
+    PROFILE = a.profile
     threads = list(dict.fromkeys(int(k) or nb.config.NUMBA_NUM_THREADS for k in a.cpu_threads.split(",")))
     gpu = gpu_name(a.smoke)
     say(f"GPU: {gpu}; CPU: {os.cpu_count()} cores, numba threads {nb.get_num_threads()}")
@@ -199,6 +227,8 @@ def main(argv=None):
            "cpu_cores": os.cpu_count(), "numba_threads": nb.get_num_threads(),
            "forward": [] if a.skip_forward else bench_forward(a.states, a.degree, a.runs, threads),
            "vem_iteration": bench_vem(a)}
+    if PROFILES:
+        rep["profiles"] = PROFILES
     out = Path(a.out or ("reports/bench_cuda_smoke.json" if a.smoke else "reports/bench_cuda.json"))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rep, indent=1))

@@ -192,12 +192,12 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
     """
     require_machine(m, "forward_backward", "m")
     rows = None
-    if not m.has_phi or phi == "epsilon":
+    if (not m.has_phi or phi == "epsilon") and device != "cuda":   # the device keeps its own copy
         # convert the arc weights once; both directions and the flows reuse them
         rows = get_semiring("log").arc_rows(m.weight, m.semiring)
     sr, A, ia, ex = solve_values(m, "log", False, tol=tol, max_sweeps=max_sweeps, init=init_alpha,
                                  phi=phi, phi_final=phi_final, arc_rows=rows, device=device)
-    _, Bt, ib, _ = solve_values(m, "log", True, tol=tol, max_sweeps=max_sweeps, init=init_beta,
+    _, Bt, ib, exb = solve_values(m, "log", True, tol=tol, max_sweeps=max_sweeps, init=init_beta,
                                 phi=phi, phi_final=phi_final, arc_rows=rows, device=device)
     E = m.num_arcs
     post = np.zeros(E)
@@ -209,13 +209,16 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
         zp = Bt[m.start, 0]
         zk = Bt[m.start, -1]
         g = ex["graph"]
-        W = ex["system_rows"]()
         F = ex["F"]
         if device == "cuda":
             from .cuda.solve import final_flows_cuda, flows_cuda
             if g is m:
-                post = flows_cuda(A, W, Bt, g.arc_src, g.dst, zp, zk)
+                from .cuda.solve import device_arc_ends, device_arc_rows
+                tail, head = device_arc_ends(m)
+                post = flows_cuda(ex.get("device_rows", A), device_arc_rows(m, sr), exb.get("device_rows", Bt),
+                                  tail, head, zp, zk)
             else:
+                W = ex["system_rows"]()
                 # a final adjustment's flow is the chain times r's own final weight, not the
                 # adjusted one (the system is built from the original finals too)
                 system = {"kind": g.kind, "ref": g.ref, "st": g.phi, "F": sr.final_rows(m.final, m.semiring),
@@ -223,6 +226,7 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
                 post = flows_cuda(A, W, Bt, g.arc_src, g.dst, zp, zk, m.num_arcs, system)
             fpost = final_flows_cuda(A, F, zp, zk)
             return ForwardBackward(lambda: sr.output(A), lambda: sr.output(Bt), cost, post, fpost, (ia, ib))
+        W = ex["system_rows"]()
         flows = np.empty(W.shape[0])
         _flows(A, W, Bt, g.arc_src, g.dst, zp, zk, flows)
         if g is m:

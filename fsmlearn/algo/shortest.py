@@ -227,8 +227,9 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
         V = _solve_phi_system(g, m, sr, W, F, reverse, init, tol, max_sweeps, info, device)
         return sr, V, info, extra
     if device == "cuda":
-        from .cuda.solve import solve_plain_machine
-        rows = arc_rows if arc_rows is not None else sr.arc_rows(m.weight, m.semiring, arc_values)
+        from .cuda.solve import device_arc_rows, solve_plain_machine
+        rows = (arc_rows if arc_rows is not None else device_arc_rows(m, sr) if arc_values is None
+                else sr.arc_rows(m.weight, m.semiring, arc_values))
         V, extra["device_rows"] = solve_plain_machine(m, sr, reverse, rows, F, init, tol, max_sweeps, info)
         return sr, V, info, extra
     if (sr.linear and sr.R == 0 and g is m and arc_rows is None and m.semiring != "real"

@@ -33,12 +33,14 @@ errors.
 on the device (phi systems: own arcs scattered to the machine's arcs, each
 exclusion's negative flow added along its backoff chain, atomically).
 
-Public names: solve_plain_machine, solve_phi_system, flows_cuda, final_flows_cuda,
+Public names: solve_plain_machine, solve_phi_system, flows_cuda, device_arc_rows, device_arc_ends, final_flows_cuda,
 threads_for, launch, forest_levels, forest_pass_rows, reduce_sum, level_runs,
 plain_sweep_decision.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numba as nb
 import numpy as np
@@ -50,8 +52,13 @@ from ..convergence import (RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STAT
 from ..phi import phi_depths
 from . import kernels as K
 
-__all__ = ["solve_plain_machine", "solve_phi_system", "flows_cuda", "final_flows_cuda", "threads_for", "launch",
+__all__ = ["solve_plain_machine", "solve_phi_system", "flows_cuda", "device_arc_rows", "device_arc_ends", "final_flows_cuda", "threads_for", "launch",
            "forest_levels", "forest_pass_rows", "reduce_sum", "level_runs", "plain_sweep_decision"]
+
+# numba.cuda warns at every launch of a grid smaller than the device could fill; this
+# path launches such grids on purpose (narrow levels, small machines, reductions), and
+# on a GPU an n-gram EM iteration printed dozens of these warnings
+warnings.filterwarnings("ignore", message=r"Grid size \d+ will likely result in GPU under-utilization")
 
 _TPB = 128          # threads per block on a device (the simulator gets exactly as many as there is work)
 _FACTOR = 6         # convergence.FACTOR: the field of the rate state holding Aitken's factor
@@ -204,6 +211,27 @@ def _device_graph(m, reverse: bool):
     return m.cached(("cuda_graph", reverse), build)
 
 
+def _on_device(x, dtype=None):
+    """x itself when it is already a device array, else a device copy of it."""
+    if hasattr(x, "copy_to_host"):
+        return x
+    return cuda.to_device(np.ascontiguousarray(x, dtype))
+
+
+def device_arc_rows(m, sr):
+    """The arc rows of machine ``m`` in semiring ``sr`` (no arc values), on the device,
+    converted and copied once per machine (machines are immutable; the CPU path caches
+    its converted weights the same way)."""
+    return m.cached(("cuda_arc_rows", sr.name),
+                    lambda: cuda.to_device(np.ascontiguousarray(sr.arc_rows(m.weight, m.semiring, None))))
+
+
+def device_arc_ends(m):
+    """(tail, head) of the machine's arcs as device int64 arrays, cached per machine."""
+    return m.cached("cuda_arc_ends", lambda: (cuda.to_device(np.ascontiguousarray(m.arc_src, np.int64)),
+                                              cuda.to_device(np.ascontiguousarray(m.dst, np.int64))))
+
+
 # ---------------------------------------------------------------- phi-free machines
 
 def _reduce(dn, sd, bad, part_d):
@@ -215,15 +243,22 @@ def _reduce(dn, sd, bad, part_d):
 
 
 def _jacobi(dg, W_d, B, X0, R, tol, max_sweeps, stats, fstats):
-    """Jacobi sweeps of a phi-free system on scaled rows; returns (status, rows on the device)."""
+    """Jacobi sweeps of a phi-free system on scaled rows from X0 (None: from B); returns
+    (status, rows on the device)."""
     n = B.shape[0]
     P2d = _p2_device()
     B_d = cuda.to_device(B)
-    X = cuda.to_device(X0)
-    Y = cuda.device_array_like(X0)
     KE = B.shape[1] - 1
-    nz = np.any(B[:, :KE] != 0.0, axis=1) | np.any(X0[:, :KE] != 0.0, axis=1)
-    kref = float(np.max(np.maximum(B[nz, KE], X0[nz, KE]))) if nz.any() else 0.0
+    if X0 is None:              # start from the inputs (a device-side copy)
+        X = cuda.device_array_like(B)
+        X.copy_to_device(B_d)
+        nz = np.any(B[:, :KE] != 0.0, axis=1)
+        kref = float(np.max(B[nz, KE])) if nz.any() else 0.0
+    else:
+        X = cuda.to_device(X0)
+        nz = np.any(B[:, :KE] != 0.0, axis=1) | np.any(X0[:, :KE] != 0.0, axis=1)
+        kref = float(np.max(np.maximum(B[nz, KE], X0[nz, KE]))) if nz.any() else 0.0
+    Y = cuda.device_array_like(B)
     dn = cuda.device_array(n)
     sd = cuda.device_array(n)
     bad = cuda.device_array(n, np.int64)
@@ -258,12 +293,13 @@ def _jacobi(dg, W_d, B, X0, R, tol, max_sweeps, stats, fstats):
 def solve_plain_machine(m, sr, reverse, W, F, init, tol, max_sweeps, info):
     """Values of a phi-free machine on the device: (host scaled rows [n, K], device rows).
 
-    W: float64 [E, K] scaled arc rows; F: float64 [n, K] final rows; init: a
-    warm start in the semiring's output convention, or None.
+    W: float64 [E, K] scaled arc rows (host, or already on the device:
+    :func:`device_arc_rows`); F: float64 [n, K] final rows; init: a warm start
+    in the semiring's output convention, or None.
     """
     n = m.num_states
     dg = _device_graph(m, reverse)
-    W_d = cuda.to_device(np.ascontiguousarray(W))
+    W_d = _on_device(W)
     if reverse:
         B = np.ascontiguousarray(F)
     else:
@@ -289,11 +325,12 @@ def solve_plain_machine(m, sr, reverse, W, F, init, tol, max_sweeps, info):
         if X0.shape[0] != n:
             from ...errors import SemiringError
             raise SemiringError(f"init has {X0.shape[0]} rows for {n} states")
+        X0 = np.ascontiguousarray(X0)
     else:
-        X0 = B.copy()
+        X0 = None
     stats = np.zeros(6, np.int64)
     fstats = np.zeros(4)
-    status, V_d = _jacobi(dg, W_d, B, np.ascontiguousarray(X0), sr.R, float(tol), int(max_sweeps), stats, fstats)
+    status, V_d = _jacobi(dg, W_d, B, X0, sr.R, float(tol), int(max_sweeps), stats, fstats)
     info.sweeps, info.extrapolations = int(stats[0]), int(stats[1])
     info.last_change, info.rate = float(fstats[0]), float(fstats[2])
     raise_for_status(status, stats, fstats, what="backward" if reverse else "forward",
@@ -453,13 +490,13 @@ def flows_cuda(A, W, Bt, tail, head, zp, zk, post_size=None, system=None):
     the flows of a phi system's arcs are mapped to the machine's ``post_size``
     arcs on the device: own arcs scattered, each exclusion arc's and final
     adjustment's negative flow added to every arc of its backoff chain.
+    Each of A, W, Bt, tail and head may already be on the device.
     """
     E = tail.shape[0]
-    A_d = cuda.to_device(np.ascontiguousarray(A))
-    Bt_d = cuda.to_device(np.ascontiguousarray(Bt))
+    A_d = _on_device(A)
+    Bt_d = _on_device(Bt)
     out = cuda.device_array(E)
-    _launch(K.arc_flows, E, A_d, cuda.to_device(np.ascontiguousarray(W)), Bt_d,
-            cuda.to_device(np.ascontiguousarray(tail, np.int64)), cuda.to_device(np.ascontiguousarray(head, np.int64)),
+    _launch(K.arc_flows, E, A_d, _on_device(W), Bt_d, _on_device(tail, np.int64), _on_device(head, np.int64),
             float(zp), float(zk), out)
     if system is None:
         return out.copy_to_host()
