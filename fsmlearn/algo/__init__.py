@@ -11,7 +11,8 @@ matrix-valued rows over a phi forest), phi (failure-arc machines as linear syste
 posteriors (forward-backward, arc posteriors, expectations, entropy, gradients),
 paths (best path, k best paths, sampling, label strings of paths), compose (composition, intersection), score
 (scoring label sequences without a product), chain (forward-backward and
-Viterbi over dense first-order chains given as matrices).
+Viterbi over dense first-order chains given as matrices), batch (the routines
+over a MachineBatch), flow_arith (the arc flows' arithmetic for both targets).
 
 Every public function checks that its machine is a :class:`~fsmlearn.fsm.Machine`
 (:func:`~fsmlearn.algo._check.require_machine`: a ``pynini.Fst`` gets a ``TypeError``
@@ -24,7 +25,14 @@ relax_block_system, phi_pass_rows, TagProduct, tag_product, product_forward,
 product_backward, product_total, product_posteriors, product_log_partition_gradient,
 product_expectation, product_expectation_gradient, product_block_update, Path, Samples, best_path, k_best_paths, sample_paths,
 label_strings, compose, intersect, score_sequences, ScoreResult, trim, ChainResult,
-chain_forward_backward, chain_best.
+chain_forward_backward, chain_best, BatchForwardBackward.
+
+Every routine that a batch of machines needs takes a
+:class:`~fsmlearn.fsm.MachineBatch` in place of a machine (``forward``,
+``backward``, ``shortest_distance``, ``total_weight``, ``forward_backward``,
+``arc_posteriors``, ``final_posteriors``, ``expectation``, ``entropy``,
+``best_path``, ``sample_paths``) and answers for each machine in one call
+(module batch).
 """
 
 from .._lazy import lazy_exports
@@ -47,6 +55,7 @@ _LAZY = {
     "label_strings": "paths",
     "score_sequences": "score", "ScoreResult": "score",
     "ChainResult": "chain", "chain_forward_backward": "chain", "chain_best": "chain",
+    "BatchForwardBackward": "batch",
 }
 
 # compose, intersect and trim are imported now: the submodule ``compose`` shares the function's
@@ -55,7 +64,7 @@ _LAZY = {
 from .compose import compose, intersect, trim  # noqa: E402
 
 __all__ = list(_LAZY) + ["compose", "intersect", "trim"]
-_MODULES = ("chain", "compose", "convergence", "cuda", "paths", "phi", "posteriors", "product", "product_entry",
+_MODULES = ("batch", "chain", "compose", "convergence", "cuda", "flow_arith", "paths", "phi", "posteriors", "product", "product_entry",
             "schedule", "score", "shortest", "solve_acyclic", "solve_linear", "solve_phi", "solve_tropical", "tied")
 
 

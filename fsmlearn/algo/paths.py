@@ -41,6 +41,7 @@ import numba as nb
 import numpy as np
 
 from ..errors import ArgumentError, FsmError, MachineError, NoAcceptingPathError, SemiringError
+from ..fsm.batch import MachineBatch
 from ..fsm.machine import EPSILON, PHI, Machine
 from ._check import require_machine
 from .score import label_hash, probe_arc_hash
@@ -80,6 +81,8 @@ def best_path(m: Machine) -> Path:
 
     Returns:
         A :class:`Path`; :func:`label_strings` (or ``Path.input_string``) gives its labels.
+        For a :class:`~fsmlearn.fsm.MachineBatch`, a list with each machine's best path
+        in its own numbering (:func:`fsmlearn.algo.batch.batch_best_path`).
 
     Raises:
         NoAcceptingPathError: (a MachineError) the machine accepts no string.
@@ -88,6 +91,9 @@ def best_path(m: Machine) -> Path:
         DivergenceError: a negative cycle.
         NotAMachineError: ``m`` is not a Machine (convert a pynini.Fst with Machine.from_pynini).
     """
+    if isinstance(m, MachineBatch):
+        from .batch import batch_best_path
+        return batch_best_path(m)
     require_machine(m, "best_path", "m")
     if m.has_phi:
         raise SemiringError("best_path over a phi machine needs its phi-free expansion: "
@@ -422,7 +428,7 @@ _PARALLEL_MIN = 10_000
 class _Sampler:
     """Local probabilities of a machine's events, computed once (see sample_paths)."""
 
-    def __init__(self, m: Machine, phi_final: bool, normalised: bool = False):
+    def __init__(self, m: Machine, phi_final: bool, normalised: bool = False, starts=None):
         from ..semiring.ops import scaled_to_neglog
         if normalised:
             beta = np.zeros(m.num_states)
@@ -430,9 +436,16 @@ class _Sampler:
             _, Bt, _, _ = solve_values(m, "log", True, phi_final=phi_final)
             beta = np.empty(m.num_states)
             scaled_to_neglog(Bt, beta)
-        if m.start < 0 or not np.isfinite(beta[m.start]):
-            raise NoAcceptingPathError("sample_paths: the machine accepts no string (its total weight is "
-                                       "Z = 0): nothing to sample")
+        if starts is None:
+            if m.start < 0 or not np.isfinite(beta[m.start]):
+                raise NoAcceptingPathError("sample_paths: the machine accepts no string (its total weight is "
+                                           "Z = 0): nothing to sample")
+        else:       # a batch's union: every machine's own start
+            bad = np.flatnonzero((starts < 0) | ~np.isfinite(beta[np.maximum(starts, 0)]))
+            if bad.size:
+                raise NoAcceptingPathError(f"sample_paths: machine {int(bad[0])} of the batch accepts no string "
+                                           f"({bad.size} of {len(starts)} such; its total weight is Z = 0): "
+                                           "nothing to sample")
         w, f = m.neglog_weights()
         with np.errstate(over="ignore", invalid="ignore"):
             arc_p = np.exp(beta[m.arc_src] - w - beta[m.dst])
@@ -481,6 +494,9 @@ def sample_paths(m: Machine, num: int, seed: int = 0, max_length: int | None = N
 
     Returns:
         A :class:`Samples` of arc ids; :func:`label_strings` turns it into strings.
+        For a :class:`~fsmlearn.fsm.MachineBatch`, a list of B Samples, ``num`` paths of
+        each machine in its own numbering (:func:`fsmlearn.algo.batch.batch_sample_paths`;
+        ``threads`` is not used).
 
     Raises:
         NoAcceptingPathError: (a MachineError) the machine accepts nothing.
@@ -488,6 +504,9 @@ def sample_paths(m: Machine, num: int, seed: int = 0, max_length: int | None = N
         ArgumentError: num < 0, or max_length was exceeded.
         NotAMachineError: ``m`` is not a Machine (convert a pynini.Fst with Machine.from_pynini).
     """
+    if isinstance(m, MachineBatch):
+        from .batch import batch_sample_paths
+        return batch_sample_paths(m, num, seed, max_length, phi_final, normalised)
     require_machine(m, "sample_paths", "m")
     if num < 0:
         raise ArgumentError(f"num must be >= 0, got {num}")

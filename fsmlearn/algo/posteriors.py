@@ -38,62 +38,51 @@ import numba as nb
 import numpy as np
 
 from ..errors import ArgumentError, NoAcceptingPathError, SemiringError
+from ..fsm.batch import MachineBatch
 from ..fsm.machine import PHI, Machine
 from ..semiring import get_semiring
 from ._check import require_machine
+from .flow_arith import arc_flow_py, chain_flow_py, owner_py
 from .shortest import SolveInfo, solve_values
 
 _LN2 = math.log(2.0)
 
 
-@nb.njit(cache=True)
-def _flows(A, W, Bt, tail, head, zp, zk, out):
-    """Real flow alpha[tail] * W * beta[head] / Z of every arc (scaled rows, p-part)."""
-    KA = A.shape[1] - 1
-    KW = W.shape[1] - 1
-    KB = Bt.shape[1] - 1
-    for i in range(tail.shape[0]):
-        t = tail[i]
-        h = head[i]
-        m = A[t, 0] * W[i, 0] * Bt[h, 0] / zp
-        if m == 0.0:
-            out[i] = 0.0
-            continue
-        e = A[t, KA] + W[i, KW] + Bt[h, KB] - zk
-        if e < -2200.0:
-            out[i] = 0.0
-        else:
-            out[i] = math.ldexp(m, int(min(e, 2200.0)))
+_owner = nb.njit(cache=True)(owner_py)
+_arc_flow = nb.njit(cache=True)(arc_flow_py)
+_chain_flow = nb.njit(cache=True)(chain_flow_py)
+
+
+@nb.njit(cache=True, parallel=True)
+def _flows(A, W, Bt, tail, head, zp, zk, state_ptr, out):
+    """Real flow alpha[tail] * W * beta[head] / Z of every arc (scaled rows, p-part); Z =
+    zp[b] 2**zk[b] of the machine b owning the tail state (``state_ptr`` [B+1]; one
+    machine: [0, n])."""
+    n = tail.shape[0]
+    CH = 4096
+    for c in nb.prange((n + CH - 1) // CH):
+        i0 = c * CH
+        i1 = min(n, i0 + CH)
+        b = 0
+        for i in range(i0, i1):
+            t = tail[i]
+            if t < state_ptr[b] or t >= state_ptr[b + 1]:
+                b = _owner(state_ptr, t)
+            out[i] = _arc_flow(A, W, Bt, i, t, head[i], zp[b], zk[b])
 
 
 @nb.njit(cache=True)
-def _chain_flows(A, W_m, F, Bt_unused, tail_state, ptr, chain, head_state, zp, zk, is_final, out_arc):
-    """Add the (negative) flow of each exclusion arc / final adjustment to its chain's arcs."""
-    K = W_m.shape[1] - 1
+def _chain_flows(A, W_m, Hd, tail_state, ptr, chain, head_state, zp, zk, state_ptr, out_arc):
+    """Add the (negative) flow of each exclusion arc / final adjustment to its chain's arcs
+    (Hd: the backward rows, or the final rows for final adjustments; Z of the machine owning
+    the tail state, as in :func:`_flows`)."""
     for i in range(tail_state.shape[0]):
         q = tail_state[i]
-        m = A[q, 0] / zp
-        e = A[q, A.shape[1] - 1] - zk
-        for c in range(ptr[i], ptr[i + 1]):
-            a = chain[c]
-            m *= W_m[a, 0]
-            e += W_m[a, K]
-            if m != 0.0:
-                fr, ex = math.frexp(m)
-                m = fr
-                e += ex
-        r = head_state[i]
-        if is_final:
-            m *= F[r, 0]
-            e += F[r, F.shape[1] - 1]
-        else:
-            m *= Bt_unused[r, 0]
-            e += Bt_unused[r, Bt_unused.shape[1] - 1]
-        if m == 0.0 or e < -2200.0:
-            continue
-        v = -math.ldexp(m, int(min(e, 2200.0)))
-        for c in range(ptr[i], ptr[i + 1]):
-            out_arc[chain[c]] += v
+        b = _owner(state_ptr, q)
+        v = _chain_flow(A, W_m, Hd, q, ptr[i], ptr[i + 1], chain, head_state[i], zp[b], zk[b])
+        if v != 0.0:
+            for c in range(ptr[i], ptr[i + 1]):
+                out_arc[chain[c]] += v
 
 
 class ForwardBackward:
@@ -182,7 +171,9 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
             posteriors zero instead of raising.
 
     Returns:
-        A :class:`ForwardBackward`.
+        A :class:`ForwardBackward`; for a :class:`~fsmlearn.fsm.MachineBatch`, a
+        :class:`~fsmlearn.algo.batch.BatchForwardBackward` (one Z per machine, each
+        arc's posterior in its own machine).
 
     Raises:
         NoAcceptingPathError: Z = 0 (unless ``allow_empty``).
@@ -190,70 +181,119 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
             ``Machine.from_pynini``).
         DivergenceError, NotConvergedError: as :func:`shortest_distance`.
     """
+    if isinstance(m, MachineBatch):
+        from .batch import batch_forward_backward
+        return batch_forward_backward(m, tol=tol, max_sweeps=max_sweeps, init_alpha=init_alpha,
+                                      init_beta=init_beta, phi=phi, phi_final=phi_final, device=device,
+                                      allow_empty=allow_empty)
     require_machine(m, "forward_backward", "m")
+    sr, A, Bt, costs, post, fpost, infos = fb_core(m, None, None, tol, max_sweeps, init_alpha, init_beta, phi,
+                                                   phi_final, device, allow_empty, "forward_backward")
+    return ForwardBackward(lambda: sr.output(A), lambda: sr.output(Bt), float(costs[0]), post, fpost, infos)
+
+
+def fb_core(m: Machine, starts, state_ptr, tol, max_sweeps, init_alpha, init_beta, phi, phi_final, device,
+            allow_empty, func, batch=False):
+    """Both solves and the flows of a machine, or of a batch's union (``starts`` int64 [B],
+    ``state_ptr`` int64 [B+1]; each machine's flows over its own Z).
+
+    Returns:
+        (sr, A, Bt, costs float64 [B] (-ln Z of each machine, inf for none), arc
+        posteriors [E], final posteriors [N], (forward info, backward info)); a
+        machine with Z = 0 has zero posteriors.
+
+    Raises:
+        NoAcceptingPathError: a machine with Z = 0, unless ``allow_empty`` (a batch's
+            message names the first such machine).
+    """
+    n = m.num_states
+    st = np.array([m.start], np.int64) if starts is None else starts
+    sp = np.array([0, n], np.int64) if state_ptr is None else state_ptr
     rows = None
     if (not m.has_phi or phi == "epsilon") and device != "cuda":   # the device keeps its own copy
         # convert the arc weights once; both directions and the flows reuse them
         rows = get_semiring("log").arc_rows(m.weight, m.semiring)
     sr, A, ia, ex = solve_values(m, "log", False, tol=tol, max_sweeps=max_sweeps, init=init_alpha,
-                                 phi=phi, phi_final=phi_final, arc_rows=rows, device=device)
+                                 phi=phi, phi_final=phi_final, arc_rows=rows, device=device, starts=starts)
     _, Bt, ib, exb = solve_values(m, "log", True, tol=tol, max_sweeps=max_sweeps, init=init_beta,
-                                phi=phi, phi_final=phi_final, arc_rows=rows, device=device)
-    E = m.num_arcs
-    post = np.zeros(E)
-    fpost = np.zeros(m.num_states)
-    cost = float(sr.output(Bt[m.start:m.start + 1])[0]) if m.start >= 0 else math.inf
-    if cost == math.inf and not allow_empty:
-        raise _no_path("forward_backward", m)
-    if math.isfinite(cost):
-        zp = Bt[m.start, 0]
-        zk = Bt[m.start, -1]
-        g = ex["graph"]
-        F = ex["F"]
-        if device == "cuda":
-            from .cuda.solve import final_flows_cuda, flows_cuda
-            if g is m:
-                from .cuda.solve import device_arc_ends, device_arc_rows
-                tail, head = device_arc_ends(m)
-                post = flows_cuda(ex.get("device_rows", A), device_arc_rows(m, sr), exb.get("device_rows", Bt),
-                                  tail, head, zp, zk)
-            else:
-                W = ex["system_rows"]()
-                # a final adjustment's flow is the chain times r's own final weight, not the
-                # adjusted one (the system is built from the original finals too)
-                system = {"kind": g.kind, "ref": g.ref, "st": g.phi, "F": sr.final_rows(m.final, m.semiring),
-                          "Wm": sr.arc_rows(m.weight, m.semiring)}
-                post = flows_cuda(A, W, Bt, g.arc_src, g.dst, zp, zk, m.num_arcs, system)
-            fpost = final_flows_cuda(A, F, zp, zk)
-            return ForwardBackward(lambda: sr.output(A), lambda: sr.output(Bt), cost, post, fpost, (ia, ib))
+                                  phi=phi, phi_final=phi_final, arc_rows=rows, device=device)
+    B = st.shape[0]
+    valid = st >= 0
+    costs = np.full(B, math.inf)
+    zp = np.ones(B)
+    zk = np.zeros(B)
+    if valid.any():
+        rows_at = Bt[st[valid]]
+        costs[valid] = sr.output(rows_at)
+        zp[valid] = rows_at[:, 0]
+        zk[valid] = rows_at[:, -1]
+    empty = ~(costs < math.inf)
+    zp[empty] = 1.0
+    zk[empty] = 0.0
+    if empty.any() and not allow_empty:
+        if not batch:
+            raise _no_path(func, m)
+        b = int(np.flatnonzero(empty)[0])
+        raise NoAcceptingPathError(
+            f"{func}: machine {b} of the batch " + (
+                "has no start state" if st[b] < 0 else
+                f"has no path from its start state {int(st[b])} to a final state with nonzero weight")
+            + f" ({int(empty.sum())} of {B} such): its total weight is Z = 0; pass allow_empty=True to get "
+              "zero posteriors for such machines")
+    post = np.zeros(m.num_arcs)
+    fpost = np.zeros(n)
+    if empty.all():
+        return sr, A, Bt, costs, post, fpost, (ia, ib)
+    g = ex["graph"]
+    F = ex["F"]
+    if device == "cuda":
+        from .cuda.solve import final_flows_cuda, flows_cuda
+        if g is m:
+            from .cuda.solve import device_arc_ends, device_arc_rows
+            tail, head = device_arc_ends(m)
+            post = flows_cuda(ex.get("device_rows", A), device_arc_rows(m, sr), exb.get("device_rows", Bt),
+                              tail, head, zp, zk, state_ptr=sp)
+        else:
+            W = ex["system_rows"]()
+            # a final adjustment's flow is the chain times r's own final weight, not the
+            # adjusted one (the system is built from the original finals too)
+            system = {"kind": g.kind, "ref": g.ref, "st": g.phi, "F": sr.final_rows(m.final, m.semiring),
+                      "Wm": sr.arc_rows(m.weight, m.semiring)}
+            post = flows_cuda(A, W, Bt, g.arc_src, g.dst, zp, zk, m.num_arcs, system, state_ptr=sp)
+        fpost = final_flows_cuda(A, F, zp, zk, state_ptr=sp)
+    else:
         W = ex["system_rows"]()
         flows = np.empty(W.shape[0])
-        _flows(A, W, Bt, g.arc_src, g.dst, zp, zk, flows)
+        _flows(A, W, Bt, g.arc_src, g.dst, zp, zk, sp, flows)
         if g is m:
             post = flows
         else:
             kind0 = g.kind == 0
             np.add.at(post, g.ref[kind0], flows[kind0])
-            st = g.phi
+            phs = g.phi
             Wm = sr.arc_rows(m.weight, m.semiring)
-            _chain_flows(A, Wm, F, Bt, st.neg_tail, st.neg_ptr, st.neg_chain, st.neg_head,
-                         zp, zk, False, post)
+            _chain_flows(A, Wm, Bt, phs.neg_tail, phs.neg_ptr, phs.neg_chain, phs.neg_head, zp, zk, sp, post)
             # a final adjustment's flow: the chain times r's own final weight (not the adjusted one)
-            _chain_flows(A, Wm, sr.final_rows(m.final, m.semiring), Bt, st.nf_state, st.nf_ptr, st.nf_chain,
-                         st.nf_final, zp, zk, True, post)
-        idx = np.arange(m.num_states, dtype=np.int32)
-        fflows = np.empty(m.num_states)
-        ones = np.zeros((m.num_states, A.shape[1]))
+            _chain_flows(A, Wm, sr.final_rows(m.final, m.semiring), phs.nf_state, phs.nf_ptr, phs.nf_chain,
+                         phs.nf_final, zp, zk, sp, post)
+        idx = np.arange(n, dtype=np.int32)
+        fpost = np.empty(n)
+        ones = np.zeros((n, A.shape[1]))
         ones[:, 0] = 0.5
         ones[:, -1] = 1.0
-        _flows(A, F, ones, idx, idx, zp, zk, fflows)
-        fpost = fflows
-    return ForwardBackward(lambda: sr.output(A), lambda: sr.output(Bt), cost, post, fpost, (ia, ib))
+        _flows(A, F, ones, idx, idx, zp, zk, sp, fpost)
+    if empty.any():             # machines with Z = 0 have no path distribution: zero posteriors
+        ap = m.src_start[sp]
+        for b in np.flatnonzero(empty):
+            post[ap[b]:ap[b + 1]] = 0.0
+            fpost[sp[b]:sp[b + 1]] = 0.0
+    return sr, A, Bt, costs, post, fpost, (ia, ib)
 
 
 def arc_posteriors(m: Machine, **kwargs) -> np.ndarray:
     """float64 [E]: expected count of each arc (see :func:`forward_backward`)."""
-    require_machine(m, "arc_posteriors", "m")
+    if not isinstance(m, MachineBatch):
+        require_machine(m, "arc_posteriors", "m")
     return forward_backward(m, **kwargs).posteriors
 
 
@@ -265,7 +305,8 @@ def final_posteriors(m: Machine, **kwargs) -> np.ndarray:
     path ends by each state's own final weight (failing over to it included) is
     ``-log_partition_gradient(m)[1]`` for a negative-log machine.
     """
-    require_machine(m, "final_posteriors", "m")
+    if not isinstance(m, MachineBatch):
+        require_machine(m, "final_posteriors", "m")
     return forward_backward(m, **kwargs).final_posteriors
 
 
@@ -428,7 +469,8 @@ def expectation(m: Machine, arc_values, final_values=None, **kwargs) -> np.ndarr
         **kwargs: passed to shortest_distance (tol, max_sweeps, phi, phi_final, device).
 
     Returns:
-        float64 [R] (shape (1,) for 1-D values).
+        float64 [R] (shape (1,) for 1-D values); for a
+        :class:`~fsmlearn.fsm.MachineBatch` (values flat over its union), [B, R].
 
     Raises:
         NoAcceptingPathError: the machine has no accepting path (Z = 0), so the
@@ -436,6 +478,9 @@ def expectation(m: Machine, arc_values, final_values=None, **kwargs) -> np.ndarr
         NotAMachineError: ``m`` is not a Machine.
         SemiringError: values of the wrong shape, or not finite.
     """
+    if isinstance(m, MachineBatch):
+        from .batch import batch_expectation
+        return batch_expectation(m, arc_values, final_values, **kwargs)
     require_machine(m, "expectation", "m")
     return _expectation_total(m, "expectation", arc_values, final_values, **kwargs)[1]
 
@@ -461,13 +506,17 @@ def entropy(m: Machine, **kwargs) -> float:
         **kwargs: passed to shortest_distance (tol, max_sweeps, phi, phi_final, device).
 
     Returns:
-        H >= 0 (float, nats); to the solver's tolerance on a cyclic machine.
+        H >= 0 (float, nats); to the solver's tolerance on a cyclic machine; for a
+        :class:`~fsmlearn.fsm.MachineBatch`, float64 [B].
 
     Raises:
         NoAcceptingPathError: the machine has no accepting path (Z = 0).
         NotAMachineError: ``m`` is not a Machine.
         DivergenceError: the total weight is infinite.
     """
+    if isinstance(m, MachineBatch):
+        from .batch import batch_entropy
+        return batch_entropy(m, **kwargs)
     require_machine(m, "entropy", "m")
     w, f = m.neglog_weights()
     with np.errstate(invalid="ignore"):

@@ -26,6 +26,7 @@ import numba as nb
 import numpy as np
 
 from ..errors import SemiringError
+from ..fsm.batch import MachineBatch
 from ..fsm.machine import PHI, Machine
 from ..semiring import Semiring, get_semiring
 from ..semiring.ops import fma, neg_scaled, times_scaled
@@ -175,8 +176,13 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
 
 def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_values=None,
                  tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS, init=None,
-                 phi: str = "failure", phi_final: bool = True, arc_rows=None, device: str = "cpu"):
+                 phi: str = "failure", phi_final: bool = True, arc_rows=None, device: str = "cpu",
+                 starts=None):
     """Internal rows of forward/backward values, in state order.
+
+    ``starts`` (forward only; int64 [B], -1 for none): several start states
+    instead of ``m.start``, each given the value one: the forward values of a
+    :class:`~fsmlearn.fsm.MachineBatch`'s union, every machine from its own start.
 
     ``device``: "cpu" (numba kernels) or "cuda" (the numba.cuda twins of
     :mod:`fsmlearn.algo.cuda`, linear semirings only); with "cuda" and a
@@ -218,19 +224,23 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
              "system_rows": (lambda: W) if W is not None else
              (lambda: arc_rows) if arc_rows is not None else
              (lambda: sr.arc_rows(m.weight, m.semiring, arc_values))}
-    if n == 0 or m.start < 0:
+    if starts is not None:
+        starts = np.asarray(starts, np.int64)
+        starts = starts[starts >= 0]
+    if n == 0 or (m.start < 0 if starts is None else starts.size == 0):
         V = F.copy() if reverse else sr.zero_rows(n)
         if not sr.linear:
             extra["bp"] = np.full(n, -1, np.int64)
         return sr, V, info, extra
     if g is not m:
-        V = _solve_phi_system(g, m, sr, W, F, reverse, init, tol, max_sweeps, info, device)
+        V = _solve_phi_system(g, m, sr, W, F, reverse, init, tol, max_sweeps, info, device, starts)
         return sr, V, info, extra
     if device == "cuda":
         from .cuda.solve import device_arc_rows, solve_plain_machine
         rows = (arc_rows if arc_rows is not None else device_arc_rows(m, sr) if arc_values is None
                 else sr.arc_rows(m.weight, m.semiring, arc_values))
-        V, extra["device_rows"] = solve_plain_machine(m, sr, reverse, rows, F, init, tol, max_sweeps, info)
+        V, extra["device_rows"] = solve_plain_machine(m, sr, reverse, rows, F, init, tol, max_sweeps, info,
+                                                      starts)
         return sr, V, info, extra
     if (sr.linear and sr.R == 0 and g is m and arc_rows is None and m.semiring != "real"
             and m.cached("forward_ordered", lambda: csr_is_forward_ordered(m.src_start, m.dst))):
@@ -238,7 +248,7 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
         info.components = 1
         V = F.copy() if reverse else sr.zero_rows(n)
         if not reverse:
-            V[m.start] = sr.one_row()
+            V[m.start if starts is None else starts] = sr.one_row()
         acyclic_neglog(V, m.src_start, m.dst, np.ascontiguousarray(m.weight, dtype=np.float64), reverse)
         return sr, V, info, extra
     sched = schedule_for(g, reverse)
@@ -248,7 +258,7 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
         V = F.copy()
     else:
         V = sr.zero_rows(n)
-        V[m.start] = sr.one_row()
+        V[m.start if starts is None else starts] = sr.one_row()
     Wext, Wint, Wself = _ordered_rows(g, m, sr, sched, arc_values, W, arc_rows)
     if sr.linear:
         if init is not None:
@@ -359,7 +369,7 @@ def _phi_relax(solver, X, B, args, KE, tol, max_sweeps, stats, fstats, info):
 
 
 def _solve_phi_system(g: LinearSystem, m: Machine, sr: Semiring, W, F, reverse, init, tol, max_sweeps,
-                      info: SolveInfo, device: str = "cpu"):
+                      info: SolveInfo, device: str = "cpu", starts=None):
     row_ptr, col, idx, phi_t, dorder, phi_sys, self_arc = _phi_index(g, m, reverse)
     n = m.num_states
     KE = sr.K - 1
@@ -371,7 +381,7 @@ def _solve_phi_system(g: LinearSystem, m: Machine, sr: Semiring, W, F, reverse, 
         B = _plain_rows(F)
     else:
         B = np.zeros((n, KE))
-        B[m.start, 0] = 1.0
+        B[m.start if starts is None else starts, 0] = 1.0
     solver = phi_solver(sr.R)
     if init is not None:
         X = _plain_rows(sr.rows_from_output(init))
@@ -491,7 +501,10 @@ def shortest_distance(machine: Machine, semiring="log", reverse: bool = False, *
     Returns:
         float64 [N] (log, tropical: negative logs; real: values), or for the
         expectation semiring [N, 1+R]: -ln p then r/p.  Unreachable states get
-        the semiring zero (inf for log and tropical).
+        the semiring zero (inf for log and tropical).  Given a
+        :class:`~fsmlearn.fsm.MachineBatch`, the values of the union's states, each
+        within its own machine (forward values from each machine's start;
+        ``batch.split(values)`` gives one array per machine).
 
     Raises:
         DivergenceError: the weights of a cycle diverge.
@@ -501,7 +514,12 @@ def shortest_distance(machine: Machine, semiring="log", reverse: bool = False, *
         FsmError: device="cuda" without a CUDA device or numba's simulator.
         NotAMachineError: not a Machine (convert a pynini.Fst with Machine.from_pynini).
     """
-    require_machine(machine, "shortest_distance")
+    if not isinstance(machine, MachineBatch):
+        require_machine(machine, "shortest_distance")
+    if isinstance(machine, MachineBatch):
+        from .batch import batch_values
+        return batch_values(machine, semiring, reverse, arc_values=arc_values, tol=tol, max_sweeps=max_sweeps,
+                            init=init, phi=phi, phi_final=phi_final, return_info=return_info, device=device)
     sr, V, info, _ = solve_values(machine, semiring, reverse, arc_values=arc_values, tol=tol,
                                   max_sweeps=max_sweeps, init=init, phi=phi, phi_final=phi_final,
                                   device=device)
@@ -511,13 +529,15 @@ def shortest_distance(machine: Machine, semiring="log", reverse: bool = False, *
 
 def forward(machine: Machine, semiring="log", **kwargs):
     """Forward values; see :func:`shortest_distance`."""
-    require_machine(machine, "forward")
+    if not isinstance(machine, MachineBatch):
+        require_machine(machine, "forward")
     return shortest_distance(machine, semiring, False, **kwargs)
 
 
 def backward(machine: Machine, semiring="log", **kwargs):
     """Backward values (final weights included); see :func:`shortest_distance`."""
-    require_machine(machine, "backward")
+    if not isinstance(machine, MachineBatch):
+        require_machine(machine, "backward")
     return shortest_distance(machine, semiring, True, **kwargs)
 
 
@@ -526,8 +546,12 @@ def total_weight(machine: Machine, semiring="log", **kwargs):
 
     Computed as the backward value of the start state.  Returns a float (or,
     for the expectation semiring, an array [1+R]: -ln Z then the expected
-    additive values).
+    additive values); for a :class:`~fsmlearn.fsm.MachineBatch` one per machine
+    ([B], or [B, 1+R]).
     """
+    if isinstance(machine, MachineBatch):
+        from .batch import batch_total_weight
+        return batch_total_weight(machine, semiring, **kwargs)
     require_machine(machine, "total_weight")
     if machine.start < 0:
         sr = get_semiring(semiring, kwargs.get("arc_values"))

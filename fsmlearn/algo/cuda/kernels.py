@@ -56,6 +56,7 @@ import math
 from numba import cuda
 
 from ...semiring.ops import EXP_UNSET
+from ..flow_arith import arc_flow_py, chain_flow_py, owner_py
 
 __all__ = ["forest_up_rows", "forest_down_rows", "pull_level", "pull_levels_block", "jacobi_sweep", "reduce_change", "chunk_sums", "extrapolate_scaled", "extrapolate_plain",
            "phi_pull", "phi_up_level", "phi_down_level", "plain_change", "arc_flows", "scatter_flows",
@@ -79,6 +80,12 @@ def _fmax(a, b):
 def _fmin(a, b):
     """The smaller of a and b, NaN if either is."""
     return a if (a <= b or a != a) else b
+
+
+# the flows' arithmetic, one source with the CPU kernels of algo.posteriors
+_owner = cuda.jit(device=True)(owner_py)
+_arc_flow = cuda.jit(device=True)(arc_flow_py)
+_chain_flow = cuda.jit(device=True)(chain_flow_py)
 
 
 @cuda.jit(device=True)
@@ -406,25 +413,15 @@ def plain_change(X, Y, D, dn, sd, bad):
 
 
 @cuda.jit
-def arc_flows(A, W, Bt, tail, head, zp, zk, out):
-    """out[i] = A[tail[i]] W[i] Bt[head[i]] / Z (the p-parts of scaled rows; Z = zp 2**zk)."""
+def arc_flows(A, W, Bt, tail, head, zp, zk, state_ptr, out):
+    """out[i] = A[tail[i]] W[i] Bt[head[i]] / Z (the p-parts of scaled rows; Z = zp[b] 2**zk[b]
+    of the machine b owning the tail state: ``state_ptr`` [B+1], one machine [0, n])."""
     i = cuda.grid(1)
     if i >= out.shape[0]:
         return
-    KA = A.shape[1] - 1
-    KW = W.shape[1] - 1
-    KB = Bt.shape[1] - 1
     t = tail[i]
-    h = head[i]
-    m = A[t, 0] * W[i, 0] * Bt[h, 0] / zp
-    if m == 0.0:
-        out[i] = 0.0
-        return
-    e = A[t, KA] + W[i, KW] + Bt[h, KB] - zk
-    if e < -2200.0:
-        out[i] = 0.0
-    else:
-        out[i] = math.ldexp(m, int(_fmin(e, 2200.0)))
+    b = _owner(state_ptr, t)
+    out[i] = _arc_flow(A, W, Bt, i, t, head[i], zp[b], zk[b])
 
 
 @cuda.jit
@@ -436,33 +433,20 @@ def scatter_flows(post, flows, kind, ref):
 
 
 @cuda.jit
-def chain_flows(A, Wm, Hd, tail_state, ptr, chain, head_state, zp, zk, post):
+def chain_flows(A, Wm, Hd, tail_state, ptr, chain, head_state, zp, zk, state_ptr, post):
     """For exclusion i (or final adjustment): v = -A[q] (x) chain weights (x) Hd[r] / Z, with
     q = tail_state[i], r = head_state[i] and Hd the backward rows (or the final rows); adds v
-    to every arc of its chain ptr[i]:ptr[i+1] atomically (scaled rows, p-parts)."""
+    to every arc of its chain ptr[i]:ptr[i+1] atomically (scaled rows, p-parts; Z of the
+    machine owning q)."""
     i = cuda.grid(1)
     if i >= tail_state.shape[0]:
         return
-    K = Wm.shape[1] - 1
     q = tail_state[i]
-    m = A[q, 0] / zp
-    e = A[q, A.shape[1] - 1] - zk
-    for c in range(ptr[i], ptr[i + 1]):
-        a = chain[c]
-        m *= Wm[a, 0]
-        e += Wm[a, K]
-        if m != 0.0:
-            fr, ex = math.frexp(m)
-            m = fr
-            e += ex
-    r = head_state[i]
-    m *= Hd[r, 0]
-    e += Hd[r, Hd.shape[1] - 1]
-    if m == 0.0 or e < -2200.0:
-        return
-    v = -math.ldexp(m, int(_fmin(e, 2200.0)))
-    for c in range(ptr[i], ptr[i + 1]):
-        cuda.atomic.add(post, chain[c], v)
+    b = _owner(state_ptr, q)
+    v = _chain_flow(A, Wm, Hd, q, ptr[i], ptr[i + 1], chain, head_state[i], zp[b], zk[b])
+    if v != 0.0:
+        for c in range(ptr[i], ptr[i + 1]):
+            cuda.atomic.add(post, chain[c], v)
 
 
 @cuda.jit

@@ -290,12 +290,13 @@ def _jacobi(dg, W_d, B, X0, R, tol, max_sweeps, stats, fstats):
     return status, X
 
 
-def solve_plain_machine(m, sr, reverse, W, F, init, tol, max_sweeps, info):
+def solve_plain_machine(m, sr, reverse, W, F, init, tol, max_sweeps, info, starts=None):
     """Values of a phi-free machine on the device: (host scaled rows [n, K], device rows).
 
     W: float64 [E, K] scaled arc rows (host, or already on the device:
     :func:`device_arc_rows`); F: float64 [n, K] final rows; init: a warm start
-    in the semiring's output convention, or None.
+    in the semiring's output convention, or None; starts: several start states
+    (a batch's; forward only) instead of ``m.start``.
     """
     n = m.num_states
     dg = _device_graph(m, reverse)
@@ -304,7 +305,7 @@ def solve_plain_machine(m, sr, reverse, W, F, init, tol, max_sweeps, info):
         B = np.ascontiguousarray(F)
     else:
         B = sr.zero_rows(n)
-        B[m.start] = sr.one_row()
+        B[m.start if starts is None else starts] = sr.one_row()
     info.components = 1
     info.cyclic = not dg["acyclic"]
     if dg["acyclic"]:
@@ -483,21 +484,31 @@ def plain_sweep_decision(rs, d, s, tol, extrapolate, tail2, X, D, stats, fstats)
 
 # ---------------------------------------------------------------- flows
 
-def flows_cuda(A, W, Bt, tail, head, zp, zk, post_size=None, system=None):
+def _z_arrays(zp, zk, state_ptr, n):
+    zp = np.atleast_1d(np.asarray(zp, np.float64))
+    zk = np.atleast_1d(np.asarray(zk, np.float64))
+    sp = np.array([0, n], np.int64) if state_ptr is None else np.asarray(state_ptr, np.int64)
+    return cuda.to_device(zp), cuda.to_device(zk), _on_device(sp, np.int64)
+
+
+def flows_cuda(A, W, Bt, tail, head, zp, zk, post_size=None, system=None, state_ptr=None):
     """float64 flows of every arc, ``alpha[tail] w beta[head] / Z``, computed on the device.
 
-    With ``system`` (a dict: kind, ref, Wm, F, and the PhiStructure ``st``)
-    the flows of a phi system's arcs are mapped to the machine's ``post_size``
-    arcs on the device: own arcs scattered, each exclusion arc's and final
-    adjustment's negative flow added to every arc of its backoff chain.
-    Each of A, W, Bt, tail and head may already be on the device.
+    Z = ``zp 2**zk``: scalars for one machine, or arrays [B] for a batch whose
+    machines own the states ``state_ptr[b]:state_ptr[b+1]`` (each arc takes the
+    Z of its tail state's machine).  With ``system`` (a dict: kind, ref, Wm, F,
+    and the PhiStructure ``st``) the flows of a phi system's arcs are mapped to
+    the machine's ``post_size`` arcs on the device: own arcs scattered, each
+    exclusion arc's and final adjustment's negative flow added to every arc of
+    its backoff chain.  Each of A, W, Bt, tail and head may already be on the device.
     """
     E = tail.shape[0]
     A_d = _on_device(A)
     Bt_d = _on_device(Bt)
+    zp_d, zk_d, sp_d = _z_arrays(zp, zk, state_ptr, A.shape[0])
     out = cuda.device_array(E)
     _launch(K.arc_flows, E, A_d, _on_device(W), Bt_d, _on_device(tail, np.int64), _on_device(head, np.int64),
-            float(zp), float(zk), out)
+            zp_d, zk_d, sp_d, out)
     if system is None:
         return out.copy_to_host()
     post = cuda.to_device(np.zeros(post_size))
@@ -511,15 +522,16 @@ def flows_cuda(A, W, Bt, tail, head, zp, zk, post_size=None, system=None):
         if len(tail_s):
             _launch(K.chain_flows, len(tail_s), A_d, Wm_d, Hd, cuda.to_device(np.asarray(tail_s, np.int64)),
                     cuda.to_device(np.asarray(ptr, np.int64)), cuda.to_device(np.asarray(chain, np.int64)),
-                    cuda.to_device(np.asarray(head_s, np.int64)), float(zp), float(zk), post)
+                    cuda.to_device(np.asarray(head_s, np.int64)), zp_d, zk_d, sp_d, post)
     return post.copy_to_host()
 
 
-def final_flows_cuda(A, F, zp, zk):
-    """float64 [n]: the probability of stopping at each state, alpha[q] F[q] / Z, on the device."""
+def final_flows_cuda(A, F, zp, zk, state_ptr=None):
+    """float64 [n]: the probability of stopping at each state, alpha[q] F[q] / Z, on the device
+    (Z per machine as in :func:`flows_cuda`)."""
     n = A.shape[0]
     ones = np.zeros((n, A.shape[1]))
     ones[:, 0] = 0.5
     ones[:, -1] = 1.0
     idx = np.arange(n, dtype=np.int64)
-    return flows_cuda(A, F, ones, idx, idx, zp, zk)
+    return flows_cuda(A, F, ones, idx, idx, zp, zk, state_ptr=state_ptr)
