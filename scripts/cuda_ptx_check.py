@@ -58,6 +58,7 @@ def main(argv=None) -> int:
         K.phi_down_level: (f2, i1, I, I, i1, f2, f2, i1),
         K.plain_change: (f2, f2, f2, f1, f1, i1),
         K.arc_flows: (f2, f2, f2, i1, i1, f1, f1, i1, f1),
+        K.final_flows: (f2, f2, f1, f1, i1, f1),
         K.scatter_flows: (f1, f1, i1, i1),
         K.chain_flows: (f2, f2, f2, i1, i1, i1, i1, f1, f1, i1, f1),
         K.forest_up_rows: (f2, i1, I, I, i1, i1, f1),

@@ -81,30 +81,44 @@ def test_lattice_equals_pynini_composition(order):
 
 
 @pytest.mark.parametrize("order", [2, 3])
-def test_concatenated_lattice_is_the_sentences_side_by_side(order):
+def test_batch_lattice_is_the_sentences_side_by_side(order):
     rng = np.random.default_rng(3)
     hmm = random_hmm(rng, T=3, V=5, order=order)
     sents = [random_sentence(rng, hmm, int(rng.integers(0, 6))) for _ in range(7)]
     ptr, ids, oov = encode_sentences(hmm, sents)
+    nonempty = [s for s in sents if s]
     for sr in ("log", "real"):
         lat = lattice(hmm, ptr, ids, oov_words=oov, semiring=sr)
-        m = lat.machine
+        b = lat.batch
+        assert len(b) == len(nonempty)
+        m = b.machine
         assert np.all(m.dst > m.arc_src)                      # topologically numbered
-        fb = forward_backward(m)
-        z = 0.0
+        fb = forward_backward(b)
         P = lat.position_posteriors(fb.posteriors)
+        k = 0
         for i, s in enumerate(sents):
             if not s:
                 continue
             single = sentence_lattice(hmm, s)
             fs = forward_backward(single.machine)
-            z += fs.log_partition
+            assert -fb.cost[k] == pytest.approx(fs.log_partition, rel=1e-12, abs=1e-12)
             np.testing.assert_allclose(P[ptr[i]:ptr[i + 1]],
                                        single.position_posteriors(fs.posteriors), atol=1e-12)
-        assert fb.log_partition == pytest.approx(z, rel=1e-12)
-        # expected transition counts: the </s> arcs carry one count per non-empty sentence
-        tc = np.bincount(lat.arc_trans, fb.posteriors, minlength=hmm.trans.size).reshape(hmm.trans.shape)
-        assert tc[..., hmm.T].sum() == pytest.approx(sum(1 for s in sents if s), rel=1e-12)
+            # the batch's machine k is sentence i's lattice
+            assert np.array_equal(b[k].dst, single.machine.dst)
+            assert total_weight(b[k]) == pytest.approx(total_weight(single.machine), rel=1e-12, abs=1e-12)
+            k += 1
+        # expected transition counts: the </s> final weights carry one count per non-empty sentence
+        tc = lat.transition_counts(fb.posteriors, fb.final_posteriors, hmm.trans.size).reshape(hmm.trans.shape)
+        assert tc[..., hmm.T].sum() == pytest.approx(len(nonempty), rel=1e-12)
+        # and every sentence's best tagging from one call, as each sentence's own
+        tags = lat.path_tags(best_path(b))
+        for i, s in enumerate(sents):
+            if s:
+                one = sentence_lattice(hmm, s)
+                assert np.array_equal(tags[ptr[i]:ptr[i + 1]], one.path_tags(best_path(one.machine)))
+        with pytest.raises(ArgumentError, match="lat.batch"):
+            lat.machine
 
 
 def test_lattice_input_errors():

@@ -6,14 +6,14 @@ fix lands on both devices.  A flow is ``alpha(t) w beta(h) / Z`` on scaled rows
 ``[p, ..., k]`` (value ``p 2**k``); in a :class:`~fsmlearn.fsm.MachineBatch` Z is
 that of the machine owning the arc's tail state.
 
-Public names: owner_py, arc_flow_py, chain_flow_py.
+Public names: owner_py, arc_flow_py, chain_flow_py, final_flow_py.
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["owner_py", "arc_flow_py", "chain_flow_py"]
+__all__ = ["owner_py", "arc_flow_py", "chain_flow_py", "final_flow_py"]
 
 
 def owner_py(ptr, s):
@@ -70,3 +70,17 @@ def chain_flow_py(A, Wm, Hd, q, lo, hi, chain, r, zp, zk):
     if e > 2200.0:
         e = 2200.0
     return -math.ldexp(m, int(e))
+
+
+def final_flow_py(A, F, q, zp, zk):
+    """``A[q] F[q] / Z`` as a float: the probability that a path stops at state q (scaled
+    rows, as :func:`arc_flow_py`)."""
+    m = A[q, 0] * F[q, 0] / zp
+    if m == 0.0:
+        return 0.0
+    e = A[q, A.shape[1] - 1] + F[q, F.shape[1] - 1] - zk
+    if e < -2200.0:
+        return 0.0
+    if e > 2200.0:
+        e = 2200.0
+    return math.ldexp(m, int(e))

@@ -42,7 +42,7 @@ from ..fsm.batch import MachineBatch
 from ..fsm.machine import PHI, Machine
 from ..semiring import get_semiring
 from ._check import require_machine
-from .flow_arith import arc_flow_py, chain_flow_py, owner_py
+from .flow_arith import arc_flow_py, chain_flow_py, final_flow_py, owner_py
 from .shortest import SolveInfo, solve_values
 
 _LN2 = math.log(2.0)
@@ -51,6 +51,7 @@ _LN2 = math.log(2.0)
 _owner = nb.njit(cache=True)(owner_py)
 _arc_flow = nb.njit(cache=True)(arc_flow_py)
 _chain_flow = nb.njit(cache=True)(chain_flow_py)
+_final_flow = nb.njit(cache=True)(final_flow_py)
 
 
 @nb.njit(cache=True, parallel=True)
@@ -69,6 +70,15 @@ def _flows(A, W, Bt, tail, head, zp, zk, state_ptr, out):
             if t < state_ptr[b] or t >= state_ptr[b + 1]:
                 b = _owner(state_ptr, t)
             out[i] = _arc_flow(A, W, Bt, i, t, head[i], zp[b], zk[b])
+
+
+@nb.njit(cache=True, parallel=True)
+def _final_flows(A, F, zp, zk, state_ptr, out):
+    """The probability of stopping at each state, ``alpha[q] F[q] / Z`` of q's machine."""
+    B = state_ptr.shape[0] - 1
+    for b in nb.prange(B):
+        for q in range(state_ptr[b], state_ptr[b + 1]):
+            out[q] = _final_flow(A, F, q, zp[b], zk[b])
 
 
 @nb.njit(cache=True)
@@ -240,10 +250,8 @@ def fb_core(m: Machine, starts, state_ptr, tol, max_sweeps, init_alpha, init_bet
                 f"has no path from its start state {int(st[b])} to a final state with nonzero weight")
             + f" ({int(empty.sum())} of {B} such): its total weight is Z = 0; pass allow_empty=True to get "
               "zero posteriors for such machines")
-    post = np.zeros(m.num_arcs)
-    fpost = np.zeros(n)
     if empty.all():
-        return sr, A, Bt, costs, post, fpost, (ia, ib)
+        return sr, A, Bt, costs, np.zeros(m.num_arcs), np.zeros(n), (ia, ib)
     g = ex["graph"]
     F = ex["F"]
     if device == "cuda":
@@ -260,7 +268,7 @@ def fb_core(m: Machine, starts, state_ptr, tol, max_sweeps, init_alpha, init_bet
             system = {"kind": g.kind, "ref": g.ref, "st": g.phi, "F": sr.final_rows(m.final, m.semiring),
                       "Wm": sr.arc_rows(m.weight, m.semiring)}
             post = flows_cuda(A, W, Bt, g.arc_src, g.dst, zp, zk, m.num_arcs, system, state_ptr=sp)
-        fpost = final_flows_cuda(A, F, zp, zk, state_ptr=sp)
+        fpost = final_flows_cuda(ex.get("device_rows", A), F, zp, zk, state_ptr=sp)
     else:
         W = ex["system_rows"]()
         flows = np.empty(W.shape[0])
@@ -268,6 +276,7 @@ def fb_core(m: Machine, starts, state_ptr, tol, max_sweeps, init_alpha, init_bet
         if g is m:
             post = flows
         else:
+            post = np.zeros(m.num_arcs)
             kind0 = g.kind == 0
             np.add.at(post, g.ref[kind0], flows[kind0])
             phs = g.phi
@@ -276,12 +285,8 @@ def fb_core(m: Machine, starts, state_ptr, tol, max_sweeps, init_alpha, init_bet
             # a final adjustment's flow: the chain times r's own final weight (not the adjusted one)
             _chain_flows(A, Wm, sr.final_rows(m.final, m.semiring), phs.nf_state, phs.nf_ptr, phs.nf_chain,
                          phs.nf_final, zp, zk, sp, post)
-        idx = np.arange(n, dtype=np.int32)
         fpost = np.empty(n)
-        ones = np.zeros((n, A.shape[1]))
-        ones[:, 0] = 0.5
-        ones[:, -1] = 1.0
-        _flows(A, F, ones, idx, idx, zp, zk, sp, fpost)
+        _final_flows(A, F, zp, zk, sp, fpost)
     if empty.any():             # machines with Z = 0 have no path distribution: zero posteriors
         ap = m.src_start[sp]
         for b in np.flatnonzero(empty):

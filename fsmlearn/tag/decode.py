@@ -1,8 +1,9 @@
 """Tagging: the best tag sequence of each sentence under an HMM.
 
-A concatenated tagging lattice's best path (:func:`fsmlearn.algo.best_path`,
-the tropical semiring) is the concatenation of the sentences' best paths, so
-:func:`viterbi` decodes batches of sentences one lattice at a time.
+The engine's best path over a batch of sentence lattices
+(:func:`fsmlearn.algo.batch.batch_best_paths`, one tropical solve over the
+batch) gives every sentence's best tagging at once, so :func:`viterbi` decodes
+chunks of sentences one batch at a time.
 
 Public names: viterbi, tag_sentences.
 """
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..algo import best_path
+from ..algo.batch import batch_best_paths
 from .hmm import HMM
 from .lattice import build_lattice, check_sentences, encode_sentences, sentence_batches, unknown_rows
 
@@ -21,11 +22,11 @@ __all__ = ["viterbi", "tag_sentences"]
 
 
 def viterbi(hmm: HMM, ptr, ids, *, oov_words=None, batch_tokens: int = 100_000) -> np.ndarray:
-    """The best tag sequence of every sentence, by ``best_path`` on lattices.
+    """The best tag sequence of every sentence, by the engine's best paths over batches of lattices.
 
     Args:
         hmm, ptr, ids, oov_words: as for :func:`fsmlearn.tag.lattice.lattice`.
-        batch_tokens: tokens per lattice (sentences are never split).
+        batch_tokens: tokens per batch of lattices (sentences are never split).
 
     Returns:
         int32 [N] tag ids.
@@ -45,7 +46,8 @@ def viterbi(hmm: HMM, ptr, ids, *, oov_words=None, batch_tokens: int = 100_000) 
             words = oov_words[k0:int(oov_pos[t1 - 1])]
         lat = build_lattice(hmm, ptr[s0:s1 + 1] - ptr[s0], sub_ids, csr,
                             extra=unknown_rows(hmm, sub_ids, words))
-        out[t0:t1] = lat.path_tags(best_path(lat.machine))
+        _, arcs, _ = batch_best_paths(lat.batch)
+        out[t0:t1] = lat.arc_tags(arcs)
     return out
 
 

@@ -12,11 +12,13 @@ emitted by the tags the dictionary lists for it), trained on untagged text.
   the dictionary allows it.
 * **E-step** (:func:`expected_counts`): the corpus is cut into chunks of
   about ``chunk_tokens`` tokens (whole sentences); each chunk's sentences
-  become one concatenated lattice (:func:`fsmlearn.tag.lattice.build_lattice`, in
-  the real weight convention so that the engine does no exp/log per arc)
-  and the engine's :func:`~fsmlearn.algo.forward_backward` gives its arc
-  posteriors, which ``np.bincount`` turns into transition counts (by each
-  arc's transition index) and state posteriors (by each arc's destination);
+  become one batch of lattices, a machine per sentence
+  (:func:`fsmlearn.tag.lattice.build_lattice`, in the real weight convention so
+  that the engine does no exp/log per arc), and the engine's
+  :func:`~fsmlearn.algo.forward_backward` over the batch gives every sentence's
+  likelihood and its arcs' and final weights' posteriors, which ``np.bincount``
+  turns into transition counts (by each arc's or final weight's transition
+  index) and state posteriors (by each arc's destination);
   a numba scatter adds the state posteriors to the emission counts at each
   state's (tag, word) index.  Memory is bounded by the chunk; the corpus itself can be
   memory-mapped (:meth:`Corpus.load`).
@@ -315,14 +317,18 @@ def expected_counts(hmm: HMM, corpus: Corpus, allowed=None, chunk_tokens: int = 
         ids = np.ascontiguousarray(corpus.ids[t0:t1], dtype=np.int32)
         lat = build_lattice(hmm, ptr[s0:s1 + 1] - t0, ids, csr, semiring="real")
         c1 = time.perf_counter()
-        fb = forward_backward(lat.machine, allow_empty=True)
+        fb = forward_backward(lat.batch, allow_empty=True)
         c2 = time.perf_counter()
-        if not math.isfinite(fb.log_partition):
-            raise ModelError(f"sentences {s0}..{s1 - 1} have probability zero under the model")
-        loglik += fb.log_partition
+        dead = np.flatnonzero(~np.isfinite(fb.cost))
+        if dead.size:
+            b = int(dead[0])
+            sent = s0 + int(np.flatnonzero(np.diff(ptr[s0:s1 + 1]) > 0)[b])
+            raise ModelError(f"sentence {sent} has probability zero under the model"
+                             + (f" ({dead.size} sentences of {s0}..{s1 - 1} have)" if dead.size > 1 else ""))
+        loglik -= float(fb.cost.sum())
         post = fb.posteriors
-        tc += np.bincount(lat.arc_trans, post, minlength=n_trans)
-        sp = np.bincount(lat.machine.dst, post, minlength=lat.machine.num_states)
+        tc += lat.transition_counts(post, fb.final_posteriors, n_trans)
+        sp = lat.state_posteriors(post)
         _add_emissions(ec, sp, lat.state_tok, lat.state_tag, ids, V + 1)
         if timings is not None:
             c3 = time.perf_counter()
@@ -364,7 +370,7 @@ def log_likelihood(hmm: HMM, ptr, ids, oov_words=None, chunk_tokens: int = 200_0
                                 semiring="real")
         except ModelError:                  # a token with no possible tag
             return -math.inf
-        total -= float(total_weight(lat.machine))
+        total -= float(np.sum(total_weight(lat.batch)))
     return total
 
 

@@ -1,16 +1,18 @@
-"""Tagging lattices: many sentences' compositions with an HMM as one machine.
+"""Tagging lattices: many sentences' compositions with an HMM as one batch of machines.
 
 :func:`lattice` builds the composition of sentence acceptors with
 :meth:`fsmlearn.tag.hmm.HMM.tagger_transducer` directly, for *many*
-sentences at once, as one acyclic machine: the concatenation of the sentence
-lattices, where each sentence's last states lead by ``</s>`` arcs (label
-epsilon, weight ``-ln p(</s> | h)``) to one boundary state that starts the
-next sentence (Mohri, Pereira and Riley 2002, section 4, for the lattice as a
-composition).  Its total weight is the sum of the sentences' ``-ln p(words)``
-and its arc posteriors are the per-sentence posteriors.  States are numbered
-in topological order (every arc goes up), so the engine solves it in one flat
-pass.  A numba kernel writes the CSR arrays from integer arrays (sentence
-offsets, word ids, the allowed tags of each word).
+sentences at once, as a :class:`~fsmlearn.fsm.MachineBatch`: each sentence's
+lattice is a machine of its own (its start state, then one state per allowed
+tag, or (previous tag, tag) pair, per position; the last position's states are
+final with weight ``p(</s> | h)``), all laid out in one set of arrays (Mohri,
+Pereira and Riley 2002, section 4, for the lattice as a composition).  The
+engine's routines answer per sentence in one call: ``forward_backward(lat.batch)``
+gives each sentence's ``-ln p(words)`` and its arcs' posteriors,
+``best_path(lat.batch)`` each sentence's best tagging.  States are numbered in
+topological order (every arc goes up), so the engine solves the batch in one flat
+pass.  A numba kernel writes the arrays from integer arrays (sentence offsets,
+word ids, the allowed tags of each word).
 
 Public names: Lattice, build_lattice, lattice, sentence_lattice,
 encode_sentences, check_sentences, unknown_rows, sentence_batches.
@@ -24,6 +26,7 @@ import numba as nb
 import numpy as np
 
 from ..errors import ArgumentError, ModelError
+from ..fsm.batch import MachineBatch
 from ..fsm.machine import Machine
 from .hmm import HMM, UNK
 
@@ -32,36 +35,59 @@ __all__ = ["Lattice", "build_lattice", "lattice", "sentence_lattice", "encode_se
 
 
 class Lattice:
-    """The concatenated tagging lattice of a batch of sentences.
+    """The tagging lattices of a batch of sentences, one machine each.
 
     Attributes:
-        machine: the acyclic :class:`~fsmlearn.fsm.Machine` (input labels word
-            id + 1, output labels tag + 1, epsilon on the ``</s>`` arcs);
-            state 0 is the start and the last state the only final one.
+        batch: the :class:`~fsmlearn.fsm.MachineBatch` (input labels word id + 1,
+            output labels tag + 1); machine b is the b-th non-empty sentence.
         arc_trans: int32 [E] flat index of each arc's transition into the
             model's transition array (``hmm.trans.ravel()``).
+        final_trans: int32 [Q] that of each final weight (the ``</s>``
+            transition), -1 for states that are not final.
         state_tok: int64 [Q] token (0..N-1 within the batch) of each state, -1
-            for the sentence boundaries.
+            for the sentences' start states.
         state_tag: int32 [Q] tag of each state (the last tag of its history),
-            -1 for the boundaries.
+            -1 for the start states.
         ptr: int64 [S+1] sentence offsets; ids: int32 [N] word ids.
         num_tags: T.
     """
 
-    __slots__ = ("machine", "arc_trans", "state_tok", "state_tag", "ptr", "ids", "num_tags")
+    __slots__ = ("batch", "arc_trans", "final_trans", "state_tok", "state_tag", "ptr", "ids", "num_tags")
 
-    def __init__(self, machine, arc_trans, state_tok, state_tag, ptr, ids, num_tags):
-        self.machine = machine
+    def __init__(self, batch, arc_trans, final_trans, state_tok, state_tag, ptr, ids, num_tags):
+        self.batch = batch
         self.arc_trans = arc_trans
+        self.final_trans = final_trans
         self.state_tok = state_tok
         self.state_tag = state_tag
         self.ptr = ptr
         self.ids = ids
         self.num_tags = num_tags
 
+    @property
+    def machine(self) -> Machine:
+        """The lattice of a single sentence as a :class:`Machine`.
+
+        Raises:
+            ArgumentError: the lattice holds several sentences (their machines are
+                ``batch``; the union's own start reaches only the first).
+        """
+        if len(self.batch) != 1:
+            raise ArgumentError(f"this lattice holds {len(self.batch)} sentences, one machine each: pass "
+                                "lat.batch to the engine (or lat.batch[b] for sentence b)")
+        return self.batch.machine
+
+    def transition_counts(self, posteriors: np.ndarray, final_posteriors: np.ndarray, size: int) -> np.ndarray:
+        """float64 [size]: expected count of each transition (flat, as ``hmm.trans.ravel()``):
+        the arcs' posteriors and the final weights' (the ``</s>`` transitions)."""
+        fin = self.final_trans >= 0
+        return (np.bincount(self.arc_trans, posteriors, minlength=size)
+                + np.bincount(self.final_trans[fin], final_posteriors[fin], minlength=size))
+
     def state_posteriors(self, arc_posteriors: np.ndarray) -> np.ndarray:
         """float64 [Q]: posterior of each state (the sum over its incoming arcs)."""
-        return np.bincount(self.machine.dst, arc_posteriors, minlength=self.machine.num_states)
+        m = self.batch.machine
+        return np.bincount(m.dst, arc_posteriors, minlength=m.num_states)
 
     def position_posteriors(self, arc_posteriors: np.ndarray) -> np.ndarray:
         """float64 [N, T]: posterior probability that token n has tag t."""
@@ -72,13 +98,23 @@ class Lattice:
                           minlength=N * self.num_tags)
         return out.reshape(N, self.num_tags)
 
-    def path_tags(self, path) -> np.ndarray:
-        """int32 [N]: the tag of each token on a path (from :func:`best_path`)."""
-        st = path.states
+    def arc_tags(self, arcs: np.ndarray) -> np.ndarray:
+        """int32 [N]: the tag of each token on the paths through these arcs (the union's
+        arc ids of every sentence's path, as :func:`fsmlearn.algo.batch.batch_best_paths`
+        gives them)."""
+        st = self.batch.machine.dst[arcs]
         st = st[self.state_tok[st] >= 0]
         out = np.empty(self.ids.shape[0], np.int32)
         out[self.state_tok[st]] = self.state_tag[st]
         return out
+
+    def path_tags(self, path) -> np.ndarray:
+        """int32 [N]: the tag of each token on a path (from :func:`best_path`): one Path of a
+        one-sentence lattice, or the list that ``best_path(lat.batch)`` returns."""
+        if isinstance(path, list):
+            return self.arc_tags(np.concatenate([p.arcs + self.batch.arc_ptr[b] for b, p in enumerate(path)])
+                                 if path else np.empty(0, np.int64))
+        return self.arc_tags(path.arcs)
 
 
 def check_sentences(ptr, ids, V: int):
@@ -102,7 +138,7 @@ def check_sentences(ptr, ids, V: int):
 
 def build_lattice(hmm: HMM, ptr, ids, csr, *, extra=None, semiring: str = "log",
                   symbols: bool = False) -> Lattice:
-    """The concatenated lattice from prepared emission rows (the fast path of EM).
+    """The batch of sentence lattices from prepared emission rows (the fast path of EM).
 
     Args:
         hmm: the model.
@@ -140,7 +176,7 @@ def build_lattice(hmm: HMM, ptr, ids, csr, *, extra=None, semiring: str = "log",
         tok_row[np.asarray(tok, dtype=np.int64)] = nV + np.arange(len(tok))
     tw = hmm.transition_weights(real)
     row_w = np.exp(row_lp) if real else -row_lp
-    n_states, n_arcs = _sizes(ptr, tok_row, row_ptr, hmm.order)
+    n_states, n_arcs, n_mach = _sizes(ptr, tok_row, row_ptr, hmm.order)
     if n_arcs < 0:
         i = int(n_states)
         wid = int(ids[i])
@@ -153,19 +189,23 @@ def build_lattice(hmm: HMM, ptr, ids, csr, *, extra=None, semiring: str = "log",
     il = np.empty(n_arcs, np.int32)
     ol = np.empty(n_arcs, np.int32)
     w = np.empty(n_arcs, np.float64)
+    final = np.full(n_states, 0.0 if real else np.inf)
     arc_trans = np.empty(n_arcs, np.int32)
+    final_trans = np.empty(n_states, np.int32)
     state_tok = np.empty(n_states, np.int64)
     state_tag = np.empty(n_states, np.int32)
+    state_ptr = np.empty(n_mach + 1, np.int64)
     _fill(ptr, ids, tok_row, row_ptr, row_tag, row_w, tw, hmm.T, hmm.order, real,
-          src_start, dst, il, ol, w, arc_trans, state_tok, state_tag)
-    final = np.full(n_states, 0.0 if real else np.inf)
-    final[n_states - 1] = 1.0 if real else 0.0
+          src_start, dst, il, ol, w, final, arc_trans, final_trans, state_tok, state_tag, state_ptr)
+    if n_states == 0:
+        src_start[0] = 0
     for x in (src_start, dst, il, ol, w, final):
         x.setflags(write=False)
-    m = Machine(start=0, final=final, src_start=src_start, dst=dst, ilabel=il, olabel=ol, weight=w,
-                isyms=hmm.word_symbols() if symbols else None, osyms=hmm.tag_symbols() if symbols else None,
-                semiring=semiring, check_symbols=False)
-    return Lattice(m, arc_trans, state_tok, state_tag, ptr, ids, hmm.T)
+    m = Machine(start=0 if n_states else -1, final=final, src_start=src_start, dst=dst, ilabel=il, olabel=ol,
+                weight=w, isyms=hmm.word_symbols() if symbols else None,
+                osyms=hmm.tag_symbols() if symbols else None, semiring=semiring, check_symbols=False)
+    batch = MachineBatch(m, state_ptr, state_ptr[:-1])
+    return Lattice(batch, arc_trans, final_trans, state_tok, state_tag, ptr, ids, hmm.T)
 
 
 def encode_sentences(hmm: HMM, sentences: Iterable[Sequence[str]]):
@@ -223,8 +263,8 @@ def unknown_rows(hmm: HMM, ids: np.ndarray, oov_words):
 
 def lattice(hmm: HMM, ptr, ids, *, oov_words=None, allowed=None, semiring: str = "log",
             symbols: bool = False) -> Lattice:
-    """The tagging lattice of a batch of sentences: their concatenated
-    compositions with :meth:`HMM.tagger_transducer` (see the module docstring).
+    """The tagging lattices of a batch of sentences: their compositions with
+    :meth:`HMM.tagger_transducer`, one machine each (see the module docstring).
 
     Args:
         hmm: the model.
@@ -271,21 +311,25 @@ def sentence_batches(ptr: np.ndarray, tokens: int):
 
 @nb.njit(cache=True)
 def _sizes(ptr, tok_row, row_ptr, order):
-    """(states, arcs) of the concatenated lattice; -1 arcs if a token has no tag."""
-    n_states = 1
+    """(states, arcs, machines) of the batch of sentence lattices; arcs -1 (and the token in
+    states) if a token has no tag."""
+    n_states = 0
     n_arcs = 0
+    n_mach = 0
     for s in range(ptr.shape[0] - 1):
         lo = ptr[s]
         hi = ptr[s + 1]
         if hi == lo:
             continue
-        prev_states = 1      # states of the previous position (the boundary)
+        n_mach += 1
+        n_states += 1        # the sentence's start state
+        prev_states = 1      # states of the previous position (the start)
         prev_k = 1           # tags of the previous position
         for i in range(lo, hi):
             r = tok_row[i]
             k = row_ptr[r + 1] - row_ptr[r]
             if k == 0:
-                return i, -1
+                return i, -1, 0
             n_arcs += prev_states * k
             if order == 2:
                 cur = k
@@ -294,22 +338,20 @@ def _sizes(ptr, tok_row, row_ptr, order):
             n_states += cur
             prev_states = cur
             prev_k = k
-        n_arcs += prev_states
-        n_states += 1
-    return n_states, n_arcs
+    return n_states, n_arcs, n_mach
 
 
 @nb.njit(cache=True)
 def _fill(ptr, ids, tok_row, row_ptr, row_tag, row_w, trans, T, order, real,
-          src_start, dst, il, ol, w, arc_trans, state_tok, state_tag):
-    """Write the concatenated lattice (states in topological order, arcs by source); the arc count.
+          src_start, dst, il, ol, w, final, arc_trans, final_trans, state_tok, state_tag, state_ptr):
+    """Write the batch of sentence lattices (each sentence a machine of its own, states in
+    topological order, arcs by source); the arc count.
 
-    Each non-empty sentence starts at a boundary state (the previous
-    sentence's end, state 0 for the first); position i has one state per
-    allowed tag (order 2) or per (previous tag, tag) pair (order 3), and an
-    arc from every state of position i-1 to every state of i it may follow,
-    labelled word id + 1 : tag + 1; the last position's states lead by an
-    epsilon arc weighted p(</s> | h) to the next boundary.
+    Each non-empty sentence starts at a start state of its own; position i has one
+    state per allowed tag (order 2) or per (previous tag, tag) pair (order 3), and an
+    arc from every state of position i-1 to every state of i it may follow, labelled
+    word id + 1 : tag + 1; the last position's states are final with weight
+    p(</s> | h).
 
     Inputs:
         ptr: int64 [S+1] sentence offsets; ids: int32 [N] word ids.
@@ -322,22 +364,29 @@ def _fill(ptr, ids, tok_row, row_ptr, row_tag, row_w, trans, T, order, real,
             ``real``, else costs (-ln p).
         T: number of tags; order: 2 or 3; real: the weight convention.
 
-    Outputs (preallocated by :func:`_sizes`' counts, Q states, E arcs):
-        src_start: int64 [Q+1]; dst, il, ol: int32 [E]; w: float64 [E].
-        arc_trans: int32 [E] flat index of each arc's transition in ``trans``.
-        state_tok: int64 [Q] each state's token (-1 at boundaries);
-        state_tag: int32 [Q] its tag (-1 at boundaries).
+    Outputs (preallocated by :func:`_sizes`' counts: Q states, E arcs, B machines):
+        src_start: int64 [Q+1]; dst, il, ol: int32 [E]; w: float64 [E];
+        final: float64 [Q] (filled with the semiring's zero by the caller).
+        arc_trans: int32 [E] flat index of each arc's transition in ``trans``;
+        final_trans: int32 [Q] that of each final weight (-1 elsewhere).
+        state_tok: int64 [Q] each state's token (-1 at the starts);
+        state_tag: int32 [Q] its tag (-1 at the starts).
+        state_ptr: int64 [B+1] each machine's first state (its start).
     """
     T1 = T + 1
     a = 0
-    q = 0                                   # the current boundary state
-    state_tok[0] = -1
-    state_tag[0] = -1
+    q = 0                                   # the current sentence's start state
+    b = 0
     for s in range(ptr.shape[0] - 1):
         lo = ptr[s]
         hi = ptr[s + 1]
         if hi == lo:
             continue
+        state_ptr[b] = q
+        b += 1
+        state_tok[q] = -1
+        state_tag[q] = -1
+        final_trans[q] = -1
         base_prev = q
         n_prev = 1
         k_prev = 1
@@ -353,6 +402,7 @@ def _fill(ptr, ids, tok_row, row_ptr, row_tag, row_w, trans, T, order, real,
                 for j in range(k):
                     state_tok[base + j] = i
                     state_tag[base + j] = row_tag[r0 + j]
+                    final_trans[base + j] = -1
                 for p in range(n_prev):
                     sp = base_prev + p
                     src_start[sp] = a
@@ -373,6 +423,7 @@ def _fill(ptr, ids, tok_row, row_ptr, row_tag, row_w, trans, T, order, real,
                     for j in range(k):
                         state_tok[base + pi * k + j] = i
                         state_tag[base + pi * k + j] = row_tag[r0 + j]
+                        final_trans[base + pi * k + j] = -1
                 for p in range(n_prev):
                     sp = base_prev + p
                     src_start[sp] = a
@@ -401,8 +452,7 @@ def _fill(ptr, ids, tok_row, row_ptr, row_tag, row_w, trans, T, order, real,
             k_prev = k
             r_prev2 = r_prev
             r_prev = r
-        nq = base                            # the next boundary
-        for p in range(n_prev):
+        for p in range(n_prev):              # the last position: final weights p(</s> | h)
             sp = base_prev + p
             src_start[sp] = a
             if order == 2:
@@ -412,15 +462,9 @@ def _fill(ptr, ids, tok_row, row_ptr, row_tag, row_w, trans, T, order, real,
                 ta = row_tag[row_ptr[r_prev] + pa]
                 tx = T if r_prev2 < 0 else row_tag[row_ptr[r_prev2] + p // k_prev]
                 h = (tx * T1 + ta) * T1
-            dst[a] = nq
-            il[a] = 0
-            ol[a] = 0
-            w[a] = trans[h + T]
-            arc_trans[a] = h + T
-            a += 1
-        q = nq
-        state_tok[q] = -1
-        state_tag[q] = -1
+            final[sp] = trans[h + T]
+            final_trans[sp] = h + T
+        q = base
+    state_ptr[b] = q
     src_start[q] = a
-    src_start[q + 1] = a
     return a

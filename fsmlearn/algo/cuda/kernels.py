@@ -56,10 +56,10 @@ import math
 from numba import cuda
 
 from ...semiring.ops import EXP_UNSET
-from ..flow_arith import arc_flow_py, chain_flow_py, owner_py
+from ..flow_arith import arc_flow_py, chain_flow_py, final_flow_py, owner_py
 
 __all__ = ["forest_up_rows", "forest_down_rows", "pull_level", "pull_levels_block", "jacobi_sweep", "reduce_change", "chunk_sums", "extrapolate_scaled", "extrapolate_plain",
-           "phi_pull", "phi_up_level", "phi_down_level", "plain_change", "arc_flows", "scatter_flows",
+           "phi_pull", "phi_up_level", "phi_down_level", "plain_change", "arc_flows", "final_flows", "scatter_flows",
            "chain_flows", "EXP_UNSET", "CHUNK"]
 
 CHUNK = 256                  # rows per thread of reduce_change
@@ -86,6 +86,7 @@ def _fmin(a, b):
 _owner = cuda.jit(device=True)(owner_py)
 _arc_flow = cuda.jit(device=True)(arc_flow_py)
 _chain_flow = cuda.jit(device=True)(chain_flow_py)
+_final_flow = cuda.jit(device=True)(final_flow_py)
 
 
 @cuda.jit(device=True)
@@ -422,6 +423,16 @@ def arc_flows(A, W, Bt, tail, head, zp, zk, state_ptr, out):
     t = tail[i]
     b = _owner(state_ptr, t)
     out[i] = _arc_flow(A, W, Bt, i, t, head[i], zp[b], zk[b])
+
+
+@cuda.jit
+def final_flows(A, F, zp, zk, state_ptr, out):
+    """out[q] = A[q] F[q] / Z of q's machine (one thread per state)."""
+    q = cuda.grid(1)
+    if q >= out.shape[0]:
+        return
+    b = _owner(state_ptr, q)
+    out[q] = _final_flow(A, F, q, zp[b], zk[b])
 
 
 @cuda.jit

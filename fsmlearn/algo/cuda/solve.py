@@ -528,10 +528,9 @@ def flows_cuda(A, W, Bt, tail, head, zp, zk, post_size=None, system=None, state_
 
 def final_flows_cuda(A, F, zp, zk, state_ptr=None):
     """float64 [n]: the probability of stopping at each state, alpha[q] F[q] / Z, on the device
-    (Z per machine as in :func:`flows_cuda`)."""
+    (Z per machine as in :func:`flows_cuda`; A may already be on the device)."""
     n = A.shape[0]
-    ones = np.zeros((n, A.shape[1]))
-    ones[:, 0] = 0.5
-    ones[:, -1] = 1.0
-    idx = np.arange(n, dtype=np.int64)
-    return flows_cuda(A, F, ones, idx, idx, zp, zk, state_ptr=state_ptr)
+    zp_d, zk_d, sp_d = _z_arrays(zp, zk, state_ptr, n)
+    out = cuda.device_array(n)
+    _launch(K.final_flows, n, _on_device(A), _on_device(F), zp_d, zk_d, sp_d, out)
+    return out.copy_to_host()
