@@ -78,11 +78,12 @@ def main(argv=None) -> int:
     say(f"{S:,} sentences of Mixed-text, {N:,} tokens; 17 tags, bigram; numba threads {nb.get_num_threads()}")
 
     # warm-up (compilation) on a slice
-    small = Corpus(ptr[:201], ids[:int(ptr[200])], corpus.vocab)
+    k = min(200, S)
+    small = Corpus(ptr[:k + 1], ids[:int(ptr[k])], corpus.vocab)
     expected_counts(hmm, small, allowed, N + 1)
     peer_counts(hmm, small, allowed)
     lat0 = build_lattice(hmm, small.ptr, small.ids, csr, semiring="real")
-    for b in range(3):
+    for b in range(min(3, len(lat0.batch))):
         forward_backward(lat0.batch[b])
 
     # batch: the whole E-step (lattice build, one forward_backward over the batch, counts)

@@ -9,11 +9,15 @@
 # 2. bench/bench_cuda.py (forward on the engine benchmark's 1M-state machines,
 #    the CPU side on all cores and on 2 threads; one n-gram EM iteration on the
 #    5-grams of Mixed-text at cutoff 10), into OUTDIR/bench_cuda.json;
-# 3. the CUDA test files on the GPU itself (NUMBA_ENABLE_CUDASIM=0).
+# 3. bench/bench_batch.py --device cuda: the tagger's 100,000 Mixed-text sentence
+#    lattices as one MachineBatch, forward-backward on the CPU and the GPU, into
+#    OUTDIR/bench_batch.json;
+# 4. the CUDA test files on the GPU itself (NUMBA_ENABLE_CUDASIM=0).
 #
 # Needs python3 with numba (and numba.cuda), numpy, scipy, pytest and hypothesis;
 # no pynini, kenlm or dask. The corpora come from FSMLEARN_DATA or ../shared/data.
-# Step limits (seconds): BENCH_S, TEST_S. GPU_CHECK_SMOKE=1 checks the script without a GPU.
+# Step limits (seconds): BENCH_S, BATCH_S, TEST_S; BENCH_ARGS adds arguments to bench_cuda
+# (e.g. --profile). GPU_CHECK_SMOKE=1 checks the script without a GPU.
 set -u
 out=${1:-reports/gpu}
 mkdir -p "$out"
@@ -55,13 +59,21 @@ EOF
 } 2>&1 | tee "$out/machine.txt"
 
 step bench_cuda
-timeout "${BENCH_S:-240}" $py bench/bench_cuda.py $smoke --cpu-threads 0,2 --out "$out/bench_cuda.json" 2>&1 \
+timeout "${BENCH_S:-240}" $py bench/bench_cuda.py $smoke ${BENCH_ARGS:-} --cpu-threads 0,2 --out "$out/bench_cuda.json" 2>&1 \
   | tee "$out/bench_cuda.log"
 echo "bench_cuda rc=${PIPESTATUS[0]}"
 
+step bench_batch
+sentences=100000
+[ -n "$smoke" ] && sentences=60
+timeout "${BATCH_S:-150}" $py bench/bench_batch.py --device cuda --sentences $sentences --out "$out/bench_batch.json" \
+  2>&1 | tee "$out/bench_batch.log"
+echo "bench_batch rc=${PIPESTATUS[0]}"
+
 step tests on the GPU
 timeout "${TEST_S:-150}" $py -m pytest -q -rfE -p no:cacheprovider \
-  tests/algo_cuda_test.py tests/algo_product_cuda_test.py tests/tag_ngram_cuda_test.py 2>&1 \
+  tests/algo_cuda_test.py tests/algo_product_cuda_test.py tests/tag_ngram_cuda_test.py \
+  tests/algo_batch_test.py 2>&1 \
   | tee "$out/tests.log" | tail -40
 echo "tests rc=${PIPESTATUS[0]}"
 

@@ -54,29 +54,29 @@ _chain_flow = nb.njit(cache=True)(chain_flow_py)
 _final_flow = nb.njit(cache=True)(final_flow_py)
 
 
-@nb.njit(cache=True, parallel=True)
+# The flow kernels run on one thread: forward_backward starts no thread pool of numba's (OpenMP),
+# so that a process may still fork workers after calling it (the decipherment and speech
+# experiments do; a child of a process that has started GNU OpenMP's pool hangs in it).
+
+@nb.njit(cache=True)
 def _flows(A, W, Bt, tail, head, zp, zk, state_ptr, out):
     """Real flow alpha[tail] * W * beta[head] / Z of every arc (scaled rows, p-part); Z =
     zp[b] 2**zk[b] of the machine b owning the tail state (``state_ptr`` [B+1]; one
-    machine: [0, n])."""
-    n = tail.shape[0]
-    CH = 4096
-    for c in nb.prange((n + CH - 1) // CH):
-        i0 = c * CH
-        i1 = min(n, i0 + CH)
-        b = 0
-        for i in range(i0, i1):
-            t = tail[i]
-            if t < state_ptr[b] or t >= state_ptr[b + 1]:
-                b = _owner(state_ptr, t)
-            out[i] = _arc_flow(A, W, Bt, i, t, head[i], zp[b], zk[b])
+    machine: [0, n]).  Tails mostly rise (CSR order), so the owner is searched for only
+    where it changes."""
+    b = 0
+    for i in range(tail.shape[0]):
+        t = tail[i]
+        if t < state_ptr[b] or t >= state_ptr[b + 1]:
+            b = _owner(state_ptr, t)
+        out[i] = _arc_flow(A, W, Bt, i, t, head[i], zp[b], zk[b])
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def _final_flows(A, F, zp, zk, state_ptr, out):
     """The probability of stopping at each state, ``alpha[q] F[q] / Z`` of q's machine."""
     B = state_ptr.shape[0] - 1
-    for b in nb.prange(B):
+    for b in range(B):
         for q in range(state_ptr[b], state_ptr[b + 1]):
             out[q] = _final_flow(A, F, q, zp[b], zk[b])
 
