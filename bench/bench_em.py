@@ -4,7 +4,7 @@ The Merialdo set-up of :mod:`fsmlearn.tag.em` (17 tags, the tag dictionary,
 uniform start) on Mixed-text (about 4.75M tokens, its own vocabulary).  In
 the same run:
 
-* fsmlearn's EM iteration (E-step over concatenated lattices with the
+* fsmlearn's EM iteration (E-step over batches of sentence lattices with the
   engine's forward_backward, M-step), wall and CPU seconds, tokens/s, and
   where the time goes (lattice build, forward-backward, count accumulation,
   M-step); the target is under 10 s per iteration;

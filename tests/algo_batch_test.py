@@ -272,3 +272,33 @@ def test_cuda_phi_batch_equals_cpu():
     c = forward_backward(b)
     _close(g.cost, c.cost)
     _close(g.posteriors, c.posteriors)
+
+
+def test_a_first_machine_without_start_or_states_does_not_hide_the_others():
+    """The union's backward solve needs no start of its own: a batch whose first machine has
+    no start (or no states) still answers for the rest."""
+    ok = Machine.from_arcs(2, 0, [0.0, 1.0], [0], [1], [1], weight=[0.5], semiring="real")
+    nostart = Machine.from_arcs(2, -1, [0.0, 1.0], [0], [1], [1], weight=[0.5], semiring="real")
+    nothing = Machine.from_arcs(0, -1, [], [], [], [], weight=[], semiring="real")
+    for first in (nostart, nothing):
+        b = MachineBatch.from_machines([first, ok, ok])
+        tw = total_weight(b, "real")
+        assert tw[0] == 0.0 and tw[1] == pytest.approx(0.5) and tw[2] == pytest.approx(0.5)
+        fb = forward_backward(b, allow_empty=True)
+        assert math.isinf(fb.cost[0]) and fb.cost[1] == pytest.approx(-math.log(0.5))
+        _close(b.split(fb.posteriors, "arcs")[2], arc_posteriors(ok))
+        # a union whose own start is -1, built by hand
+        u = b.machine.replace(start=-1)
+        _close(total_weight(MachineBatch(u, b.state_ptr, b.starts), "real"), tw)
+    assert len(MachineBatch.from_machines([])) == 0
+    with pytest.raises(NoAcceptingPathError, match="machine 0"):
+        sample_paths(MachineBatch.from_machines([nothing]), 2)
+
+
+def test_routines_without_batches_say_so():
+    from fsmlearn.algo import k_best_paths
+    from fsmlearn.errors import NotAMachineError
+    ok = Machine.from_arcs(2, 0, [np.inf, 0.0], [0], [1], [1], weight=[0.5], semiring="log")
+    b = MachineBatch.from_machines([ok, ok])
+    with pytest.raises(NotAMachineError, match="does not take a MachineBatch.*batch\\[b\\]"):
+        k_best_paths(b, 2)

@@ -135,3 +135,18 @@ def test_lattice_input_errors():
     h2 = HMM(hmm.tags, hmm.vocab, hmm.log_trans, le)
     with pytest.raises(ModelError, match="'w0'.*no possible tag"):
         lattice(h2, [0, 2], np.array([1, 0], np.int32))
+
+
+def test_path_tags_of_a_batch_needs_every_sentence():
+    rng = np.random.default_rng(5)
+    hmm = random_hmm(rng, T=3, V=5, order=2)
+    sents = [random_sentence(rng, hmm, 3) for _ in range(3)]
+    ptr, ids, oov = encode_sentences(hmm, sents)
+    lat = lattice(hmm, ptr, ids, oov_words=oov)
+    paths = best_path(lat.batch)
+    with pytest.raises(ArgumentError, match="pass the list"):
+        lat.path_tags(paths[1])
+    with pytest.raises(ArgumentError, match="2 paths for a lattice of 3"):
+        lat.path_tags(paths[:2])
+    tags = lat.path_tags([paths[0], None, paths[2]])
+    assert np.all(tags[ptr[1]:ptr[2]] == -1) and np.all(tags[:ptr[1]] >= 0)

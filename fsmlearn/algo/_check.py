@@ -43,6 +43,13 @@ def require_machine(obj, func: str, arg: str = "machine") -> Machine:
         return obj
     what = _describe(obj)
     mod = (type(obj).__module__ or "").lstrip("_")
+    from ..fsm.batch import MachineBatch
+    if isinstance(obj, MachineBatch):
+        raise NotAMachineError(
+            f"{func}: {arg} must be a fsmlearn.Machine; it does not take a MachineBatch ({len(obj)} machines: "
+            "its .machine is their union, whose own start reaches only one of them): call it on each "
+            "batch[b], or use a routine that takes a batch (forward, backward, total_weight, forward_backward, "
+            "arc_posteriors, final_posteriors, expectation, entropy, best_path, sample_paths)")
     if mod.startswith(("pynini", "pywrapfst")):
         hint = "convert it first with fsmlearn.Machine.from_pynini(fst)"
     elif isinstance(getattr(type(obj), "machine", None), (property, MemberDescriptorType)) or \

@@ -1,8 +1,9 @@
 """The engine over a batch of machines (:class:`~fsmlearn.fsm.MachineBatch`) in one call.
 
 A batch is the disjoint union of its machines, so every generic routine runs
-once over the union's arrays (one schedule, one set of kernels, the CPU's
-threads or the CUDA path) and answers for every machine:
+once over the union's arrays (one schedule, one pass of each kernel, on the CPU
+or, for the solves and forward-backward, the CUDA path) and answers for every
+machine:
 
 * forward values start from every machine's own start state (each gets the
   semiring's one), so the union's forward value of a state is its forward value

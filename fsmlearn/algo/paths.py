@@ -441,7 +441,9 @@ class _Sampler:
                 raise NoAcceptingPathError("sample_paths: the machine accepts no string (its total weight is "
                                            "Z = 0): nothing to sample")
         else:       # a batch's union: every machine's own start
-            bad = np.flatnonzero((starts < 0) | ~np.isfinite(beta[np.maximum(starts, 0)]))
+            ok = starts >= 0
+            ok[ok] = np.isfinite(beta[starts[ok]])
+            bad = np.flatnonzero(~ok)
             if bad.size:
                 raise NoAcceptingPathError(f"sample_paths: machine {int(bad[0])} of the batch accepts no string "
                                            f"({bad.size} of {len(starts)} such; its total weight is Z = 0): "

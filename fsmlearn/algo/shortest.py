@@ -227,7 +227,8 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
     if starts is not None:
         starts = np.asarray(starts, np.int64)
         starts = starts[starts >= 0]
-    if n == 0 or (m.start < 0 if starts is None else starts.size == 0):
+    # (backward values need no start state: a batch's union may have none of its own)
+    if n == 0 or (not reverse and (m.start < 0 if starts is None else starts.size == 0)):
         V = F.copy() if reverse else sr.zero_rows(n)
         if not sr.linear:
             extra["bp"] = np.full(n, -1, np.int64)

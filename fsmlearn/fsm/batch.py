@@ -52,7 +52,8 @@ class MachineBatch:
     """B machines laid out in one :class:`Machine` with offsets.
 
     Attributes:
-        machine: the disjoint union (its own ``start`` is the first machine's).
+        machine: the disjoint union (its own ``start`` is the first start of a machine
+            that has one; the engine reads ``starts``).
         state_ptr: int64 [B+1]: machine b's states are ``state_ptr[b]:state_ptr[b+1]``.
         arc_ptr: int64 [B+1]: machine b's arcs are ``arc_ptr[b]:arc_ptr[b+1]``.
         starts: int64 [B]: each machine's start state in the union's numbering
@@ -109,15 +110,18 @@ class MachineBatch:
         """The batch of the given machines, in order (each keeps its own numbering inside).
 
         The machines must share a weight convention; symbol tables are kept when every
-        machine has the same ones, else dropped.
+        machine has the same ones, else dropped.  No machines give the empty batch.
 
         Raises:
-            ArgumentError: no machines, something that is not a Machine, or mixed
-                weight conventions (the message names the first machine that differs).
+            ArgumentError: something that is not a Machine, mixed weight conventions (the
+                message names the first machine that differs), or more states than one
+                Machine holds.
         """
         ms = list(machines)
-        if not ms:
-            raise ArgumentError("MachineBatch.from_machines: no machines")
+        if not ms:          # the empty batch
+            empty = Machine(start=-1, final=np.zeros(0), src_start=np.zeros(1, np.int64),
+                            dst=np.zeros(0, np.int32), ilabel=np.zeros(0, np.int32), weight=np.zeros(0))
+            return cls(empty, np.zeros(1, np.int64), np.zeros(0, np.int64))
         for i, m in enumerate(ms):
             if not isinstance(m, Machine):
                 raise ArgumentError(f"MachineBatch.from_machines: item {i} is a {type(m).__name__}, "
@@ -129,19 +133,24 @@ class MachineBatch:
         es = np.array([m.num_arcs for m in ms], np.int64)
         sp = np.zeros(len(ms) + 1, np.int64)
         np.cumsum(ns, out=sp[1:])
+        if sp[-1] >= 2**31 - 1:
+            raise ArgumentError(f"MachineBatch.from_machines: {int(sp[-1])} states in all, more than one "
+                                "Machine holds (2**31 - 1): make several batches")
         ap = np.zeros(len(ms) + 1, np.int64)
         np.cumsum(es, out=ap[1:])
         src_start = np.concatenate([m.src_start[:-1] + ap[i] for i, m in enumerate(ms)] + [ap[-1:]])
         dst = np.concatenate([m.dst.astype(np.int64) + sp[i] for i, m in enumerate(ms)]).astype(np.int32)
         acceptor = all(m.olabel is m.ilabel or np.array_equal(m.olabel, m.ilabel) for m in ms)
         same_syms = all(m.isyms is ms[0].isyms and m.osyms is ms[0].osyms for m in ms)
-        union = Machine(start=ms[0].start,
+        starts = np.array([m.start + sp[i] if m.start >= 0 else -1 for i, m in enumerate(ms)], np.int64)
+        valid = starts[starts >= 0]
+        union = Machine(start=int(valid[0]) if valid.size else -1,
                         final=np.concatenate([m.final for m in ms]), src_start=src_start, dst=dst,
                         ilabel=np.concatenate([m.ilabel for m in ms]),
                         olabel=None if acceptor else np.concatenate([m.olabel for m in ms]),
                         weight=np.concatenate([m.weight for m in ms]), semiring=ms[0].semiring,
-                        isyms=ms[0].isyms if same_syms else None, osyms=ms[0].osyms if same_syms else None)
-        starts = np.array([m.start + sp[i] if m.start >= 0 else -1 for i, m in enumerate(ms)], np.int64)
+                        isyms=ms[0].isyms if same_syms else None, osyms=ms[0].osyms if same_syms else None,
+                        arc_type=ms[0].arc_type, openfst_phi=ms[0].openfst_phi)
         return cls(union, sp, starts)
 
     # ------------------------------------------------------------------ shape
@@ -207,7 +216,8 @@ class MachineBatch:
         return Machine(start=start - s0 if start >= 0 else -1, final=m.final[s0:s1],
                        src_start=m.src_start[s0:s1 + 1] - a0, dst=m.dst[a0:a1] - s0, ilabel=m.ilabel[a0:a1],
                        olabel=None if m.olabel is m.ilabel else m.olabel[a0:a1], weight=m.weight[a0:a1],
-                       semiring=m.semiring, isyms=m.isyms, osyms=m.osyms)
+                       semiring=m.semiring, isyms=m.isyms, osyms=m.osyms, arc_type=m.arc_type,
+                       openfst_phi=m.openfst_phi)
 
     def __iter__(self):
         return (self[b] for b in range(len(self)))

@@ -257,7 +257,7 @@ def uniform_hmm(tags: Sequence[str], vocab: Sequence[str], allowed, order: int =
 
 @nb.njit(cache=True)
 def _add_emissions(ec, state_post, state_tok, state_tag, ids, V1):
-    """ec[tag * (V+1) + word] += posterior of each lattice state (boundaries skipped).
+    """ec[tag * (V+1) + word] += posterior of each lattice state (the sentences' start states skipped).
 
     A scatter into the [T, V+1] table: ``np.bincount`` with ``minlength=T*(V+1)``
     would allocate and add the whole table once per chunk, which for the

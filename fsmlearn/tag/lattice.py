@@ -104,16 +104,27 @@ class Lattice:
         gives them)."""
         st = self.batch.machine.dst[arcs]
         st = st[self.state_tok[st] >= 0]
-        out = np.empty(self.ids.shape[0], np.int32)
+        out = np.full(self.ids.shape[0], -1, np.int32)      # -1: a token on none of the paths
         out[self.state_tok[st]] = self.state_tag[st]
         return out
 
     def path_tags(self, path) -> np.ndarray:
-        """int32 [N]: the tag of each token on a path (from :func:`best_path`): one Path of a
-        one-sentence lattice, or the list that ``best_path(lat.batch)`` returns."""
+        """int32 [N]: the tag of each token on the best paths (from :func:`best_path`): the list
+        that ``best_path(lat.batch)`` returns (a None, a sentence without a path, leaves its
+        tokens -1), or one Path of a one-sentence lattice.
+
+        Raises:
+            ArgumentError: a single Path for a lattice of several sentences (its arc numbers
+                are those of one sentence's machine: give the list for the whole batch).
+        """
         if isinstance(path, list):
-            return self.arc_tags(np.concatenate([p.arcs + self.batch.arc_ptr[b] for b, p in enumerate(path)])
-                                 if path else np.empty(0, np.int64))
+            if len(path) != len(self.batch):
+                raise ArgumentError(f"{len(path)} paths for a lattice of {len(self.batch)} sentences")
+            parts = [p.arcs + self.batch.arc_ptr[b] for b, p in enumerate(path) if p is not None]
+            return self.arc_tags(np.concatenate(parts) if parts else np.empty(0, np.int64))
+        if len(self.batch) != 1:
+            raise ArgumentError(f"one path for a lattice of {len(self.batch)} sentences: pass the list that "
+                                "best_path(lat.batch) returns")
         return self.arc_tags(path.arcs)
 
 
