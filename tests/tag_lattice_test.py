@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fsmlearn import Machine
+from fsmlearn import Machine, MachineBatch
 from fsmlearn.algo import best_path, compose, forward_backward, total_weight
 from fsmlearn.errors import ArgumentError, ModelError
 from fsmlearn.tag import HMM, encode_sentences, lattice, sentence_lattice
@@ -91,6 +91,7 @@ def test_batch_lattice_is_the_sentences_side_by_side(order):
         lat = lattice(hmm, ptr, ids, oov_words=oov, semiring=sr)
         b = lat.batch
         assert len(b) == len(nonempty)
+        MachineBatch(b.machine, b.state_ptr, b.starts)     # the trusted layout passes the checks
         m = b.machine
         assert np.all(m.dst > m.arc_src)                      # topologically numbered
         fb = forward_backward(b)

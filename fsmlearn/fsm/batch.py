@@ -106,6 +106,20 @@ class MachineBatch:
         self._cache = {}
 
     @classmethod
+    def trusted(cls, machine: Machine, state_ptr, starts) -> MachineBatch:
+        """A batch over a layout its builder guarantees (no arc leaves its machine, every
+        start inside its machine), without :meth:`__init__`'s O(E) checks: for model code
+        whose kernels write the layout (the tagger's lattices).  Anything else should use
+        the checked constructor."""
+        self = cls.__new__(cls)
+        self.machine = machine
+        self.state_ptr = np.ascontiguousarray(state_ptr, dtype=np.int64)
+        self.arc_ptr = np.ascontiguousarray(machine.src_start[self.state_ptr], dtype=np.int64)
+        self.starts = np.ascontiguousarray(starts, dtype=np.int64)
+        self._cache = {}
+        return self
+
+    @classmethod
     def from_machines(cls, machines: Sequence[Machine]) -> MachineBatch:
         """The batch of the given machines, in order (each keeps its own numbering inside).
 
