@@ -42,6 +42,7 @@ from ..errors import ArgumentError, MachineError, NoAcceptingPathError, Semiring
 from ..fsm.batch import MachineBatch
 from ..semiring import get_semiring
 from .paths import Path, Samples, _sample_kernel, _Sampler
+from .posteriors import ForwardBackward
 from .score import label_hash
 
 __all__ = ["BatchForwardBackward", "batch_values", "batch_total_weight", "batch_forward_backward",
@@ -81,19 +82,24 @@ def batch_total_weight(batch: MachineBatch, semiring="log", **kwargs) -> np.ndar
     return sr.output(rows)
 
 
-class BatchForwardBackward:
-    """Forward-backward over a batch (log semiring), one Z per machine.
+class BatchForwardBackward(ForwardBackward):
+    """Forward-backward over a batch (log semiring), one Z per machine: a
+    :class:`~fsmlearn.algo.posteriors.ForwardBackward` whose ``cost`` and
+    ``log_partition`` are arrays.
 
     Attributes:
+        batch: the MachineBatch.
         cost: float64 [B], -ln Z of each machine (inf: no accepting path).
         posteriors: float64 [E]: each arc's expected count in its own machine
             (the union's arc numbering; ``batch.split(x, "arcs")`` splits it).
         final_posteriors: float64 [Q]: the probability that a path of its machine
             ends at each state.
+        alpha, beta: float64 [Q] forward and backward values (-ln) of every state
+            within its own machine (computed on first access).
         info: (forward SolveInfo, backward SolveInfo) of the union's solves.
     """
 
-    __slots__ = ("batch", "cost", "posteriors", "final_posteriors", "info", "_alpha", "_beta")
+    __slots__ = ("batch",)
 
     def __init__(self, batch, alpha, beta, cost, posteriors, final_posteriors, info):
         self.batch = batch
@@ -103,25 +109,6 @@ class BatchForwardBackward:
         self.posteriors = posteriors
         self.final_posteriors = final_posteriors
         self.info = info
-
-    @property
-    def log_partition(self) -> np.ndarray:
-        """float64 [B]: ln Z of each machine."""
-        return -self.cost
-
-    @property
-    def alpha(self) -> np.ndarray:
-        """float64 [Q]: forward values (-ln) of every state within its own machine."""
-        if callable(self._alpha):
-            self._alpha = self._alpha()
-        return self._alpha
-
-    @property
-    def beta(self) -> np.ndarray:
-        """float64 [Q]: backward values (-ln)."""
-        if callable(self._beta):
-            self._beta = self._beta()
-        return self._beta
 
     def __repr__(self) -> str:
         return f"BatchForwardBackward({len(self.cost)} machines, total cost {float(np.sum(self.cost)):.6g})"
