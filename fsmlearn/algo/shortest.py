@@ -145,8 +145,9 @@ def _phi_kernels(R: int = 0):
 def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, arc_rows=None):
     """Arc rows in the schedule's external / internal / self-loop order.
 
-    For a machine (not a phi system) the raw weights are permuted once per
-    schedule and cached, so that later calls convert them sequentially.
+    For a machine (not a phi system) without arc values the converted rows are
+    cached per schedule and semiring; with arc values the raw weights are permuted
+    once per schedule and cached, so that later calls convert them sequentially.
     ``arc_rows`` (the machine's arcs already converted, in arc order) are
     permuted instead of converting again.
     """
@@ -163,6 +164,14 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
             else:
                 we = m.weight[sched.ext_arc]
             return we, m.weight[sched.int_arc], m.weight[sched.self_arc]
+        if arc_values is None:
+            # the machine's own weights: converted once per schedule and semiring (machines
+            # are immutable; the CUDA path keeps its converted rows on the device likewise)
+            def rows():
+                we, wi, ws = perm()
+                return (sr.arc_rows(we, m.semiring, None), sr.arc_rows(wi, m.semiring, None),
+                        sr.arc_rows(ws, m.semiring, None))
+            return m.cached(("ordered_rows", sched.backward, sr.name), rows)
         we, wi, ws = m.cached(("perm_weights", sched.backward), perm)
         if arc_values is not None:
             ve = arc_values if (sched.forward_ordered and not sched.backward) else arc_values[sched.ext_arc]

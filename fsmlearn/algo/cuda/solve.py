@@ -221,8 +221,7 @@ def _on_device(x, dtype=None):
 def device_arc_rows(m, sr):
     """The arc rows of machine ``m`` in semiring ``sr`` (no arc values), on the device,
     converted and copied once per machine (machines are immutable, so the rows cannot go
-    stale; the CPU path caches its schedule and permuted weights but converts the weights
-    to rows at each call)."""
+    stale; the CPU path caches its converted rows the same way)."""
     return m.cached(("cuda_arc_rows", sr.name),
                     lambda: cuda.to_device(np.ascontiguousarray(sr.arc_rows(m.weight, m.semiring, None))))
 
