@@ -349,24 +349,3 @@ def test_empty_machine():
     m = Machine(start=-1, final=[], src_start=[0], dst=[], ilabel=[], weight=[])
     assert total_weight(m) == math.inf
     assert forward(m).shape == (0,)
-
-
-@pytest.mark.parametrize("semiring", ["real", "log"])
-def test_one_pass_over_a_topological_machine_equals_the_scheduled_solve(semiring):
-    """A topologically numbered machine (real or -log weights) takes the one-pass kernel;
-    the same machine with its states numbered otherwise takes the schedule: same values."""
-    from fsmlearn.algo.shortest import is_forward_ordered
-    rng = np.random.default_rng(17)
-    m = random_machine(rng, 40, 120, cyclic=False, semiring=semiring)
-    assert is_forward_ordered(m)
-    perm = rng.permutation(m.num_states)           # new number of each state
-    src, dst = perm[m.arc_src], perm[m.dst]
-    final = np.empty_like(m.final)
-    final[perm] = m.final
-    p = Machine.from_arcs(m.num_states, int(perm[m.start]), final, src, dst, m.ilabel, weight=m.weight,
-                          semiring=semiring)
-    assert not is_forward_ordered(p)
-    for reverse in (False, True):
-        a = shortest_distance(m, "log", reverse)
-        b = shortest_distance(p, "log", reverse)[perm]
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)

@@ -43,7 +43,7 @@ from ..fsm.machine import PHI, Machine
 from ..semiring import get_semiring
 from ._check import require_machine
 from .flow_arith import arc_flow_py, chain_flow_py, final_flow_py, owner_py
-from .shortest import SolveInfo, is_forward_ordered, solve_values
+from .shortest import SolveInfo, solve_values
 
 _LN2 = math.log(2.0)
 
@@ -220,10 +220,8 @@ def fb_core(m: Machine, starts, state_ptr, tol, max_sweeps, init_alpha, init_bet
     st = np.array([m.start], np.int64) if starts is None else starts
     sp = np.array([0, n], np.int64) if state_ptr is None else state_ptr
     rows = None
-    if (not m.has_phi or phi == "epsilon") and device != "cuda" and not is_forward_ordered(m):
-        # convert the arc weights once; both directions and the flows reuse them (the device
-        # keeps its own copy; a topologically numbered machine is solved in one pass that
-        # converts its weights as it goes, and only the flows convert them again)
+    if (not m.has_phi or phi == "epsilon") and device != "cuda":   # the device keeps its own copy
+        # convert the arc weights once; both directions and the flows reuse them
         rows = get_semiring("log").arc_rows(m.weight, m.semiring)
     sr, A, ia, ex = solve_values(m, "log", False, tol=tol, max_sweeps=max_sweeps, init=init_alpha,
                                  phi=phi, phi_final=phi_final, arc_rows=rows, device=device, starts=starts)

@@ -183,12 +183,6 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
     return gather_rows(W, sched.ext_arc), gather_rows(W, sched.int_arc), gather_rows(W, sched.self_arc)
 
 
-def is_forward_ordered(m: Machine) -> bool:
-    """Whether every arc of ``m`` goes from a lower to a higher state number (cached): such a
-    machine is acyclic and solved in one pass."""
-    return m.cached("forward_ordered", lambda: csr_is_forward_ordered(m.src_start, m.dst))
-
-
 def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_values=None,
                  tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS, init=None,
                  phi: str = "failure", phi_final: bool = True, arc_rows=None, device: str = "cpu",
@@ -258,14 +252,14 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
         V, extra["device_rows"] = solve_plain_machine(m, sr, reverse, rows, F, init, tol, max_sweeps, info,
                                                       starts)
         return sr, V, info, extra
-    if (sr.linear and sr.R == 0 and g is m and arc_rows is None and is_forward_ordered(m)):
+    if (sr.linear and sr.R == 0 and g is m and arc_rows is None and m.semiring != "real"
+            and m.cached("forward_ordered", lambda: csr_is_forward_ordered(m.src_start, m.dst))):
         # topologically numbered (acyclic): one fused pass over the CSR arcs
         info.components = 1
         V = F.copy() if reverse else sr.zero_rows(n)
         if not reverse:
             V[m.start if starts is None else starts] = sr.one_row()
-        acyclic_neglog(V, m.src_start, m.dst, np.ascontiguousarray(m.weight, dtype=np.float64), reverse,
-                       m.semiring == "real")
+        acyclic_neglog(V, m.src_start, m.dst, np.ascontiguousarray(m.weight, dtype=np.float64), reverse)
         return sr, V, info, extra
     sched = schedule_for(g, reverse)
     info.components = sched.num_components

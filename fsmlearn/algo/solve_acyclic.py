@@ -1,10 +1,9 @@
-"""The one-pass kernel for acyclic machines (real and log semirings, R = 0).
+"""The one-pass kernel for acyclic machines in -log weights (log and tropical semirings).
 
 A machine whose states are numbered topologically is solved in one pass over
-its arcs (forward or backward), summing in blocks of scaled rows; its weights
-may be negative logs or real values.
+its arcs (forward or backward), ``log``-summing in blocks of scaled rows.
 
-Public names: acyclic_neglog, real_block.
+Public names: acyclic_neglog.
 """
 
 from __future__ import annotations
@@ -12,47 +11,21 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-import math
-
 from ..semiring.ops import EXP_UNSET, NEGLOG_BLOCK, P2, neglog_block
 from ..semiring.ops import renorm as _renorm0
 
-__all__ = ["acyclic_neglog", "real_block"]
+__all__ = ["acyclic_neglog"]
 
 
 @nb.njit(cache=True)
-def real_block(w, lo, hi, P, K):
-    """P[i], K[i] with w[lo + i] = P[i] 2**K[i] (``frexp``), for real weights; zero gives
-    P = 0 and K = EXP_UNSET (as :func:`fsmlearn.semiring.ops.real_to_scaled`)."""
-    for i in range(hi - lo):
-        x = w[lo + i]
-        if x == 0.0:
-            P[i] = 0.0
-            K[i] = EXP_UNSET
-        else:
-            m, e = math.frexp(x)
-            P[i] = m
-            K[i] = e
-
-
-@nb.njit(cache=True)
-def _block(w, lo, hi, P, K, real):
-    if real:
-        real_block(w, lo, hi, P, K)
-    else:
-        neglog_block(w, lo, hi, P, K)
-
-
-@nb.njit(cache=True)
-def acyclic_neglog(V, src_start, dst, w, backward, real=False):
+def acyclic_neglog(V, src_start, dst, w, backward):
     """Forward or backward values of a topologically numbered machine in one pass.
 
     Every arc goes from a lower to a higher state number; ``w`` holds the arc
-    weights as negative logs (or, with ``real``, as real values) and ``V``
-    scaled rows ``[p, k]`` (real and log semirings, R = 0): the start states'
-    one (forward) or the final weights (backward) on entry, the values on
-    return.  The weights are converted a block of arcs at a time (vectorised
-    for negative logs, see ``neglog_block``; ``frexp`` for real ones) inside the
+    weights as negative logs and ``V`` scaled rows ``[p, k]`` (real and log
+    semirings, R = 0): the start state's one (forward) or the final weights
+    (backward) on entry, the values on return.  The weights are converted a
+    block of arcs at a time (vectorised, see ``neglog_block``) inside the
     pass, so no converted copy of the arcs is written and read back, and
     states with value zero push nothing (forward).  Backward values are
     pulled over each state's own CSR row, highest state first, with the sum
@@ -75,7 +48,7 @@ def acyclic_neglog(V, src_start, dst, w, backward, real=False):
                 if a >= hi:
                     lo = a
                     hi = min(E, a + B)
-                    _block(w, lo, hi, P, K, real)
+                    neglog_block(w, lo, hi, P, K)
                 pw = P[a - lo]
                 if pw == 0.0:
                     continue
@@ -98,7 +71,7 @@ def acyclic_neglog(V, src_start, dst, w, backward, real=False):
                 if a < lo:
                     hi = a + 1
                     lo = max(0, hi - B)
-                    _block(w, lo, hi, P, K, real)
+                    neglog_block(w, lo, hi, P, K)
                 h = dst[a]
                 ph = V[h, 0]
                 pw = P[a - lo]
