@@ -40,7 +40,6 @@ import numpy as np
 
 from ..errors import ArgumentError, MachineError, NoAcceptingPathError, SemiringError
 from ..fsm.batch import MachineBatch
-from ..semiring import get_semiring
 from .paths import Path, Samples, _sample_kernel, _Sampler
 from .posteriors import ForwardBackward
 from .score import label_hash
@@ -137,18 +136,10 @@ def batch_forward_backward(batch: MachineBatch, *, tol: float = 1e-11, max_sweep
 
 def _expectation_rows(batch: MachineBatch, func: str, arc_values, final_values=None, **kwargs):
     """(cost [B], E [B, R]) of the additive values, one expectation-semiring solve."""
-    from .posteriors import _as_values, _with_final_arcs
-    from .shortest import solve_values
-    m = batch.machine
-    v = _as_values(arc_values, m.num_arcs, "arc_values")
-    g = m
-    if final_values is not None:
-        fv = _as_values(final_values, m.num_states, "final_values", v.shape[1])
-        # the final arcs go to one new state past the union's: backward values (all that is
-        # read here) stay per machine, and the starts keep their numbers
-        g, v = _with_final_arcs(m, v, fv, kwargs.get("phi_final", True))
-    sr = get_semiring("expectation", v)
-    _, Bt, _, _ = solve_values(g, sr, True, arc_values=v, **kwargs)
+    from .posteriors import expectation_backward
+    # final values ride on arcs to one new state past the union's: backward values (all that
+    # is read here) stay per machine, and the starts keep their numbers
+    sr, Bt = expectation_backward(batch.machine, arc_values, final_values, **kwargs)
     st = batch.starts
     rows = sr.zero_rows(st.shape[0])
     rows[st >= 0] = Bt[st[st >= 0]]

@@ -436,18 +436,27 @@ def _as_values(values, rows: int, what: str, R: int | None = None) -> np.ndarray
     return v
 
 
-def _expectation_total(m: Machine, func: str, arc_values, final_values=None, **kwargs):
-    """(cost -ln Z, E [R]) of the additive values in one expectation-semiring solve."""
+def expectation_backward(m: Machine, arc_values, final_values=None, **kwargs):
+    """(sr, Bt): the expectation semiring's backward rows of the machine with the values on
+    its arcs (and, with ``final_values``, on its final weights, moved onto arcs to one new
+    state numbered after m's, so that m's states keep their numbers)."""
     v = _as_values(arc_values, m.num_arcs, "arc_values")
-    if m.start < 0:
-        raise _no_path(func, m)
     g = m
     if final_values is not None:
         fv = _as_values(final_values, m.num_states, "final_values", v.shape[1])
         g, v = _with_final_arcs(m, v, fv, kwargs.get("phi_final", True))
     sr = get_semiring("expectation", v)
     _, Bt, _, _ = solve_values(g, sr, True, arc_values=v, **kwargs)
-    out = sr.output(Bt[g.start:g.start + 1])[0]
+    return sr, Bt
+
+
+def _expectation_total(m: Machine, func: str, arc_values, final_values=None, **kwargs):
+    """(cost -ln Z, E [R]) of the additive values in one expectation-semiring solve."""
+    if m.start < 0:
+        _as_values(arc_values, m.num_arcs, "arc_values")      # a bad argument is named first
+        raise _no_path(func, m)
+    sr, Bt = expectation_backward(m, arc_values, final_values, **kwargs)
+    out = sr.output(Bt[m.start:m.start + 1])[0]
     if not out[0] < math.inf:
         raise _no_path(func, m)
     return float(out[0]), out[1:]
