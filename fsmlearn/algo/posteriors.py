@@ -73,6 +73,17 @@ def _flows(A, W, Bt, tail, head, zp, zk, state_ptr, out):
 
 
 @nb.njit(cache=True)
+def _machine_flows(A, W, Bt, tail, head, zp, zk, arc_ptr, out):
+    """:func:`_flows` for a machine's own arcs, grouped by machine (``arc_ptr`` [B+1]; one
+    machine: [0, E]), so no arc looks up its owner."""
+    for b in range(arc_ptr.shape[0] - 1):
+        p = zp[b]
+        k = zk[b]
+        for i in range(arc_ptr[b], arc_ptr[b + 1]):
+            out[i] = _arc_flow(A, W, Bt, i, tail[i], head[i], p, k)
+
+
+@nb.njit(cache=True)
 def _final_flows(A, F, zp, zk, state_ptr, out):
     """The probability of stopping at each state, ``alpha[q] F[q] / Z`` of q's machine."""
     B = state_ptr.shape[0] - 1
@@ -272,10 +283,11 @@ def fb_core(m: Machine, starts, state_ptr, tol, max_sweeps, init_alpha, init_bet
     else:
         W = ex["system_rows"]()
         flows = np.empty(W.shape[0])
-        _flows(A, W, Bt, g.arc_src, g.dst, zp, zk, sp, flows)
         if g is m:
+            _machine_flows(A, W, Bt, g.arc_src, g.dst, zp, zk, m.src_start[sp], flows)
             post = flows
         else:
+            _flows(A, W, Bt, g.arc_src, g.dst, zp, zk, sp, flows)
             post = np.zeros(m.num_arcs)
             kind0 = g.kind == 0
             np.add.at(post, g.ref[kind0], flows[kind0])
