@@ -300,10 +300,8 @@ def fb_core(m: Machine, starts, state_ptr, tol, max_sweeps, init_alpha, init_bet
         fpost = np.empty(n)
         _final_flows(A, F, zp, zk, sp, fpost)
     if empty.any():             # machines with Z = 0 have no path distribution: zero posteriors
-        ap = m.src_start[sp]
-        for b in np.flatnonzero(empty):
-            post[ap[b]:ap[b + 1]] = 0.0
-            fpost[sp[b]:sp[b + 1]] = 0.0
+        post[np.repeat(empty, np.diff(m.src_start[sp]))] = 0.0
+        fpost[np.repeat(empty, np.diff(sp))] = 0.0
     return sr, A, Bt, costs, post, fpost, (ia, ib)
 
 

@@ -524,12 +524,11 @@ def shortest_distance(machine: Machine, semiring="log", reverse: bool = False, *
         FsmError: device="cuda" without a CUDA device or numba's simulator.
         NotAMachineError: not a Machine (convert a pynini.Fst with Machine.from_pynini).
     """
-    if not isinstance(machine, MachineBatch):
-        require_machine(machine, "shortest_distance")
     if isinstance(machine, MachineBatch):
         from .batch import batch_values
         return batch_values(machine, semiring, reverse, arc_values=arc_values, tol=tol, max_sweeps=max_sweeps,
                             init=init, phi=phi, phi_final=phi_final, return_info=return_info, device=device)
+    require_machine(machine, "shortest_distance")
     sr, V, info, _ = solve_values(machine, semiring, reverse, arc_values=arc_values, tol=tol,
                                   max_sweeps=max_sweeps, init=init, phi=phi, phi_final=phi_final,
                                   device=device)
