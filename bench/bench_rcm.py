@@ -20,7 +20,7 @@ engine's forward-backward).  In the same run, for each size B:
 
 then RCMS's time by part (contexts and machine, the engine's forward-backward, the
 marginals; a separate pass), and the exact references where feasible: exact first order on the dense chain
-(:func:`fsmlearn.algo.chain_forward_backward`, all sequences at once) and on
+(a :class:`~fsmlearn.fsm.ChainBatch` of all sequences, solved by the engine's dense-chain schedule) and on
 the exact first-order context machine (250,500 arcs per position).  Exact
 2nd order would have 125M arcs per position at 500 labels and is not run.
 
@@ -43,7 +43,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fsmlearn.algo import chain_forward_backward  # noqa: E402
+from fsmlearn.algo import forward_backward  # noqa: E402
+from fsmlearn.fsm import ChainBatch  # noqa: E402
 from fsmlearn.data import iter_dataset_words  # noqa: E402
 from fsmlearn.experiments.rcm_decipher import prepare_decipherment  # noqa: E402
 from fsmlearn.rcm.decipher import AbsoluteDiscountLM, DecipherModel  # noqa: E402
@@ -193,7 +194,7 @@ def main(argv=None) -> int:
     m1 = DecipherModel(lm1)
     init, trans = m1.transition_matrices()
     t = time.perf_counter()
-    res = chain_forward_backward(init, trans, unaries)
+    res = forward_backward(ChainBatch.dense(init, trans, unaries))
     t_chain = time.perf_counter() - t
     few = unaries[:20]
     (t_mach,), (out_m,) = timed([lambda u: rcms(m1, u.shape[0], 0, u, exact_order=1).log_partition()], few, 1)

@@ -10,7 +10,7 @@ convert it with ``Machine.from_pynini``).  Names say their sign: ``cost`` is
 -ln, ``log_partition`` is ln Z.
 
 The machine:
-    Machine, MachineBatch, SymbolTable, EPSILON, PHI, DEFAULT_OPENFST_PHI.
+    Machine, MachineBatch, ChainBatch, SymbolTable, EPSILON, PHI, DEFAULT_OPENFST_PHI.
 Sums over paths (negative logs in the log and tropical semirings):
     shortest_distance, forward, backward, total_weight.
 Posteriors and expectations:
@@ -41,7 +41,7 @@ them; 2 ``semiring/``; 3 ``algo/`` (the engine); 4 the models, ``lm/``,
 
 from ._lazy import lazy_exports
 from .errors import FsmError, NoAcceptingPathError, NotAMachineError, SymbolTableError
-from .fsm import DEFAULT_OPENFST_PHI, EPSILON, PHI, Machine, MachineBatch, SymbolTable
+from .fsm import DEFAULT_OPENFST_PHI, EPSILON, PHI, ChainBatch, Machine, MachineBatch, SymbolTable
 
 __version__ = "0.1.0"
 
@@ -51,7 +51,7 @@ _ENGINE = ("shortest_distance", "forward", "backward", "total_weight", "forward_
            "arc_posteriors", "final_posteriors", "log_partition_gradient", "expectation", "entropy",
            "best_path", "k_best_paths", "Path", "sample_paths", "Samples", "label_strings", "compose", "intersect",
            "trim", "phi_expand")
-__all__ = ["Machine", "MachineBatch", "SymbolTable", "EPSILON", "PHI", "DEFAULT_OPENFST_PHI",
+__all__ = ["Machine", "MachineBatch", "ChainBatch", "SymbolTable", "EPSILON", "PHI", "DEFAULT_OPENFST_PHI",
            "FsmError", "NoAcceptingPathError", "NotAMachineError", "SymbolTableError",
            "shortest_distance", "forward", "backward", "total_weight",
            "forward_backward", "ForwardBackward", "arc_posteriors", "final_posteriors",

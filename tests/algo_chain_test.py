@@ -1,16 +1,128 @@
-"""Dense first-order chains (fsmlearn.algo.chain) against the engine on the explicit lattice."""
+"""The dense-chain schedule (fsmlearn.algo.chain) against the generic engine on the
+chains written out arc by arc (ChainBatch.materialise), and against a hand-built lattice."""
 
 import numpy as np
 import pytest
 
-from fsmlearn.algo import best_path, forward_backward
-from fsmlearn.algo.chain import chain_best, chain_forward_backward
-from fsmlearn.errors import ArgumentError
+from fsmlearn.algo import (arc_posteriors, best_path, entropy, expectation, forward, forward_backward,
+                           sample_paths, total_weight)
+from fsmlearn.algo.chain import (ChainForwardBackward, ChainPaths, chain_best_paths, chain_forward_backward,
+                                 chain_total_weight)
+from fsmlearn.errors import ArgumentError, NoAcceptingPathError, NotAMachineError, SemiringError
+from fsmlearn.fsm import ChainBatch
 from fsmlearn.fsm.machine import Machine
 
 
+def random_chains(rng, semiring, V=None, sparse_T=0.2, max_len=7, scale=1.0):
+    """A random ChainBatch: R rows of distinct labels, S chains (some empty), random weights
+    (probabilities, or costs scaled by ``scale``)."""
+    V = V or int(rng.integers(1, 6))
+    R = int(rng.integers(1, 5))
+    rows = [np.sort(rng.choice(V, int(rng.integers(1, V + 1)), replace=False)) for _ in range(R)]
+    row_ptr = np.zeros(R + 1, np.int64)
+    row_ptr[1:] = np.cumsum([len(x) for x in rows])
+    lab = np.concatenate(rows).astype(np.int32)
+    S = int(rng.integers(1, 5))
+    ptr = np.zeros(S + 1, np.int64)
+    ptr[1:] = np.cumsum(rng.integers(0, max_len, S))
+    pos = rng.integers(0, R, ptr[-1])
+    T = rng.random((V + 1, V + 1))
+    T[rng.random((V + 1, V + 1)) < sparse_T] = 0.0
+    w = rng.random(lab.size) + 1e-3
+    if semiring == "log":
+        with np.errstate(divide="ignore"):
+            T, w = -np.log(T) * scale, -np.log(w) * scale
+    return ChainBatch(ptr, pos, row_ptr, lab, w, T, semiring)
+
+
+def generic(cb):
+    """The generic engine's answers on the materialised chains: (cost [S], transition
+    posteriors [V+1, V+1], entry posteriors [nnz], node posteriors [nodes])."""
+    mb, arc_trans, arc_entry, final_trans = cb.materialise()
+    fb = forward_backward(mb, allow_empty=True)
+    V1 = cb.num_labels + 1
+    TP = np.bincount(arc_trans, fb.posteriors, minlength=V1 * V1).astype(float)
+    has = final_trans >= 0
+    TP += np.bincount(final_trans[has], fb.final_posteriors[has], minlength=V1 * V1)
+    EP = np.bincount(arc_entry, fb.posteriors, minlength=cb.row_label.size).astype(float)
+    # node n of position i is state start(s) + 1 + (n - node_ptr[ptr[s]])
+    sp = np.bincount(mb.machine.dst, fb.posteriors, minlength=mb.machine.num_states)
+    chain_of = np.repeat(np.arange(len(cb)), np.diff(cb.ptr))
+    node_pos = np.repeat(np.arange(cb.num_positions), np.diff(cb.node_ptr))
+    chain_of_node = chain_of[node_pos]
+    state = mb.state_ptr[chain_of_node] + 1 + np.arange(cb.num_nodes) - cb.node_ptr[cb.ptr[chain_of_node]]
+    return np.asarray(fb.cost), TP.reshape(V1, V1), EP, sp[state], mb
+
+
+def same_cost(a, b, tol=1e-10):
+    assert (np.isinf(a) == np.isinf(b)).all(), (a, b)
+    f = np.isfinite(a)
+    assert np.all(np.abs(a[f] - b[f]) <= tol * np.maximum(1.0, np.abs(b[f]))), (a, b)
+
+
+@pytest.mark.parametrize("semiring", ["log", "real"])
+@pytest.mark.parametrize("seed", range(12))
+def test_forward_backward_matches_the_generic_engine(semiring, seed):
+    rng = np.random.default_rng(seed)
+    cb = random_chains(rng, semiring, scale=40.0)
+    res = chain_forward_backward(cb, allow_empty=True)
+    cost, TP, EP, NP, _ = generic(cb)
+    same_cost(res.cost, cost)
+    assert np.abs(res.transition_posteriors - TP).max() <= 1e-9
+    assert np.abs(res.entry_posteriors - EP).max() <= 1e-9
+    assert np.abs(res.node_posteriors - NP).max() <= 1e-9
+    # every live chain uses one start and one end transition
+    live = np.isfinite(res.cost).sum()
+    V = cb.num_labels
+    assert abs(res.transition_posteriors[V].sum() - live) <= 1e-9 * max(live, 1)
+    assert abs(res.transition_posteriors[:, V].sum() - live) <= 1e-9 * max(live, 1)
+    same_cost(chain_total_weight(cb), cost)
+    same_cost(total_weight(cb), cost)
+
+
+@pytest.mark.parametrize("semiring", ["log", "real"])
+@pytest.mark.parametrize("seed", range(8))
+def test_best_paths_match_the_generic_engine(semiring, seed):
+    rng = np.random.default_rng(1000 + seed)
+    cb = random_chains(rng, semiring)
+    paths = chain_best_paths(cb, allow_empty=True)
+    mb = cb.materialise()[0]
+    same_cost(total_weight(cb, "tropical"), paths.cost)
+    for s in range(len(cb)):
+        seg = slice(cb.ptr[s], cb.ptr[s + 1])
+        if np.isinf(paths.cost[s]):
+            assert (paths.labels[seg] == -1).all()
+            with pytest.raises(NoAcceptingPathError):
+                best_path(mb[s])
+            continue
+        p = best_path(mb[s])
+        assert abs(p.weight - paths.cost[s]) <= 1e-9 * max(1.0, abs(p.weight))
+        assert list(p.olabels - 1) == list(paths.labels[seg])          # random weights: no ties
+        assert (cb.row_label[paths.entries[seg]] == paths.labels[seg]).all()
+        assert (paths.entries[seg] >= cb.row_ptr[cb.pos_row[seg]]).all()
+        assert (paths.entries[seg] < cb.row_ptr[cb.pos_row[seg] + 1]).all()
+
+
+def test_long_chains_far_from_one():
+    """3,000 positions of costs near 300 each: Z = e^-900,000, far below what a double holds;
+    the scaled recursions agree with the generic engine's scaled rows."""
+    rng = np.random.default_rng(7)
+    V, N = 4, 3000
+    T = rng.random((V + 1, V + 1)) * 3
+    row_ptr = np.arange(N + 1, dtype=np.int64) * V
+    w = 300 + rng.random(N * V) * 5
+    cb = ChainBatch([0, N], np.arange(N), row_ptr, np.tile(np.arange(V, dtype=np.int32), N), w, T, "log")
+    res = chain_forward_backward(cb)
+    cost, TP, EP, NP, _ = generic(cb)
+    same_cost(res.cost, cost, 1e-11)
+    assert res.cost[0] > 9e5
+    assert np.abs(res.entry_posteriors - EP).max() <= 1e-9
+    assert np.abs(res.node_posteriors.reshape(N, V).sum(axis=1) - 1).max() <= 1e-9
+
+
 def lattice(initial, transition, unary, final):
-    """The chain as a log-semiring machine: state 0 the start, 1 + (i - 1) V + y for y_i = y."""
+    """One dense chain as a log-semiring machine built by hand: state 0 the start,
+    1 + (i - 1) V + y for y_i = y (natural-log scores)."""
     L, V = unary.shape
     src, dst, lab, wt = [], [], [], []
     for y in range(V):
@@ -25,62 +137,114 @@ def lattice(initial, transition, unary, final):
     n = 1 + L * V
     fin = np.full(n, np.inf)
     fin[1 + (L - 1) * V:] = -final
-    m = Machine.from_arcs(n, 0, fin, np.array(src), np.array(dst), np.array(lab, np.int32),
-                          weight=np.array(wt), semiring="log")
-    return m
+    return Machine.from_arcs(n, 0, fin, np.array(src), np.array(dst), np.array(lab, np.int32),
+                             weight=np.array(wt), semiring="log")
 
 
-def engine_marginals(m, L, V):
-    fb = forward_backward(m)
-    out = np.zeros((L, V))
-    pos = (m.arc_src - 1) // V + 1
-    pos[m.arc_src == 0] = 0
-    np.add.at(out, (pos, m.ilabel - 1), fb.posteriors)
-    return fb.log_partition, out
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_forward_backward_matches_the_engine(seed):
-    rng = np.random.default_rng(seed)
+@pytest.mark.parametrize("seed", range(4))
+def test_dense_chains_match_a_hand_built_lattice(seed):
+    rng = np.random.default_rng(200 + seed)
     V = int(rng.integers(1, 6))
-    init = rng.normal(size=V) * 3
-    trans = rng.normal(size=(V, V)) * 3
+    init, trans, final = rng.normal(size=V) * 3, rng.normal(size=(V, V)) * 3, rng.normal(size=V)
     if V > 1:
         trans[0, 1] = -np.inf                    # a missing arc
-    final = rng.normal(size=V)
-    us = [rng.normal(size=(int(rng.integers(1, 6)), V)) * 4 - 300 for _ in range(4)]   # far from 1
-    us.append(us[0] + 1.0)                       # two chains of the same length, one group
-    res = chain_forward_backward(init, trans, us, final)
+    us = [rng.normal(size=(int(rng.integers(1, 6)), V)) * 4 - 300 for _ in range(3)]
+    cb = ChainBatch.dense(init, trans, us, final)
+    res = forward_backward(cb)
+    assert isinstance(res, ChainForwardBackward)
+    paths = best_path(cb)
+    assert isinstance(paths, ChainPaths)
     for k, u in enumerate(us):
-        lz, marg = engine_marginals(lattice(init, trans, u, final), *u.shape)
-        assert abs(res.log_partition[k] - lz) < 1e-9 * max(1, abs(lz))
-        assert np.abs(res.marginals[k] - marg).max() < 1e-9
-        assert np.allclose(res.marginals[k].sum(axis=1), 1.0)
+        m = lattice(init, trans, u, final)
+        fb = forward_backward(m)
+        assert abs(res.log_partition[k] - fb.log_partition) <= 1e-9 * max(1, abs(fb.log_partition))
+        marg = np.zeros(u.shape)
+        pos = (m.arc_src - 1) // V + 1
+        pos[m.arc_src == 0] = 0
+        np.add.at(marg, (pos, m.ilabel - 1), fb.posteriors)
+        nodes = res.node_posteriors[cb.node_ptr[cb.ptr[k]]:cb.node_ptr[cb.ptr[k + 1]]].reshape(u.shape)
+        assert np.abs(nodes - marg).max() <= 1e-9
+        p = best_path(m)
+        assert abs(paths.cost[k] - p.weight) <= 1e-9 * max(1, abs(p.weight))
+        assert list(paths.labels[cb.ptr[k]:cb.ptr[k + 1]]) == [int(x) - 1 for x in p.ilabels]
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_best_matches_the_engine(seed):
-    rng = np.random.default_rng(100 + seed)
-    V, L = int(rng.integers(1, 6)), int(rng.integers(1, 6))
-    init, trans, final = rng.normal(size=V), rng.normal(size=(V, V)), rng.normal(size=V)
-    u = rng.normal(size=(L, V))
-    labels, score = chain_best(init, trans, u, final)
-    p = best_path(lattice(init, trans, u, final))
-    assert abs(score + p.weight) < 1e-9
-    assert list(labels) == [int(x) - 1 for x in p.ilabels]
+def test_chains_without_a_path():
+    # no transition between the labels at all: chains of two positions have Z = 0
+    T = np.zeros((3, 3))
+    T[2, :2] = 1.0
+    T[:2, 2] = 1.0
+    cb = ChainBatch([0, 2, 3, 3], [0, 0, 0], [0, 2], [0, 1], [0.5, 0.25], T, "real")
+    with pytest.raises(NoAcceptingPathError, match=r"chain 0 \(positions 0..1\).*2 chains have none"):
+        chain_forward_backward(cb)
+    with pytest.raises(NoAcceptingPathError, match="chain 0"):
+        chain_best_paths(cb)
+    res = chain_forward_backward(cb, allow_empty=True)
+    assert res.cost[0] == np.inf and res.cost[2] == np.inf            # the empty chain: T[V, V] = 0
+    assert abs(res.cost[1] + np.log(0.75)) < 1e-12
+    assert not res.node_posteriors[:4].any()
+    assert abs(res.transition_posteriors.sum() - 2.0) < 1e-12         # chain 1: a start and an end
+    paths = chain_best_paths(cb, allow_empty=True)
+    assert list(paths.labels) == [-1, -1, 0] and abs(paths.cost[1] + np.log(0.5)) < 1e-12
 
 
-def test_zero_weight_chain():
-    trans = np.full((2, 2), -np.inf)             # no transitions at all: length-2 chains have Z = 0
-    res = chain_forward_backward(np.zeros(2), trans, [np.zeros((2, 2)), np.zeros((1, 2))])
-    assert res.log_partition[0] == -np.inf and not res.marginals[0].any()
-    assert abs(res.log_partition[1] - np.log(2)) < 1e-12
+def test_add_to_sums_over_batches():
+    rng = np.random.default_rng(3)
+    cb = random_chains(rng, "real", V=4, sparse_T=0.0)
+    whole = chain_forward_backward(cb)
+    V1 = cb.num_labels + 1
+    TP, EP = np.zeros((V1, V1)), np.zeros(cb.row_label.size)
+    halves = [ChainBatch(cb.ptr[a:b + 1] - cb.ptr[a], cb.pos_row[cb.ptr[a]:cb.ptr[b]], cb.row_ptr, cb.row_label,
+                         cb.row_weight, cb.transition, "real") for a, b in ((0, 1), (1, len(cb)))]
+    for h in halves:
+        out = chain_forward_backward(h, node_posteriors=False, add_to=(TP, EP))
+        assert out.transition_posteriors is TP and out.node_posteriors is None
+    assert np.abs(TP - whole.transition_posteriors).max() <= 1e-12 * max(1, len(cb))
+    assert np.abs(EP - whole.entry_posteriors).max() <= 1e-12 * max(1, len(cb))
+    with pytest.raises(ArgumentError, match=r"add_to's entries must be a writable C-contiguous float64"):
+        chain_forward_backward(cb, add_to=(TP, np.zeros(3)))
 
 
-def test_bad_shapes_are_argument_errors():
-    with pytest.raises(ArgumentError, match="transition"):
-        chain_forward_backward(np.zeros(2), np.zeros((3, 3)), [np.zeros((1, 2))])
-    with pytest.raises(ArgumentError, match="unary 0"):
-        chain_forward_backward(np.zeros(2), np.zeros((2, 2)), [np.zeros((1, 3))])
+def test_construction_errors_name_the_value():
+    T = np.ones((3, 3))
+    ok = dict(ptr=[0, 1], pos_row=[0], row_ptr=[0, 2], row_label=[0, 1], row_weight=[1.0, 1.0], transition=T)
+    ChainBatch(**ok, semiring="real")
+    for change, match in [
+        (dict(semiring="tropical"), "semiring must be 'log' or 'real'"),
+        (dict(ptr=[0, 2]), r"ptr must rise from 0 to 1"),
+        (dict(row_ptr=[0, 3]), r"row_ptr must rise from 0 to 2"),
+        (dict(pos_row=[1]), r"position 0 names row 1, outside 0..0"),
+        (dict(row_label=[0, 2]), r"row entry 1 has label 2, outside 0..1"),
+        (dict(row_label=[1, 1]), r"row entry 1 repeats label 1"),
+        (dict(row_weight=[1.0, np.nan]), r"row_weight\[1\] = nan is not a real weight"),
+        (dict(row_weight=[1.0, -0.5]), r"row_weight\[1\] = -0.5 is not a real weight"),
+        (dict(transition=np.ones((3, 2))), r"transition must be \[V\+1, V\+1\]"),
+        (dict(row_weight=[1.0, 2.0, 3.0]), "row_weight has"),
+    ]:
+        kw = {**ok, "semiring": "real", **change}
+        with pytest.raises(ArgumentError, match=match):
+            ChainBatch(**kw)
+    with pytest.raises(ArgumentError, match=r"transition\[0\] = -inf is not a log weight"):
+        ChainBatch(**{**ok, "transition": np.full((3, 3), -np.inf)}, semiring="log")
+    with pytest.raises(ArgumentError, match=r"unary 0 has shape \(1, 3\)"):
+        ChainBatch.dense(np.zeros(2), np.zeros((2, 2)), [np.zeros((1, 3))])
     with pytest.raises(ArgumentError, match="NaN"):
-        chain_best(np.array([0.0, np.nan]), np.zeros((2, 2)), np.zeros((1, 2)))
+        ChainBatch.dense(np.array([0.0, np.nan]), np.zeros((2, 2)), [np.zeros((1, 2))])
+
+
+def test_routines_without_the_schedule_point_at_materialise():
+    cb = random_chains(np.random.default_rng(0), "log", sparse_T=0.0)
+    for f in (forward, arc_posteriors, entropy, lambda m: sample_paths(m, 3),
+              lambda m: expectation(m, np.zeros(1))):
+        with pytest.raises(NotAMachineError, match=r"materialise\(\)"):
+            f(cb)
+    with pytest.raises(SemiringError, match="log, real or tropical"):
+        total_weight(cb, "expectation")
+    with pytest.raises(ArgumentError, match="takes no tol"):
+        total_weight(cb, tol=1e-3)
+    with pytest.raises(ArgumentError, match="runs on the CPU"):
+        forward_backward(cb, device="cuda")
+    # what materialise() gives takes every routine, and agrees with the schedule
+    mb = cb.materialise()[0]
+    same_cost(np.asarray(total_weight(mb)), total_weight(cb))
+    same_cost(np.asarray(total_weight(mb, "real")), total_weight(cb, "real"), 1e-9)

@@ -151,3 +151,38 @@ def test_path_tags_of_a_batch_needs_every_sentence():
         lat.path_tags(paths[:2])
     tags = lat.path_tags([paths[0], None, paths[2]])
     assert np.all(tags[ptr[1]:ptr[2]] == -1) and np.all(tags[:ptr[1]] >= 0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bigram_chains_are_the_lattice(seed):
+    """build_chains writes no arc, but its materialise() is build_lattice's batch: the same
+    states, arcs (output labels, weights, the transition each arc uses) and final weights;
+    the input labels are the chains' row numbers (word id + 1, except for unknown words with
+    rows of their own); the schedule's answers are the lattice's."""
+    from fsmlearn.algo.chain import chain_best_paths, chain_forward_backward
+    from fsmlearn.tag.lattice import build_chains, build_lattice, unknown_rows
+    rng = np.random.default_rng(50 + seed)
+    hmm = random_hmm(rng, T=3, V=5, order=2)
+    sents = [random_sentence(rng, hmm, int(rng.integers(0, 6))) for _ in range(6)] + [["zzz-unseen", "qq"]]
+    ptr, ids, oov = encode_sentences(hmm, sents)
+    csr = hmm.emission_csr()
+    for sr in ("log", "real"):
+        extra = unknown_rows(hmm, ids, oov)
+        lat = build_lattice(hmm, ptr, ids, csr, extra=extra, semiring=sr)
+        cb = build_chains(hmm, ptr, ids, csr, extra=extra, semiring=sr)
+        mb, arc_trans, _, final_trans = cb.materialise()
+        a, b = lat.batch.machine, mb.machine
+        assert np.array_equal(lat.batch.state_ptr, mb.state_ptr)
+        assert np.array_equal(a.src_start, b.src_start) and np.array_equal(a.dst, b.dst)
+        assert np.array_equal(a.olabel, b.olabel) and np.array_equal(arc_trans, lat.arc_trans)
+        np.testing.assert_allclose(a.weight, b.weight, rtol=1e-15)
+        np.testing.assert_allclose(a.final, b.final, rtol=1e-15)
+        assert np.array_equal(final_trans[lat.final_state], lat.final_trans)
+        known = ids[lat.state_tok[a.dst]] < hmm.V
+        assert np.array_equal(a.ilabel[known], b.ilabel[known])
+        fb, res = forward_backward(lat.batch), chain_forward_backward(cb)
+        np.testing.assert_allclose(res.cost, fb.cost, rtol=1e-12)
+        np.testing.assert_allclose(res.node_posteriors, lat.state_posteriors(fb.posteriors)[lat.state_tok >= 0],
+                                   atol=1e-12)
+        tags = chain_best_paths(cb).labels
+        assert np.array_equal(tags, lat.path_tags(best_path(lat.batch)))

@@ -10,8 +10,9 @@ expectations and their gradients, and the solver of its systems with
 matrix-valued rows over a phi forest), phi (failure-arc machines as linear systems),
 posteriors (forward-backward, arc posteriors, expectations, entropy, gradients),
 paths (best path, k best paths, sampling, label strings of paths), compose (composition, intersection), score
-(scoring label sequences without a product), chain (forward-backward and
-Viterbi over dense first-order chains given as matrices), batch (the routines
+(scoring label sequences without a product), chain (the dense-chain schedule:
+forward-backward, total weight and Viterbi over a ChainBatch of label layers
+with tied weights, no arc written), batch (the routines
 over a MachineBatch), flow_arith (the arc flows' arithmetic for both targets).
 
 Every public function checks that its machine is a :class:`~fsmlearn.fsm.Machine`
@@ -24,15 +25,16 @@ log_partition_gradient, expectation, entropy, phi_expand, phi_structure, linear_
 relax_block_system, phi_pass_rows, TagProduct, tag_product, product_forward,
 product_backward, product_total, product_posteriors, product_log_partition_gradient,
 product_expectation, product_expectation_gradient, product_block_update, Path, Samples, best_path, k_best_paths, sample_paths,
-label_strings, compose, intersect, score_sequences, ScoreResult, trim, ChainResult,
-chain_forward_backward, chain_best, BatchForwardBackward.
+label_strings, compose, intersect, score_sequences, ScoreResult, trim, ChainForwardBackward,
+ChainPaths, chain_forward_backward, chain_best_paths, chain_total_weight, BatchForwardBackward.
 
 Every routine that a batch of machines needs takes a
 :class:`~fsmlearn.fsm.MachineBatch` in place of a machine (``forward``,
 ``backward``, ``shortest_distance``, ``total_weight``, ``forward_backward``,
 ``arc_posteriors``, ``final_posteriors``, ``expectation``, ``entropy``,
 ``best_path``, ``sample_paths``) and answers for each machine in one call
-(module batch).
+(module batch); ``forward_backward``, ``total_weight`` and ``best_path`` also take a
+:class:`~fsmlearn.fsm.ChainBatch` and solve it by the dense-chain schedule (module chain).
 """
 
 from .._lazy import lazy_exports
@@ -54,7 +56,8 @@ _LAZY = {
     "Path": "paths", "Samples": "paths", "best_path": "paths", "k_best_paths": "paths", "sample_paths": "paths",
     "label_strings": "paths",
     "score_sequences": "score", "ScoreResult": "score",
-    "ChainResult": "chain", "chain_forward_backward": "chain", "chain_best": "chain",
+    "ChainForwardBackward": "chain", "ChainPaths": "chain", "chain_forward_backward": "chain",
+    "chain_best_paths": "chain", "chain_total_weight": "chain",
     "BatchForwardBackward": "batch",
 }
 

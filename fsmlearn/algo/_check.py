@@ -44,6 +44,12 @@ def require_machine(obj, func: str, arg: str = "machine") -> Machine:
     what = _describe(obj)
     mod = (type(obj).__module__ or "").lstrip("_")
     from ..fsm.batch import MachineBatch
+    from ..fsm.chain import ChainBatch
+    if isinstance(obj, ChainBatch):
+        raise NotAMachineError(
+            f"{func}: {arg} must be a fsmlearn.Machine; a ChainBatch ({len(obj)} chains) is solved by the "
+            "dense-chain schedule in forward_backward, total_weight and best_path; for the other routines "
+            "write its arcs out with chains.materialise(), whose first item is a MachineBatch")
     if isinstance(obj, MachineBatch):
         raise NotAMachineError(
             f"{func}: {arg} must be a fsmlearn.Machine; it does not take a MachineBatch ({len(obj)} machines: "

@@ -1,190 +1,453 @@
-"""Dense first-order chains: the lattice of an HMM given as matrices, without building it.
+"""The dense-chain schedule: the engine's routines over a :class:`~fsmlearn.fsm.ChainBatch`.
 
-A chain of length L over V labels is the layered acyclic machine with one
-state per (position, label), arcs (i - 1, y') -> (i, y) for every pair,
-weighted
+A chain of label layers with tied weights (:mod:`fsmlearn.fsm.chain`) is a
+layered acyclic machine whose arcs between two positions form a complete
+bipartite block and whose weights are products of two small tables.  The
+generic schedule would write its arcs out (L k^2 of them) and sweep them in a
+topological order; this one sweeps the layers, reading the weights from the
+tables, and never writes an arc:
 
-    initial[y] + unary[0, y]                     (position 1, from the start state)
-    transition[y', y] + unary[i - 1, y]          (positions i = 2 .. L)
+- ``forward_backward`` (log and real semirings): the scaled forward recursion
+  alpha_i = (alpha_{i-1} T) * u_i with one scale c_i per position, and the
+  backward one beta_{i-1} = T (beta_i * u_i) / c_i with the same scales
+  (Rabiner 1989, eq. 91-93 and 102-103), so that ln Z = sum_i ln c_i + ln(alpha_L .
+  t_end) and every quantity stays in range however long the chain; the
+  posterior of the arc y' -> y between positions i - 1 and i is
+  xi = alpha_{i-1}[y'] T[y', y] u_i[y] beta_i[y] / c_i (Rabiner's eq. 37 in the
+  scaled variables).  The arcs' posteriors are summed by the tables' entries
+  they are tied to: the expected count of each transition and of each row entry
+  (the gradient of ln Z with respect to the log of each table entry, which is
+  what EM needs), and, on request, of each node (position, label).
+- ``best_path`` (the tropical semiring): the Viterbi recursion delta_i[y] =
+  min_y' (delta_{i-1}[y'] + T[y', y]) + u_i[y] over costs, with back-pointers.
+- ``total_weight``: the forward recursion alone.
 
-and final weights ``final[y]`` on the last layer (all weights natural-log
-scores, i.e. the negated weights of a log-semiring :class:`Machine`).  Such a
-machine has L V^2 arcs: 500 labels make 250,000 arcs per position, which is
-why this module works on the matrices instead.  It computes what the
-engine's :func:`~fsmlearn.algo.forward_backward` and
-:func:`~fsmlearn.algo.best_path` compute on that machine (the tests compare
-them on small chains):
+Log-semiring costs enter the real-valued recursions as exp(-(cost - shift)),
+shifted by the least transition cost and by each row's least entry, the shifts
+added back to ln Z; a weight more than e^700 below its row's best (or the
+transition table's) counts as zero.  Each routine runs over all chains in one
+call; :meth:`~fsmlearn.fsm.ChainBatch.materialise` gives the same machines arc
+by arc, and the tests check each result against the generic engine on them.
+The public routines ``forward_backward``, ``best_path`` and ``total_weight``
+pick this schedule when given a ``ChainBatch``.
 
-- ``semiring="log"``: the forward recursion alpha_i = (alpha_{i-1} T) * exp(unary_i)
-  and the backward one beta_{i-1} = T (beta_i * exp(unary_i)) in the real semiring with
-  one scale per position (Rabiner 1989, eq. 91-93), so that ln Z = sum of the log scales;
-  position marginals p(y_i = y) = alpha_i[y] beta_i[y] / Z;
-- ``semiring="tropical"``: the Viterbi recursion delta_i = max_y' (delta_{i-1}[y'] +
-  transition[y', y]) + unary_i[y] with back-pointers: the best labelling and its score.
-
-Many chains of the same length are done together (one matrix product per
-position for the whole group).
-
-Public names: ChainResult, chain_forward_backward, chain_best.
+Public names: ChainForwardBackward, ChainPaths, chain_forward_backward,
+chain_best_paths, chain_total_weight.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
 
 import numba as nb
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, NoAcceptingPathError
+from ..fsm.chain import ChainBatch
 
-__all__ = ["ChainResult", "chain_forward_backward", "chain_best"]
+__all__ = ["ChainForwardBackward", "ChainPaths", "chain_forward_backward", "chain_best_paths",
+           "chain_total_weight"]
 
 
-@dataclass
-class ChainResult:
-    """Forward-backward over dense chains (log semiring).
+class ChainForwardBackward:
+    """Forward-backward over a batch of chains (one result per chain, counts summed over all).
 
     Attributes:
-        log_partition: float64 [N], ln Z of each chain (-inf when it has no path of nonzero
-            weight).
-        marginals: list of float64 [L_n, V], p(y_i = y) for each chain (zeros when Z = 0).
+        cost: float64 [S], -ln Z of each chain (inf: no path of nonzero weight).
+        log_partition: float64 [S], ln Z (the property; minus ``cost``).
+        transition_posteriors: float64 [V+1, V+1], the expected number of uses of each
+            transition entry, summed over the chains (row V: starts, column V: ends).
+        entry_posteriors: float64 [nnz], the expected number of uses of each row entry,
+            summed over the chains.
+        node_posteriors: float64 [num_nodes] (numbered by ``chains.node_ptr``): the
+            probability of each (position, label) node, or None when not asked for.
     """
-    log_partition: np.ndarray
-    marginals: list
+
+    __slots__ = ("cost", "transition_posteriors", "entry_posteriors", "node_posteriors")
+
+    def __init__(self, cost, transition_posteriors, entry_posteriors, node_posteriors):
+        self.cost = cost
+        self.transition_posteriors = transition_posteriors
+        self.entry_posteriors = entry_posteriors
+        self.node_posteriors = node_posteriors
+
+    @property
+    def log_partition(self) -> np.ndarray:
+        return -self.cost
+
+    def __repr__(self) -> str:
+        return f"ChainForwardBackward({self.cost.shape[0]} chains)"
 
 
-def _check(initial, transition, unaries, final):
-    initial = np.asarray(initial, np.float64)
-    transition = np.asarray(transition, np.float64)
-    V = initial.size
-    if initial.ndim != 1 or V == 0 or transition.shape != (V, V):
-        raise ArgumentError(f"initial must be [V] and transition [V, V]; got {initial.shape} and "
-                            f"{transition.shape}")
-    final = np.zeros(V) if final is None else np.asarray(final, np.float64)
-    if final.shape != (V,):
-        raise ArgumentError(f"final must be [V] = [{V}]; got {final.shape}")
-    us = []
-    for k, u in enumerate(unaries):
-        u = np.asarray(u, np.float64)
-        if u.ndim != 2 or u.shape[1] != V or u.shape[0] == 0:
-            raise ArgumentError(f"unary {k} has shape {u.shape}; expected [L >= 1, {V}]")
-        us.append(u)
-    for name, a in (("initial", initial), ("transition", transition), ("final", final)):
-        if np.isnan(a).any() or (a == np.inf).any():
-            raise ArgumentError(f"{name} holds NaN or +inf scores")
-    return initial, transition, us, final
+class ChainPaths:
+    """The best path of each chain.
 
-
-def _scaled_exp(a):
-    """exp(a - max over the last axis) and the max (rows of -inf: zeros and -inf)."""
-    m = a.max(axis=-1, keepdims=True)
-    m_safe = np.where(np.isfinite(m), m, 0.0)
-    return np.exp(a - m_safe), m_safe[..., 0], np.isfinite(m[..., 0])
-
-
-def chain_forward_backward(initial, transition, unaries, final=None) -> ChainResult:
-    """ln Z and position marginals of dense first-order chains (the log semiring).
-
-    Args:
-        initial: float64 [V], ln scores of y_1.
-        transition: float64 [V, V], ln scores of y_{i-1} -> y_i (-inf: no arc).
-        unaries: a list of float64 [L_n, V], per-position ln scores of each chain.
-        final: float64 [V] ln scores of ending in y_L (default 0).
-
-    Returns:
-        :class:`ChainResult`.
+    Attributes:
+        cost: float64 [S], each best path's cost (-ln of its weight; inf: no path).
+        labels: int32 [N], the label of each position on its chain's best path (-1 on a
+            chain without a path).
+        entries: int64 [N], the row entry each position takes (-1 likewise).
     """
-    initial, transition, unaries, final = _check(initial, transition, unaries, final)
-    V = initial.size
-    T, tmax, _ = _scaled_exp(transition.reshape(1, -1))        # one scale for the whole matrix
-    T = T.reshape(V, V)
-    tmax = float(tmax[0])
-    log_partition = np.full(len(unaries), -np.inf)
-    marginals = [np.zeros_like(u) for u in unaries]
-    by_len: dict = {}
-    for k, u in enumerate(unaries):
-        by_len.setdefault(u.shape[0], []).append(k)
-    fexp, fmax, fok = _scaled_exp(final.reshape(1, -1))
-    for L, ks in by_len.items():
-        U = np.stack([unaries[k] for k in ks])                  # [N, L, V]
-        N = len(ks)
-        Ue, umax, _ = _scaled_exp(U)                             # [N, L, V], [N, L]
-        alpha = np.empty((N, L, V))
-        logc = np.zeros((N, L))                                  # ln of each position's scale
-        a0, a0max, _ = _scaled_exp(initial.reshape(1, -1))
-        a = a0 * Ue[:, 0]
-        s = a.sum(axis=1)
-        dead = s <= 0
-        s[dead] = 1.0
-        alpha[:, 0] = a / s[:, None]
-        logc[:, 0] = np.log(s) + a0max[0] + umax[:, 0]
-        for i in range(1, L):
-            a = (alpha[:, i - 1] @ T) * Ue[:, i]
-            s = a.sum(axis=1)
-            dead |= s <= 0
-            s[s <= 0] = 1.0
-            alpha[:, i] = a / s[:, None]
-            logc[:, i] = np.log(s) + tmax + umax[:, i]
-        zf = alpha[:, L - 1] @ fexp[0]
-        dead |= zf <= 0
-        lz = logc.sum(axis=1) + np.log(np.where(zf > 0, zf, 1.0)) + fmax[0]
-        lz[dead | ~fok[0]] = -np.inf
-        # backward, scaled by the forward scales (Rabiner's convention): alpha_i beta_i sums to one
-        beta = np.empty((N, L, V))
-        b = np.broadcast_to(fexp[0], (N, V)) / np.where(zf > 0, zf, 1.0)[:, None]
-        beta[:, L - 1] = b
-        for i in range(L - 1, 0, -1):
-            b = ((beta[:, i] * Ue[:, i]) @ T.T) / np.exp(logc[:, i] - tmax - umax[:, i])[:, None]
-            beta[:, i - 1] = b
-        post = alpha * beta
-        for j, k in enumerate(ks):
-            log_partition[k] = lz[j]
-            if np.isfinite(lz[j]):
-                marginals[k] = post[j]
-    return ChainResult(log_partition, marginals)
+
+    __slots__ = ("cost", "labels", "entries")
+
+    def __init__(self, cost, labels, entries):
+        self.cost = cost
+        self.labels = labels
+        self.entries = entries
+
+    def __repr__(self) -> str:
+        return f"ChainPaths({self.cost.shape[0]} chains)"
+
+
+def _require(chains, func):
+    if not isinstance(chains, ChainBatch):
+        raise ArgumentError(f"{func}: expected a fsmlearn.fsm.ChainBatch, got {type(chains).__name__}")
+    return chains
+
+
+def _real_tables(chains: ChainBatch):
+    """(T, row_p, t_shift, row_shift): the tables as real weights, and the ln-domain
+    shifts taken out of them (zero for a real-semiring batch)."""
+    if chains.semiring == "real":
+        R = chains.row_ptr.shape[0] - 1
+        return chains.transition, chains.row_weight, 0.0, np.zeros(R)
+    T = chains.transition
+    fin = T[np.isfinite(T)]
+    t_shift = float(fin.min()) if fin.size else 0.0
+    Tp = np.exp(-(T - t_shift))
+    row_shift = _row_min(chains.row_ptr, chains.row_weight)
+    row_p = _shifted_exp(chains.row_ptr, chains.row_weight, row_shift)
+    return Tp, row_p, t_shift, row_shift
 
 
 @nb.njit(cache=True)
-def _viterbi(initial, transition, unary, final):
-    L, V = unary.shape
-    delta = initial + unary[0]
-    bp = np.zeros((L, V), np.int64)
-    for i in range(1, L):
-        new = np.full(V, -np.inf)
-        for y in range(V):
-            best = -np.inf
-            arg = 0
-            for yp in range(V):
-                v = delta[yp] + transition[yp, y]
-                if v > best:
-                    best = v
-                    arg = yp
-            new[y] = best + unary[i, y]
-            bp[i, y] = arg
-        delta = new
-    delta = delta + final
-    y = 0
-    for k in range(V):
-        if delta[k] > delta[y]:
-            y = k
-    score = delta[y]
-    out = np.empty(L, np.int64)
-    out[L - 1] = y
-    for i in range(L - 1, 0, -1):
-        y = bp[i, y]
-        out[i - 1] = y
-    return out, score
+def _row_min(row_ptr, w):
+    R = row_ptr.shape[0] - 1
+    out = np.zeros(R)
+    for r in range(R):
+        m = np.inf
+        for e in range(row_ptr[r], row_ptr[r + 1]):
+            m = min(m, w[e])
+        out[r] = m if m < np.inf else 0.0
+    return out
 
 
-def chain_best(initial, transition, unary, final=None) -> tuple[np.ndarray, float]:
-    """The best labelling of one dense chain (the tropical semiring) and its ln score.
+@nb.njit(cache=True)
+def _shifted_exp(row_ptr, w, shift):
+    out = np.empty(w.shape[0])
+    for r in range(row_ptr.shape[0] - 1):
+        for e in range(row_ptr[r], row_ptr[r + 1]):
+            out[e] = math.exp(-(w[e] - shift[r]))
+    return out
 
-    Args: as :func:`chain_forward_backward`, with one ``unary`` [L, V].
 
-    Returns:
-        (labels int64 [L], score); the score is -inf when no labelling has nonzero weight
-        (the labels are then arbitrary).
+@nb.njit(cache=True)
+def _forward(p0, p1, pos_row, row_ptr, row_label, row_p, Tp, node_ptr, V, A, C):
+    """The scaled forward pass over one chain: A[node - node_ptr[p0]] = alpha-hat (the
+    chain's own numbering, so that A stays in cache), C[i - p0] = c_i; returns (sum of
+    ln c_i, z = alpha-hat_L . t_end), z = 0 when the chain has no path."""
+    lnc = 0.0
+    prev_r = -1
+    prev_n = 0
+    nb0 = node_ptr[p0]
+    for i in range(p0, p1):
+        r = pos_row[i]
+        e0 = row_ptr[r]
+        k = row_ptr[r + 1] - e0
+        n0 = node_ptr[i] - nb0
+        c = 0.0
+        for j in range(k):
+            y = row_label[e0 + j]
+            if prev_r < 0:
+                acc = Tp[V, y]
+            else:
+                acc = 0.0
+                pe = row_ptr[prev_r]
+                for q in range(row_ptr[prev_r + 1] - pe):
+                    acc += A[prev_n + q] * Tp[row_label[pe + q], y]
+            v = acc * row_p[e0 + j]
+            A[n0 + j] = v
+            c += v
+        if not c > 0.0 or c == np.inf:
+            return lnc, 0.0
+        inv = 1.0 / c
+        for j in range(k):
+            A[n0 + j] *= inv
+        C[i - p0] = c
+        lnc += math.log(c)
+        prev_r = r
+        prev_n = n0
+    if prev_r < 0:
+        return lnc, Tp[V, V]
+    z = 0.0
+    pe = row_ptr[prev_r]
+    for q in range(row_ptr[prev_r + 1] - pe):
+        z += A[prev_n + q] * Tp[row_label[pe + q], V]
+    return lnc, z
+
+
+@nb.njit(cache=True)
+def _longest(ptr, node_ptr):
+    """(most positions, most nodes) of one chain."""
+    lp = 1
+    ln = 1
+    for s in range(ptr.shape[0] - 1):
+        lp = max(lp, ptr[s + 1] - ptr[s])
+        ln = max(ln, node_ptr[ptr[s + 1]] - node_ptr[ptr[s]])
+    return lp, ln
+
+
+@nb.njit(cache=True)
+def _fb_kernel(ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shift, node_ptr, want_nodes,
+               cost, TP, EP, NP):
+    """Forward-backward over every chain (see the module docstring for the recursions).
+
+    Adds each chain's arc posteriors into TP [V+1, V+1] by transition entry and its node
+    posteriors into EP [nnz] by row entry (and NP [nodes] by node when ``want_nodes``);
+    writes cost [S] = -ln Z (inf for a chain without a path, which adds nothing).
     """
-    initial, transition, (unary,), final = _check(initial, transition, [unary], final)
-    labels, score = _viterbi(initial, transition, unary, final)
-    return labels, float(score)
+    V = Tp.shape[0] - 1
+    S = ptr.shape[0] - 1
+    lp, ln = _longest(ptr, node_ptr)
+    A = np.empty(ln)
+    C = np.empty(lp)
+    kmax = 1
+    for r in range(row_ptr.shape[0] - 1):
+        kmax = max(kmax, row_ptr[r + 1] - row_ptr[r])
+    bcur = np.empty(kmax)
+    bprev = np.empty(kmax)
+    g = np.empty(kmax)
+    for s in range(S):
+        p0 = ptr[s]
+        p1 = ptr[s + 1]
+        lnc, z = _forward(p0, p1, pos_row, row_ptr, row_label, row_p, Tp, node_ptr, V, A, C)
+        if not z > 0.0 or z == np.inf:
+            cost[s] = np.inf
+            continue
+        shift = t_shift * (p1 - p0 + 1)
+        for i in range(p0, p1):
+            shift += row_shift[pos_row[i]]
+        cost[s] = shift - lnc - math.log(z)
+        if p1 == p0:
+            TP[V, V] += 1.0
+            continue
+        # the last position: beta-hat = t_end / z
+        nb0 = node_ptr[p0]
+        r = pos_row[p1 - 1]
+        e0 = row_ptr[r]
+        k = row_ptr[r + 1] - e0
+        n0 = node_ptr[p1 - 1]
+        invz = 1.0 / z
+        for j in range(k):
+            y = row_label[e0 + j]
+            b = Tp[y, V] * invz
+            bcur[j] = b
+            pst = A[n0 - nb0 + j] * b
+            TP[y, V] += pst
+            EP[e0 + j] += pst
+            if want_nodes:
+                NP[n0 + j] = pst
+        for i in range(p1 - 1, p0, -1):
+            # g_j = u_i[j] beta-hat_i[j] / c_i; beta-hat_{i-1}[q] = sum_j T[q, j] g_j
+            r = pos_row[i]
+            e0 = row_ptr[r]
+            k = row_ptr[r + 1] - e0
+            inv = 1.0 / C[i - p0]
+            for j in range(k):
+                g[j] = row_p[e0 + j] * bcur[j] * inv
+            pr = pos_row[i - 1]
+            pe = row_ptr[pr]
+            kp = row_ptr[pr + 1] - pe
+            pn = node_ptr[i - 1]
+            for q in range(kp):
+                yq = row_label[pe + q]
+                aq = A[pn - nb0 + q]
+                acc = 0.0
+                for j in range(k):
+                    t = Tp[yq, row_label[e0 + j]] * g[j]
+                    acc += t
+                    TP[yq, row_label[e0 + j]] += aq * t
+                bprev[q] = acc
+                pst = aq * acc
+                EP[pe + q] += pst
+                if want_nodes:
+                    NP[pn + q] = pst
+            for q in range(kp):
+                bcur[q] = bprev[q]
+        # the first position: the start's arcs carry its nodes' posteriors
+        r = pos_row[p0]
+        e0 = row_ptr[r]
+        for j in range(row_ptr[r + 1] - e0):
+            TP[V, row_label[e0 + j]] += A[j] * bcur[j]
+
+
+@nb.njit(cache=True)
+def _total_kernel(ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shift, node_ptr, cost):
+    V = Tp.shape[0] - 1
+    lp, ln = _longest(ptr, node_ptr)
+    A = np.empty(ln)
+    C = np.empty(lp)
+    for s in range(ptr.shape[0] - 1):
+        p0 = ptr[s]
+        p1 = ptr[s + 1]
+        lnc, z = _forward(p0, p1, pos_row, row_ptr, row_label, row_p, Tp, node_ptr, V, A, C)
+        if not z > 0.0 or z == np.inf:
+            cost[s] = np.inf
+            continue
+        shift = t_shift * (p1 - p0 + 1)
+        for i in range(p0, p1):
+            shift += row_shift[pos_row[i]]
+        cost[s] = shift - lnc - math.log(z)
+
+
+@nb.njit(cache=True)
+def _viterbi_kernel(ptr, pos_row, row_ptr, row_label, row_c, Tc, node_ptr, cost, labels, entries):
+    """Viterbi over every chain in costs (ties: the lowest entry of the earlier row)."""
+    V = Tc.shape[0] - 1
+    D = np.empty(node_ptr[-1])
+    bp = np.empty(node_ptr[-1], np.int64)
+    for s in range(ptr.shape[0] - 1):
+        p0 = ptr[s]
+        p1 = ptr[s + 1]
+        prev_r = -1
+        prev_n = 0
+        for i in range(p0, p1):
+            r = pos_row[i]
+            e0 = row_ptr[r]
+            n0 = node_ptr[i]
+            for j in range(row_ptr[r + 1] - e0):
+                y = row_label[e0 + j]
+                if prev_r < 0:
+                    best = Tc[V, y]
+                    arg = -1
+                else:
+                    best = np.inf
+                    arg = -1
+                    pe = row_ptr[prev_r]
+                    for q in range(row_ptr[prev_r + 1] - pe):
+                        v = D[prev_n + q] + Tc[row_label[pe + q], y]
+                        if v < best:
+                            best = v
+                            arg = q
+                D[n0 + j] = best + row_c[e0 + j]
+                bp[n0 + j] = arg
+            prev_r = r
+            prev_n = n0
+        for i in range(p0, p1):
+            labels[i] = -1
+            entries[i] = -1
+        if prev_r < 0:
+            cost[s] = Tc[V, V]
+            continue
+        best = np.inf
+        arg = -1
+        pe = row_ptr[prev_r]
+        for q in range(row_ptr[prev_r + 1] - pe):
+            v = D[prev_n + q] + Tc[row_label[pe + q], V]
+            if v < best:
+                best = v
+                arg = q
+        cost[s] = best
+        if arg < 0 or best == np.inf:
+            cost[s] = np.inf
+            continue
+        q = arg
+        for i in range(p1 - 1, p0 - 1, -1):
+            e = row_ptr[pos_row[i]] + q
+            labels[i] = row_label[e]
+            entries[i] = e
+            q = bp[node_ptr[i] + q]
+
+
+def _dead(cost, chains, func, allow_empty):
+    if allow_empty:
+        return
+    bad = np.flatnonzero(cost == np.inf)
+    if bad.size:
+        s = int(bad[0])
+        raise NoAcceptingPathError(f"{func}: chain {s} (positions {int(chains.ptr[s])}..{int(chains.ptr[s + 1]) - 1}) "
+                                   f"has no path of nonzero weight" + (f" ({bad.size} chains have none)" if bad.size > 1
+                                                                       else "")
+                                   + "; pass allow_empty=True to get cost inf and zero posteriors for them")
+
+
+def chain_forward_backward(chains: ChainBatch, *, node_posteriors: bool = True,
+                           allow_empty: bool = False, add_to=None) -> ChainForwardBackward:
+    """Each chain's -ln Z and the expected use of every table entry (log and real semirings).
+
+    The same quantities as :func:`fsmlearn.algo.forward_backward` on
+    ``chains.materialise()`` (its arc posteriors summed by ``arc_trans``, ``arc_entry``
+    and destination state), by the layered recursions of the module docstring in one
+    pass over the positions each way.
+
+    Args:
+        chains: the batch.
+        node_posteriors: also return each node's posterior.
+        allow_empty: a chain without a path of nonzero weight gets cost inf and adds
+            nothing, instead of raising.
+        add_to: optional (transition float64 [V+1, V+1], entries float64 [nnz]) arrays that
+            the expected uses are added into (and returned as the result's), so that EM
+            sums over many batches without a table the size of the rows per batch.
+
+    Raises:
+        NoAcceptingPathError: a chain has no path of nonzero weight (named), unless allow_empty.
+        ArgumentError: ``add_to`` arrays of the wrong shape or dtype.
+    """
+    _require(chains, "chain_forward_backward")
+    Tp, row_p, t_shift, row_shift = _real_tables(chains)
+    V = chains.num_labels
+    S = len(chains)
+    cost = np.empty(S)
+    nnz = chains.row_label.shape[0]
+    if add_to is None:
+        TP = np.zeros((V + 1, V + 1))
+        EP = np.zeros(nnz)
+    else:
+        TP, EP = add_to
+        for name, a, shape in (("transition", TP, (V + 1, V + 1)), ("entries", EP, (nnz,))):
+            if not isinstance(a, np.ndarray) or a.dtype != np.float64 or a.shape != shape or \
+                    not a.flags.c_contiguous or not a.flags.writeable:
+                raise ArgumentError(f"chain_forward_backward: add_to's {name} must be a writable C-contiguous "
+                                    f"float64 array {shape}, got {getattr(a, 'dtype', type(a))} "
+                                    f"{getattr(a, 'shape', '')}")
+    node_ptr = chains.node_ptr
+    NP = np.zeros(node_ptr[-1] if node_posteriors else 0)
+    _fb_kernel(chains.ptr, chains.pos_row, chains.row_ptr, chains.row_label, row_p, Tp, t_shift, row_shift,
+               node_ptr, node_posteriors, cost, TP, EP, NP)
+    _dead(cost, chains, "forward_backward", allow_empty)
+    return ChainForwardBackward(cost, TP, EP, NP if node_posteriors else None)
+
+
+def chain_total_weight(chains: ChainBatch) -> np.ndarray:
+    """float64 [S]: each chain's total weight as a cost, -ln Z (inf: none), by the forward
+    recursion alone."""
+    _require(chains, "chain_total_weight")
+    Tp, row_p, t_shift, row_shift = _real_tables(chains)
+    cost = np.empty(len(chains))
+    _total_kernel(chains.ptr, chains.pos_row, chains.row_ptr, chains.row_label, row_p, Tp, t_shift, row_shift,
+                  chains.node_ptr, cost)
+    return cost
+
+
+def chain_best_paths(chains: ChainBatch, *, allow_empty: bool = False) -> ChainPaths:
+    """The best path of every chain (the tropical semiring over the costs -ln w).
+
+    Raises:
+        NoAcceptingPathError: a chain has no path of nonzero weight (named), unless allow_empty.
+    """
+    _require(chains, "best_path")
+    if chains.semiring == "real":
+        with np.errstate(divide="ignore"):
+            Tc = -np.log(chains.transition)
+            row_c = -np.log(chains.row_weight)
+    else:
+        Tc, row_c = chains.transition, chains.row_weight
+    N = chains.num_positions
+    cost = np.empty(len(chains))
+    labels = np.empty(N, np.int32)
+    entries = np.empty(N, np.int64)
+    _viterbi_kernel(chains.ptr, chains.pos_row, chains.row_ptr, chains.row_label, row_c, Tc, chains.node_ptr,
+                    cost, labels, entries)
+    _dead(cost, chains, "best_path", allow_empty)
+    return ChainPaths(cost, labels, entries)

@@ -42,6 +42,7 @@ import numpy as np
 
 from ..errors import ArgumentError, FsmError, MachineError, NoAcceptingPathError, SemiringError
 from ..fsm.batch import MachineBatch
+from ..fsm.chain import ChainBatch
 from ..fsm.machine import EPSILON, PHI, Machine
 from ._check import require_machine
 from .score import label_hash, probe_arc_hash
@@ -82,7 +83,9 @@ def best_path(m: Machine) -> Path:
     Returns:
         A :class:`Path`; :func:`label_strings` (or ``Path.input_string``) gives its labels.
         For a :class:`~fsmlearn.fsm.MachineBatch`, a list with each machine's best path
-        in its own numbering (:func:`fsmlearn.algo.batch.batch_best_path`).
+        in its own numbering (:func:`fsmlearn.algo.batch.batch_best_path`); for a
+        :class:`~fsmlearn.fsm.ChainBatch`, a :class:`~fsmlearn.algo.chain.ChainPaths` (each
+        chain's cost and each position's label, by the Viterbi recursion over its tables).
 
     Raises:
         NoAcceptingPathError: (a MachineError) the machine accepts no string.
@@ -91,6 +94,9 @@ def best_path(m: Machine) -> Path:
         DivergenceError: a negative cycle.
         NotAMachineError: ``m`` is not a Machine (convert a pynini.Fst with Machine.from_pynini).
     """
+    if isinstance(m, ChainBatch):
+        from .chain import chain_best_paths
+        return chain_best_paths(m)
     if isinstance(m, MachineBatch):
         from .batch import batch_best_path
         return batch_best_path(m)

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..errors import ArgumentError, NoAcceptingPathError, SemiringError
 from ..fsm.batch import MachineBatch
+from ..fsm.chain import ChainBatch
 from ..fsm.machine import PHI, Machine
 from ..semiring import get_semiring
 from ._check import require_machine
@@ -194,7 +195,10 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
     Returns:
         A :class:`ForwardBackward`; for a :class:`~fsmlearn.fsm.MachineBatch`, a
         :class:`~fsmlearn.algo.batch.BatchForwardBackward` (one Z per machine, each
-        arc's posterior in its own machine).
+        arc's posterior in its own machine); for a :class:`~fsmlearn.fsm.ChainBatch`, a
+        :class:`~fsmlearn.algo.chain.ChainForwardBackward` by the dense-chain schedule
+        (one Z per chain, the expected use of each table entry and the node posteriors;
+        the relaxation and phi settings do not apply, and device must be "cpu").
 
     Raises:
         NoAcceptingPathError: Z = 0 (unless ``allow_empty``).
@@ -202,6 +206,12 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
             ``Machine.from_pynini``).
         DivergenceError, NotConvergedError: as :func:`shortest_distance`.
     """
+    if isinstance(m, ChainBatch):
+        if device != "cpu":
+            raise ArgumentError(f"forward_backward: the dense-chain schedule of a ChainBatch runs on the CPU, "
+                                f"not device={device!r} (its materialise() gives a MachineBatch for the device)")
+        from .chain import chain_forward_backward
+        return chain_forward_backward(m, allow_empty=allow_empty)
     if isinstance(m, MachineBatch):
         from .batch import batch_forward_backward
         return batch_forward_backward(m, tol=tol, max_sweeps=max_sweeps, init_alpha=init_alpha,

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import SemiringError
 from ..fsm.batch import MachineBatch
+from ..fsm.chain import ChainBatch
 from ..fsm.machine import PHI, Machine
 from ..semiring import Semiring, get_semiring
 from ..semiring.ops import fma, neg_scaled, times_scaled
@@ -550,14 +551,33 @@ def backward(machine: Machine, semiring="log", **kwargs):
     return shortest_distance(machine, semiring, True, **kwargs)
 
 
+def _chain_total(chains: ChainBatch, semiring, kwargs):
+    from ..errors import ArgumentError
+    from .chain import chain_best_paths, chain_total_weight
+    if kwargs:
+        raise ArgumentError(f"total_weight of a ChainBatch takes no {', '.join(sorted(kwargs))} (its dense-chain "
+                            "schedule is one exact pass; chains.materialise() gives a MachineBatch)")
+    if semiring == "log":
+        return chain_total_weight(chains)
+    if semiring == "real":
+        return np.exp(-chain_total_weight(chains))
+    if semiring == "tropical":
+        return chain_best_paths(chains, allow_empty=True).cost
+    raise SemiringError(f"total_weight of a ChainBatch is in the log, real or tropical semiring, not {semiring!r} "
+                        "(chains.materialise() gives a MachineBatch for the others)")
+
+
 def total_weight(machine: Machine, semiring="log", **kwargs):
     """The semiring sum of the weights of all accepting paths.
 
     Computed as the backward value of the start state.  Returns a float (or,
     for the expectation semiring, an array [1+R]: -ln Z then the expected
     additive values); for a :class:`~fsmlearn.fsm.MachineBatch` one per machine
-    ([B], or [B, 1+R]).
+    ([B], or [B, 1+R]); for a :class:`~fsmlearn.fsm.ChainBatch` one per chain ([S]) in the
+    log, real or tropical semiring, by the dense-chain schedule (:mod:`fsmlearn.algo.chain`).
     """
+    if isinstance(machine, ChainBatch):
+        return _chain_total(machine, semiring, kwargs)
     if isinstance(machine, MachineBatch):
         from .batch import batch_total_weight
         return batch_total_weight(machine, semiring, **kwargs)

@@ -74,7 +74,7 @@ def warm_engine(tmp: Path) -> None:
     """The engine's public functions on small random machines (acyclic, cyclic, one big
     component, self-loops only; backoff machines with failure arcs, log and real weights) in
     every semiring, the README's quick start, the demo, pynini conversion and the files."""
-    from ..algo import (arc_posteriors, backward, best_path, chain_best, chain_forward_backward, compose,
+    from ..algo import (arc_posteriors, backward, best_path, compose,
                        entropy, expectation, final_posteriors, forward, forward_backward, intersect,
                        label_strings, linear_system, log_partition_gradient, phi_expand, phi_structure,
                        product_expectation, product_expectation_gradient, product_log_partition_gradient,
@@ -190,15 +190,18 @@ def warm_engine(tmp: Path) -> None:
         Machine.load(tmp / "demo.npz")
         dm.to_pynini()
         best_path(dm).input_string(dm)
-    # dense chains
+    # chains of label layers: the dense-chain schedule in both semirings, and their arcs written out
+    from ..fsm import ChainBatch
     V = 4
     init = np.log(rng.dirichlet(np.ones(V)))
     trans = np.log(rng.dirichlet(np.ones(V), size=V))
     un = [np.log(rng.random((L, V))) for L in (1, 3, 3, 6)]
-    chain_forward_backward(init, trans, un)
-    chain_forward_backward(init, trans, un, final=np.zeros(V))
-    chain_best(init, trans, un[2])
-    chain_best(init, trans, un[3], final=np.zeros(V))
+    for cb in (ChainBatch.dense(init, trans, un),
+               ChainBatch([0, 2], [0, 0], [0, 2], [0, 1], [0.5, 0.25], np.full((3, 3), 0.5), "real")):
+        forward_backward(cb)
+        total_weight(cb)
+        best_path(cb)
+        forward_backward(cb.materialise()[0])
 
 
 # -------------------------------------------------------------------------- lm

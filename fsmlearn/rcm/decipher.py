@@ -21,8 +21,9 @@ from collections import defaultdict
 import numba as nb
 import numpy as np
 
-from ..algo import chain_forward_backward
+from ..algo.chain import chain_forward_backward
 from ..errors import ArgumentError
+from ..fsm.chain import ChainBatch
 from .model import rcms
 
 __all__ = ["AbsoluteDiscountLM", "DecipherModel", "em_step", "mapping_accuracy", "decipher"]
@@ -175,8 +176,10 @@ def em_step(model: DecipherModel, ciphertexts, log_emit: np.ndarray, B: int, lap
         B: RCMS context size.
         laplace: add-``laplace`` smoothing of the expected counts.
         exact_order: exact k-th order contexts instead of RCMS (see :func:`rcms`); exact first
-            order with a bigram LM runs on the dense chain (:func:`fsmlearn.algo.chain_forward_backward`,
-            the same quantities as the exact-order machine without building its V^2 arcs per position).
+            order with a bigram LM is a :class:`~fsmlearn.fsm.ChainBatch` (a cipher symbol a row of
+            every word with its emission score) that the engine solves by its dense-chain schedule
+            (:func:`fsmlearn.algo.chain.chain_forward_backward`: the same quantities as the
+            exact-order machine without building its V^2 arcs per position).
         stats: when given, ``stats["context_length"]`` is set to the average length of c_{i-1}
             (its determined labels) weighted by its mass, over all cipher tokens (section 7).
 
@@ -188,10 +191,18 @@ def em_step(model: DecipherModel, ciphertexts, log_emit: np.ndarray, B: int, lap
     ll = 0.0
     if exact_order == 1 and model.lm.n == 1:
         initial, trans = model.transition_matrices()
-        xs = [np.asarray(x, np.int64) for x in ciphertexts]
-        res = chain_forward_backward(initial, trans, [log_emit[:, x].T for x in xs])
-        for x, marg in zip(xs, res.marginals):
-            np.add.at(counts.T, x, marg)
+        xs = [np.asarray(x, np.int64) for x in ciphertexts if len(x)]
+        table = np.full((V + 1, V + 1), np.inf)          # costs; row V: <s>, column V: the end (weight 1)
+        table[:V, :V] = -trans
+        table[V, :V] = -initial
+        table[:V, V] = 0.0
+        ptr = np.zeros(len(xs) + 1, np.int64)
+        np.cumsum([x.size for x in xs], out=ptr[1:])
+        chains = ChainBatch(ptr, np.concatenate(xs) if xs else np.zeros(0, np.int64),
+                            np.arange(C + 1, dtype=np.int64) * V, np.tile(np.arange(V, dtype=np.int32), C),
+                            -log_emit.T.ravel(), table, "log")
+        res = chain_forward_backward(chains, node_posteriors=False)
+        counts = res.entry_posteriors.reshape(C, V).T.copy()      # counts[y, x] = sum_i p(y_i = y, x_i = x)
         if stats is not None:       # c_0 is the root (length 0), every later context one label
             stats["context_length"] = sum(x.size - 1 for x in xs) / max(sum(x.size for x in xs), 1)
         sm = counts + laplace

@@ -1,9 +1,11 @@
 """Tagging: the best tag sequence of each sentence under an HMM.
 
-The engine's best path over a batch of sentence lattices
-(:func:`fsmlearn.algo.batch.batch_best_paths`, one tropical solve over the
-batch) gives every sentence's best tagging at once, so :func:`viterbi` decodes
-chunks of sentences one batch at a time.
+The engine's best path over a batch of sentences gives every sentence's best
+tagging at once, so :func:`viterbi` decodes chunks of sentences one batch at a
+time: a bigram HMM's as a chain of allowed-tag layers
+(:func:`fsmlearn.algo.chain.chain_best_paths`, the Viterbi recursion over the
+tables), a trigram HMM's as a batch of lattices
+(:func:`fsmlearn.algo.batch.batch_best_paths`, one tropical solve).
 
 Public names: viterbi, tag_sentences.
 """
@@ -15,8 +17,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ..algo.batch import batch_best_paths
+from ..algo.chain import chain_best_paths
 from .hmm import HMM
-from .lattice import build_lattice, check_sentences, encode_sentences, sentence_batches, unknown_rows
+from .lattice import build_chains, build_lattice, check_sentences, encode_sentences, sentence_batches, unknown_rows
 
 __all__ = ["viterbi", "tag_sentences"]
 
@@ -44,8 +47,12 @@ def viterbi(hmm: HMM, ptr, ids, *, oov_words=None, batch_tokens: int = 100_000) 
         if oov_words is not None:
             k0 = int(oov_pos[t0 - 1]) if t0 else 0
             words = oov_words[k0:int(oov_pos[t1 - 1])]
-        lat = build_lattice(hmm, ptr[s0:s1 + 1] - ptr[s0], sub_ids, csr,
-                            extra=unknown_rows(hmm, sub_ids, words))
+        extra = unknown_rows(hmm, sub_ids, words)
+        if hmm.order == 2:
+            chains = build_chains(hmm, ptr[s0:s1 + 1] - ptr[s0], sub_ids, csr, extra=extra)
+            out[t0:t1] = chain_best_paths(chains).labels
+            continue
+        lat = build_lattice(hmm, ptr[s0:s1 + 1] - ptr[s0], sub_ids, csr, extra=extra)
         _, arcs, _ = batch_best_paths(lat.batch)
         out[t0:t1] = lat.arc_tags(arcs)
     return out

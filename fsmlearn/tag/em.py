@@ -11,17 +11,20 @@ emitted by the tags the dictionary lists for it), trained on untagged text.
   the T tags) and, for each tag, uniform emissions over the training words
   the dictionary allows it.
 * **E-step** (:func:`expected_counts`): the corpus is cut into chunks of
-  about ``chunk_tokens`` tokens (whole sentences); each chunk's sentences
-  become one batch of lattices, a machine per sentence
-  (:func:`fsmlearn.tag.lattice.build_lattice`, in the real weight convention so
-  that the engine does no exp/log per arc), and the engine's
-  :func:`~fsmlearn.algo.forward_backward` over the batch gives every sentence's
-  likelihood and its arcs' and final weights' posteriors, which ``np.bincount``
-  turns into transition counts (by each arc's or final weight's transition
-  index) and state posteriors (by each arc's destination);
-  a numba scatter adds the state posteriors to the emission counts at each
-  state's (tag, word) index.  Memory is bounded by the chunk; the corpus itself can be
-  memory-mapped (:meth:`Corpus.load`).
+  about ``chunk_tokens`` tokens (whole sentences).  A bigram HMM's chunk is a
+  :class:`~fsmlearn.fsm.ChainBatch` (:func:`fsmlearn.tag.lattice.build_chains`:
+  a chain of allowed-tag layers per sentence, the transition and emission
+  tables as its weights, in the real convention so that no exp/log is taken
+  per arc), which the engine solves by its dense-chain schedule
+  (:func:`fsmlearn.algo.chain.chain_forward_backward`): every sentence's
+  likelihood, and the expected use of each transition and of each (word, tag)
+  emission entry, added into the iteration's totals, never writing an arc.  A
+  trigram HMM's chunk is a batch of lattices, a machine per sentence
+  (:func:`fsmlearn.tag.lattice.build_lattice`), whose arc and final-weight
+  posteriors from :func:`~fsmlearn.algo.forward_backward` ``np.bincount`` sums by
+  transition index, and a numba scatter adds the state posteriors to the
+  emission counts at each state's (tag, word) index.  Memory is bounded by the
+  chunk; the corpus itself can be memory-mapped (:meth:`Corpus.load`).
 * **M-step**: :meth:`HMM.from_counts` without smoothing (relative
   frequencies), so each iteration cannot lower the training likelihood.
 * **Unknown words** at evaluation (:func:`evaluation_model`): the training
@@ -55,12 +58,13 @@ import numba as nb
 import numpy as np
 
 from ..algo import forward_backward, total_weight
+from ..algo.chain import chain_forward_backward, chain_total_weight
 from ..errors import ArgumentError, ModelError, ModelFormatError
 from ..fsm.atomic import atomic_write
 from ..fsm.strings import pack_strings, unpack_strings
 from .evaluate import accuracy
 from .hmm import HMM
-from .lattice import build_lattice, encode_sentences, sentence_batches, unknown_rows
+from .lattice import build_chains, build_lattice, encode_sentences, sentence_batches, unknown_rows
 
 __all__ = ["Corpus", "encode_corpus", "dictionary_mask", "uniform_hmm", "expected_counts",
            "log_likelihood", "evaluation_model", "em", "EMRecord", "training_mask"]
@@ -306,6 +310,11 @@ def expected_counts(hmm: HMM, corpus: Corpus, allowed=None, chunk_tokens: int = 
     n_trans = T1 ** hmm.order
     tc = np.zeros(n_trans)
     ec = np.zeros(T * (V + 1))
+    chains = hmm.order == 2
+    if chains:                  # the dense-chain schedule: counts by table entry, no arcs written
+        row_p = np.exp(csr[2])
+        entry_counts = np.zeros(csr[1].shape[0])
+        tc2 = tc.reshape(T1, T1)
     loglik = 0.0
     ptr = np.asarray(corpus.ptr, dtype=np.int64)
     t_start = last = time.time()
@@ -315,9 +324,14 @@ def expected_counts(hmm: HMM, corpus: Corpus, allowed=None, chunk_tokens: int = 
         t0, t1 = int(ptr[s0]), int(ptr[s1])
         c0 = time.perf_counter()
         ids = np.ascontiguousarray(corpus.ids[t0:t1], dtype=np.int32)
-        lat = build_lattice(hmm, ptr[s0:s1 + 1] - t0, ids, csr, semiring="real")
-        c1 = time.perf_counter()
-        fb = forward_backward(lat.batch, allow_empty=True)
+        if chains:
+            cb = build_chains(hmm, ptr[s0:s1 + 1] - t0, ids, csr, semiring="real", row_weight=row_p)
+            c1 = time.perf_counter()
+            fb = chain_forward_backward(cb, node_posteriors=False, allow_empty=True, add_to=(tc2, entry_counts))
+        else:
+            lat = build_lattice(hmm, ptr[s0:s1 + 1] - t0, ids, csr, semiring="real")
+            c1 = time.perf_counter()
+            fb = forward_backward(lat.batch, allow_empty=True)
         c2 = time.perf_counter()
         dead = np.flatnonzero(~np.isfinite(fb.cost))
         if dead.size:
@@ -326,10 +340,11 @@ def expected_counts(hmm: HMM, corpus: Corpus, allowed=None, chunk_tokens: int = 
             raise ModelError(f"sentence {sent} has probability zero under the model"
                              + (f" ({dead.size} sentences of {s0}..{s1 - 1} have)" if dead.size > 1 else ""))
         loglik -= float(fb.cost.sum())
-        post = fb.posteriors
-        tc += lat.transition_counts(post, fb.final_posteriors, n_trans)
-        sp = lat.state_posteriors(post)
-        _add_emissions(ec, sp, lat.state_tok, lat.state_tag, ids, V + 1)
+        if not chains:
+            post = fb.posteriors
+            tc += lat.transition_counts(post, fb.final_posteriors, n_trans)
+            sp = lat.state_posteriors(post)
+            _add_emissions(ec, sp, lat.state_tok, lat.state_tag, ids, V + 1)
         if timings is not None:
             c3 = time.perf_counter()
             for k, v in (("lattice", c1 - c0), ("forward_backward", c2 - c1), ("counts", c3 - c2)):
@@ -340,6 +355,13 @@ def expected_counts(hmm: HMM, corpus: Corpus, allowed=None, chunk_tokens: int = 
             dt = last - t_start
             rate = done / max(dt, 1e-9)
             progress(f"E-step {done:,}/{N:,} tokens ({rate:,.0f} tokens/s, ETA {(N - done) / max(rate, 1e-9):.0f} s)")
+    if chains:
+        c3 = time.perf_counter()
+        row_ptr, row_tag = csr[0], csr[1]
+        word = np.repeat(np.arange(row_ptr.shape[0] - 1, dtype=np.int64), np.diff(row_ptr))
+        ec += np.bincount(row_tag.astype(np.int64) * (V + 1) + word, entry_counts, minlength=T * (V + 1))
+        if timings is not None:
+            timings["counts"] = timings.get("counts", 0.0) + time.perf_counter() - c3
     return tc.reshape((T1,) * hmm.order), ec.reshape(T, V + 1), loglik
 
 
@@ -366,11 +388,15 @@ def log_likelihood(hmm: HMM, ptr, ids, oov_words=None, chunk_tokens: int = 200_0
             k0 = int(oov_pos[t0 - 1]) if t0 else 0
             words = oov_words[k0:int(oov_pos[t1 - 1])]
         try:
-            lat = build_lattice(hmm, ptr[s0:s1 + 1] - t0, sub, csr, extra=unknown_rows(hmm, sub, words),
-                                semiring="real")
+            if hmm.order == 2:
+                costs = chain_total_weight(build_chains(hmm, ptr[s0:s1 + 1] - t0, sub, csr,
+                                                        extra=unknown_rows(hmm, sub, words), semiring="real"))
+            else:
+                costs = total_weight(build_lattice(hmm, ptr[s0:s1 + 1] - t0, sub, csr,
+                                                   extra=unknown_rows(hmm, sub, words), semiring="real").batch)
         except ModelError:                  # a token with no possible tag
             return -math.inf
-        total -= float(np.sum(total_weight(lat.batch)))
+        total -= float(np.sum(costs))
     return total
 
 

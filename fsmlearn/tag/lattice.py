@@ -14,7 +14,15 @@ topological order (every arc goes up), so the engine solves the batch in one fla
 pass.  A numba kernel writes the arrays from integer arrays (sentence offsets,
 word ids, the allowed tags of each word).
 
-Public names: Lattice, build_lattice, lattice, sentence_lattice,
+A first-order HMM's lattices have the shape the engine's dense-chain schedule
+solves without writing arcs (:mod:`fsmlearn.algo.chain`): a chain of layers of
+allowed tags whose arc weights are products of a transition and an emission.
+:func:`build_chains` gives them as a :class:`~fsmlearn.fsm.ChainBatch` (a
+sentence a chain, a word id a row of allowed tags), and EM, the likelihood and
+Viterbi of a bigram HMM use it; a trigram HMM's states are tag pairs, so it
+keeps the lattice of arcs.
+
+Public names: Lattice, build_lattice, build_chains, lattice, sentence_lattice,
 encode_sentences, check_sentences, unknown_rows, sentence_batches.
 """
 
@@ -27,10 +35,11 @@ import numpy as np
 
 from ..errors import ArgumentError, ModelError
 from ..fsm.batch import MachineBatch
+from ..fsm.chain import ChainBatch
 from ..fsm.machine import Machine
 from .hmm import HMM, UNK
 
-__all__ = ["Lattice", "build_lattice", "lattice", "sentence_lattice", "encode_sentences", "check_sentences",
+__all__ = ["Lattice", "build_lattice", "build_chains", "lattice", "sentence_lattice", "encode_sentences", "check_sentences",
            "unknown_rows", "sentence_batches"]
 
 
@@ -149,6 +158,73 @@ def check_sentences(ptr, ids, V: int):
     return ptr, ids
 
 
+def _with_extra(csr, ids, extra):
+    """(row_ptr, row_tag, row_logp, tok_row): the emission rows with one row appended per
+    token whose scores ``extra`` gives, and each token's row."""
+    row_ptr, row_tag, row_lp = csr
+    tok_row = ids.astype(np.int64)
+    if extra is not None and len(extra[0]):
+        tok, scores = extra
+        fin = np.isfinite(scores)
+        r, t = np.nonzero(fin)
+        nV = row_ptr.shape[0] - 1
+        xptr = np.zeros(len(tok) + 1, np.int64)
+        np.cumsum(fin.sum(axis=1), out=xptr[1:])
+        row_ptr = np.concatenate([row_ptr, row_ptr[-1] + xptr[1:]])
+        row_tag = np.concatenate([row_tag, t.astype(np.int32)])
+        row_lp = np.concatenate([row_lp, scores[r, t]])
+        tok_row[np.asarray(tok, dtype=np.int64)] = nV + np.arange(len(tok))
+    return row_ptr, row_tag, row_lp, tok_row
+
+
+def build_chains(hmm: HMM, ptr, ids, csr, *, extra=None, semiring: str = "log", row_weight=None) -> ChainBatch:
+    """A bigram HMM's sentence lattices as a :class:`~fsmlearn.fsm.ChainBatch`.
+
+    Chain s is the s-th non-empty sentence; position i takes the tags its word allows, with
+    ``p(t_i | t_{i-1})`` as the transition (``<s>`` and ``</s>`` as row and column T) and
+    ``p(w_i | t_i)`` as the row weight.  The engine's ``forward_backward``, ``best_path`` and
+    ``total_weight`` solve it by the dense-chain schedule; its ``materialise()`` is the
+    arc-by-arc lattice of :func:`build_lattice`: the same states, arcs, output labels and
+    weights, with row numbers + 1 as input labels (the word ids + 1, except for unknown
+    words given rows of their own).
+
+    Args:
+        hmm: a bigram model (``order == 2``).
+        ptr, ids, csr, extra: as :func:`build_lattice`; the rows of ``csr`` are the word ids.
+        semiring: ``"log"`` (costs) or ``"real"`` (probabilities).
+        row_weight: the rows' weights in that semiring when the caller has them already
+            (EM converts them once per iteration, not once per batch).
+
+    Raises:
+        ArgumentError: a trigram model, or a semiring other than log or real.
+        ModelError: a token with no possible tag (the message names it).
+    """
+    if hmm.order != 2:
+        raise ArgumentError(f"build_chains: a chain of tag layers is a bigram HMM's lattice; this model has "
+                            f"order {hmm.order} (use build_lattice)")
+    if semiring not in ("log", "real"):
+        raise ArgumentError(f"lattice semiring must be 'log' or 'real', got {semiring!r}")
+    real = semiring == "real"
+    if extra is not None and len(extra[0]):
+        row_weight = None
+    row_ptr, row_tag, row_lp, tok_row = _with_extra(csr, ids, extra)
+    if row_weight is None:
+        row_weight = np.exp(row_lp) if real else -row_lp
+    empty = np.flatnonzero(np.diff(row_ptr)[tok_row] == 0)
+    if empty.size:
+        i = int(empty[0])
+        wid = int(ids[i])
+        word = hmm.vocab[wid] if wid < hmm.V else UNK
+        raise ModelError(f"token {i} ({word!r}) has no possible tag under the model")
+    keep = np.flatnonzero(np.diff(ptr) > 0)
+    chain_ptr = np.empty(keep.size + 1, np.int64)
+    chain_ptr[:-1] = ptr[keep]
+    chain_ptr[-1] = ptr[-1]
+    T1 = hmm.T + 1
+    return ChainBatch.trusted(chain_ptr, tok_row, row_ptr, row_tag, row_weight,
+                              hmm.transition_weights(real).reshape(T1, T1), semiring)
+
+
 def build_lattice(hmm: HMM, ptr, ids, csr, *, extra=None, semiring: str = "log",
                   symbols: bool = False) -> Lattice:
     """The batch of sentence lattices from prepared emission rows (the fast path of EM).
@@ -174,19 +250,7 @@ def build_lattice(hmm: HMM, ptr, ids, csr, *, extra=None, semiring: str = "log",
     real = semiring == "real"
     if semiring not in ("log", "real"):
         raise ArgumentError(f"lattice semiring must be 'log' or 'real', got {semiring!r}")
-    row_ptr, row_tag, row_lp = csr
-    tok_row = ids.astype(np.int64)
-    if extra is not None and len(extra[0]):
-        tok, scores = extra
-        fin = np.isfinite(scores)
-        r, t = np.nonzero(fin)
-        nV = row_ptr.shape[0] - 1
-        xptr = np.zeros(len(tok) + 1, np.int64)
-        np.cumsum(fin.sum(axis=1), out=xptr[1:])
-        row_ptr = np.concatenate([row_ptr, row_ptr[-1] + xptr[1:]])
-        row_tag = np.concatenate([row_tag, t.astype(np.int32)])
-        row_lp = np.concatenate([row_lp, scores[r, t]])
-        tok_row[np.asarray(tok, dtype=np.int64)] = nV + np.arange(len(tok))
+    row_ptr, row_tag, row_lp, tok_row = _with_extra(csr, ids, extra)
     tw = hmm.transition_weights(real)
     row_w = np.exp(row_lp) if real else -row_lp
     n_states, n_arcs, n_mach, n_fin = _sizes(ptr, tok_row, row_ptr, hmm.order)
