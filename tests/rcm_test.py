@@ -216,6 +216,41 @@ def test_the_plaintext_lm_is_a_distribution_for_every_history():
         AbsoluteDiscountLM([[0, 5]], 5, 2)
 
 
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_the_plaintext_lm_is_lm_estimates_backoff_model_given_a_label_next(n):
+    """The rows read from the compiled model's states are lm.estimate's absolute-discounting
+    model (its ARPA tables, backed off by hand: p(w | h) listed, else bo(h) p(w | h')),
+    renormalised over the labels."""
+    from fsmlearn.lm.counts import count_corpus
+    from fsmlearn.lm.estimate import estimate
+    from fsmlearn.rcm.decipher import AbsoluteDiscountLM
+    rng = np.random.default_rng(10 + n)
+    V = 5
+    seqs = [rng.integers(0, V, rng.integers(1, 8)) for _ in range(30)]
+    lm = AbsoluteDiscountLM(seqs, V, n, discount=0.25, smoothing=0.01)
+    ptr = np.zeros(len(seqs) + 1, np.int64)
+    np.cumsum([len(x) for x in seqs], out=ptr[1:])
+    ref = estimate(count_corpus(ptr, np.concatenate(seqs).astype(np.int32), [str(y) for y in range(V)], n + 1),
+                   "absolute", discount=0.25, smoothing=0.01)
+    wid = {w: i for i, w in enumerate(ref.vocab)}
+    table = {}
+    for g, lp, bo in zip(ref.ngrams, ref.logprob, ref.backoff):
+        for row, a, b in zip(g, lp, bo):
+            table[tuple(int(x) for x in row)] = (10.0 ** a, 10.0 ** b)
+
+    def p(w, h):
+        if (*h, w) in table:
+            return table[(*h, w)][0]
+        return (table[h][1] if h in table else 1.0) * p(w, h[1:])
+    words = [wid[str(y)] for y in range(V)]
+    for h in [(), (0,), (-2,), (-2, 3), (1, 2), (4, 4), (-2, 0), (3, 3)]:
+        hh = tuple(h[-n:]) if n else ()
+        key = tuple(wid["<s>"] if y == -2 else words[y] for y in hh)
+        want = np.array([p(w, key) for w in words])
+        np.testing.assert_allclose(lm.prob(h), want / want.sum(), rtol=1e-12)
+    assert np.allclose(lm.base, lm.prob(()))
+
+
 def test_with_room_for_every_suffix_the_decipherment_model_is_the_exact_hmm():
     """RCMS with B >= |Y|^L on the decipherment model equals the exact second-order HMM
     (transitions from the LM by the full history, emissions as unary): brute force."""

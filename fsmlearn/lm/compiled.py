@@ -20,7 +20,7 @@ import numba as nb
 import numpy as np
 
 from ..algo.phi import phi_depths
-from ..algo.score import ScoreTables, score_sequences, score_tables, seed_label_hash
+from ..algo.score import WALK_OK, ScoreTables, _read_label, _walk_error, score_sequences, score_tables, seed_label_hash
 from ..errors import ArgumentError, MachineError, ModelFormatError
 from ..fsm.machine import PHI, Machine
 from ..fsm.symbols import SymbolTable
@@ -454,6 +454,47 @@ class CompiledLM(WordIndex):
             raise ModelFormatError(f"array {e.array!r} at index {e.index}: value {e.value!r}: {e}",
                                    self.path) from None
 
+    def advance(self, state: int, word_ids) -> int:
+        """The state reached from ``state`` by reading the word ids in turn (failure arcs
+        followed): the longest suffix of ``state``'s history plus the words that the model
+        keeps as a history.  State 0 is the empty history; ``machine.start`` is ``<s>``'s.
+
+        Raises:
+            ArgumentError: a state out of range, or a word id the model does not know.
+        """
+        t = self.tables
+        if not 0 <= int(state) < t.num_states:
+            raise ArgumentError(f"state {state} is out of range for a model of {t.num_states} states")
+        ids = np.asarray(word_ids, np.int64).ravel()
+        bad = np.flatnonzero((ids < 0) | (ids >= self.num_words))
+        if bad.size:
+            raise ArgumentError(f"word id {int(ids[bad[0]])} is outside 0..{self.num_words - 1}")
+        out, err = _advance(int(state), ids + 1, t.arcs, t.mask, t.num_labels, t.back, t.back_cost, t.max_back)
+        if err[0] != WALK_OK:
+            raise _walk_error(int(err[0]), int(err[1]), t)
+        return int(out)
+
+    def next_costs(self, states, num_words: int | None = None) -> np.ndarray:
+        """float64 [len(states), W]: -ln p(w | h) of each word id w < W (default: every word)
+        after each state's history h, failure arcs followed (inf where the model gives none).
+
+        Raises:
+            ArgumentError: a state out of range, or W larger than the vocabulary.
+        """
+        t = self.tables
+        states = np.asarray(states, np.int64).ravel()
+        W = self.num_words if num_words is None else int(num_words)
+        if not 0 <= W <= self.num_words:
+            raise ArgumentError(f"num_words {W} is outside 0..{self.num_words}")
+        bad = np.flatnonzero((states < 0) | (states >= t.num_states))
+        if bad.size:
+            raise ArgumentError(f"state {int(states[bad[0]])} is out of range for a model of {t.num_states} states")
+        out = np.empty((states.size, W))
+        err = _next_costs(states, W, t.arcs, t.mask, t.num_labels, t.back, t.back_cost, t.max_back, out)
+        if err[0] != WALK_OK:
+            raise _walk_error(int(err[0]), int(err[1]), t)
+        return out
+
     def score(self, sentences, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """log10 probability of each sentence, ``</s>`` included, and its OOV count.
 
@@ -733,3 +774,35 @@ def _utf8(b: bytes) -> bool:
         return True
     except UnicodeDecodeError:
         return False
+
+
+@nb.njit(cache=True)
+def _advance(r, labels, T, mask, L, back, back_cost, max_back):
+    """The state after reading ``labels`` from state r (an unknown label: the empty history,
+    state 0), and (status, where) of :func:`~fsmlearn.algo.score._read_label`."""
+    n = back.shape[0]
+    err = np.zeros(2, np.int64)
+    for i in range(labels.shape[0]):
+        row, _, _, status, where = _read_label(labels[i], r, T, mask, L, back, back_cost, n, max_back)
+        if status != WALK_OK:
+            err[0] = status
+            err[1] = where
+            return r, err
+        r = np.int64(T[row, 1]) if row >= 0 else np.int64(0)
+    return r, err
+
+
+@nb.njit(cache=True)
+def _next_costs(states, W, T, mask, L, back, back_cost, max_back, out):
+    """out[k, w] = the cost of word id w (label w + 1) from states[k], failure arcs included."""
+    n = back.shape[0]
+    err = np.zeros(2, np.int64)
+    for k in range(states.shape[0]):
+        for w in range(W):
+            row, acc, _, status, where = _read_label(w + 1, states[k], T, mask, L, back, back_cost, n, max_back)
+            if status != WALK_OK:
+                err[0] = status
+                err[1] = where
+                return err
+            out[k, w] = acc + T[row, 2] if row >= 0 else np.inf
+    return err

@@ -2,7 +2,8 @@
 
 The plaintext is an n-th order Markov chain over words, estimated from
 plaintext by absolute discounting (discount 0.25, smoothing 0.01 of the
-unigram base, as in the paper); the ciphertext is the plaintext under an
+unigram base, as in the paper) with :mod:`fsmlearn.lm`'s estimator and read
+from its compiled model (:class:`AbsoluteDiscountLM`); the ciphertext is the plaintext under an
 unknown 1:1 substitution, modelled as an emission table p(x | y) learned by
 EM with Laplace smoothing 0.01.  RCMS chooses contexts per ciphertext
 sequence; a context's history for the transition is its determined suffix
@@ -15,8 +16,6 @@ Public names: AbsoluteDiscountLM, DecipherModel, em_step, mapping_accuracy, deci
 """
 
 from __future__ import annotations
-
-from collections import defaultdict
 
 import numba as nb
 import numpy as np
@@ -32,11 +31,25 @@ _BOS = -2
 
 
 class AbsoluteDiscountLM:
-    """Interpolated absolute discounting over labels 0..V-1, histories up to n labels
-    (``<s>`` = -2 may start a history).
+    """The plaintext LM: absolute discounting over labels 0..V-1 with histories of up to n
+    labels (``<s>`` = -2 may start a history), estimated and compiled by :mod:`fsmlearn.lm`
+    and read from the compiled model's states.
 
-    p(y | h) = max(c(h y) - D, 0) / c(h) + D * N1+(h .) / c(h) * p(y | h'), h' = h without its
-    first label; the base p(y) = (c(y) + s) / (N + s V).  A history never seen backs off whole.
+    The sequences are counted as sentences (:func:`fsmlearn.lm.counts.count_corpus`, label y
+    as the word "y", ``<s>`` and ``</s>`` around each), and
+    :func:`fsmlearn.lm.estimate.estimate` with ``method="absolute"`` gives the interpolated
+    model p(w | h) = max(c(h w) - D, 0) / c(h) + D N1+(h .) / c(h) p(w | h') (h' = h without
+    its first word; Ney, Essen and Kneser 1994) over unigrams smoothed additively by s;
+    section 6 of the paper takes D = 0.25 and s = 0.01.  A history never seen backs off
+    whole.  The decipherment's chains have no end, so each history's distribution is the
+    model's conditioned on a label coming next: renormalised over the labels, without
+    ``</s>`` and ``<unk>``.  :meth:`log_prob` reads a history's row from the compiled model's
+    state for it (:meth:`fsmlearn.lm.compiled.CompiledLM.advance` and
+    :meth:`~fsmlearn.lm.compiled.CompiledLM.next_costs`), once per history.
+
+    Attributes:
+        model: the :class:`~fsmlearn.lm.compiled.CompiledLM` (order n + 1).
+        base: float64 [V], the empty history's distribution.
     """
 
     def __init__(self, sequences, num_labels: int, n: int, discount: float = 0.25, smoothing: float = 0.01):
@@ -44,42 +57,19 @@ class AbsoluteDiscountLM:
             raise ArgumentError(f"need num_labels >= 1, n >= 0, 0 < discount < 1, smoothing > 0; got "
                                 f"{num_labels}, {n}, {discount}, {smoothing}")
         self.V, self.n, self.D = num_labels, n, discount
-        self.next = defaultdict(lambda: np.zeros(num_labels))     # history -> counts of the next label
-        uni = np.zeros(num_labels)
-        for seq in sequences:
-            seq = [int(v) for v in seq]
-            if any(v < 0 or v >= num_labels for v in seq):
-                raise ArgumentError(f"a sequence holds a label outside 0..{num_labels - 1}: {seq[:20]}")
-            padded = [_BOS] + seq          # one <s>: a history reaches back at most to it
-            for t in range(1, len(padded)):
-                uni[padded[t]] += 1
-                for k in range(1, min(n, t) + 1):
-                    self.next[tuple(padded[t - k:t])][padded[t]] += 1
-        self.base = (uni + smoothing) / (uni.sum() + smoothing * num_labels)
-        self.log_base = np.log(self.base)
-        self._cache: dict = {}
-        self._log_cache: dict = {}
-        self._row_of: dict = {}                  # history -> its row of _table (log_prob_table)
+        seqs = [np.asarray(seq, np.int64).ravel() for seq in sequences]
+        for seq in seqs:
+            if seq.size and (seq.min() < 0 or seq.max() >= num_labels):
+                raise ArgumentError(f"a sequence holds a label outside 0..{num_labels - 1}: {seq[:20].tolist()}")
+        self.model = _label_model(seqs, num_labels, n, discount, smoothing)
+        self._word = np.array([self.model.word_id(str(y)) for y in range(num_labels)], np.int64)   # label -> word id
+        self._row_of: dict = {}                  # history -> its row of _table
         self._table = np.empty((0, num_labels))
+        self.base = np.exp(self.log_prob(()))
 
     def prob(self, history: tuple) -> np.ndarray:
         """p(. | history), float64 [V] (a distribution)."""
-        history = tuple(history[-self.n:]) if self.n else ()
-        got = self._cache.get(history)
-        if got is not None:
-            return got
-        if not history:
-            p = self.base
-        else:
-            lower = self.prob(history[1:])
-            c = self.next.get(history)
-            if c is None or c.sum() == 0:
-                p = lower
-            else:
-                tot = c.sum()
-                p = np.maximum(c - self.D, 0) / tot + self.D * np.count_nonzero(c) / tot * lower
-        self._cache[history] = p
-        return p
+        return np.exp(self.log_prob(history))
 
     def log_prob_table(self, suffixes, start_len: int):
         """(table, rows): ln p(. | h) for each suffix is ``table[rows[k]]`` (the same values as
@@ -100,17 +90,35 @@ class AbsoluteDiscountLM:
             grown = np.empty((max(16, 2 * r), self.V))
             grown[:r] = self._table[:r]
             self._table = grown
-        self._table[r] = self.log_prob(history)
+        m = self.model
+        if history and history[0] == _BOS:
+            state = m.advance(m.machine.start, self._word[list(history[1:])])
+        else:
+            state = m.advance(0, self._word[list(history)])
+        lp = -m.next_costs([state])[0, self._word]
+        self._table[r] = lp - np.logaddexp.reduce(lp)        # renormalised over the labels
         self._row_of[history] = r
         return r
 
     def log_prob(self, history: tuple) -> np.ndarray:
         """ln p(. | history), float64 [V] (kept once computed)."""
-        history = tuple(history[-self.n:]) if self.n else ()
-        got = self._log_cache.get(history)
-        if got is None:
-            got = self._log_cache[history] = np.log(self.prob(history))
-        return got
+        history = tuple(int(x) for x in history[-self.n:]) if self.n else ()
+        r = self._row_of.get(history)
+        if r is None:
+            r = self._new_row(history)
+        return self._table[r]
+
+
+def _label_model(seqs, V: int, n: int, discount: float, smoothing: float):
+    """The compiled absolute-discounting model of label sequences (label y is the word "y")."""
+    from ..lm.counts import count_corpus
+    from ..lm.estimate import estimate
+    from ..lm.model import compile_lm
+    ptr = np.zeros(len(seqs) + 1, np.int64)
+    np.cumsum([x.size for x in seqs], out=ptr[1:])
+    ids = np.concatenate(seqs).astype(np.int32) if seqs else np.zeros(0, np.int32)
+    counts = count_corpus(ptr, ids, [str(y) for y in range(V)], n + 1)
+    return compile_lm(estimate(counts, "absolute", discount=discount, smoothing=smoothing))
 
 
 @nb.njit(cache=True)
