@@ -234,8 +234,7 @@ def test_construction_errors_name_the_value():
 
 def test_routines_without_the_schedule_point_at_materialise():
     cb = random_chains(np.random.default_rng(0), "log", sparse_T=0.0)
-    for f in (forward, arc_posteriors, entropy, lambda m: sample_paths(m, 3),
-              lambda m: expectation(m, np.zeros(1))):
+    for f in (forward, arc_posteriors, lambda m: sample_paths(m, 3)):
         with pytest.raises(NotAMachineError, match=r"materialise\(\)"):
             f(cb)
     with pytest.raises(SemiringError, match="log, real or tropical"):
@@ -248,3 +247,56 @@ def test_routines_without_the_schedule_point_at_materialise():
     mb = cb.materialise()[0]
     same_cost(np.asarray(total_weight(mb)), total_weight(cb))
     same_cost(np.asarray(total_weight(mb, "real")), total_weight(cb, "real"), 1e-9)
+
+
+@pytest.mark.parametrize("semiring", ["log", "real"])
+@pytest.mark.parametrize("seed", range(6))
+def test_expectation_and_entropy_match_the_generic_engine(semiring, seed):
+    """Values tied to the table entries, summed along paths: the schedule's expectation per
+    chain against the generic expectation semiring on the materialised chains (each arc gets
+    its transition's and its entry's values, each final weight its end transition's)."""
+    from fsmlearn.algo.chain import chain_entropy, chain_expectation
+    rng = np.random.default_rng(300 + seed)
+    cb = random_chains(rng, semiring, scale=3.0)
+    V1 = cb.num_labels + 1
+    tv = rng.normal(size=(V1, V1, 2))
+    ev = rng.normal(size=(cb.row_label.size, 2))
+    if np.isinf(np.asarray(total_weight(cb))).any():
+        with pytest.raises(NoAcceptingPathError, match="chain"):
+            expectation(cb, (tv, ev))
+    got = chain_expectation(cb, tv, ev, allow_empty=True)
+    assert got.shape == (len(cb), 2)
+    mb, arc_trans, arc_entry, final_trans = cb.materialise()
+    arc_values = tv.reshape(V1 * V1, 2)[arc_trans] + ev[arc_entry]
+    final_values = np.where((final_trans >= 0)[:, None], tv.reshape(V1 * V1, 2)[np.maximum(final_trans, 0)], 0.0)
+    cost = np.asarray(total_weight(mb))
+    H = chain_entropy(cb, allow_empty=True)
+    for s in range(len(cb)):
+        if np.isinf(cost[s]):
+            continue
+        m = mb[s]
+        lo, hi = mb.arc_ptr[s], mb.arc_ptr[s + 1]
+        qlo, qhi = mb.state_ptr[s], mb.state_ptr[s + 1]
+        want = expectation(m, arc_values[lo:hi], final_values[qlo:qhi])
+        np.testing.assert_allclose(got[s], want, rtol=1e-9, atol=1e-9)
+        assert abs(H[s] - entropy(m)) <= 1e-9 * max(1.0, abs(entropy(m)))
+        assert H[s] >= -1e-12
+    assert np.array_equal(np.isnan(H), np.isinf(cost))
+    same = chain_expectation(cb, tv[..., 0], ev[:, 0], allow_empty=True)
+    np.testing.assert_allclose(same[:, 0][np.isfinite(cost)], got[np.isfinite(cost), 0], rtol=1e-12)
+
+
+def test_expectation_arguments_are_named():
+    from fsmlearn.algo.chain import chain_expectation
+    cb = random_chains(np.random.default_rng(1), "real", V=3, sparse_T=0.0)
+    V1 = cb.num_labels + 1
+    with pytest.raises(SemiringError, match=r"transition_values has shape \(2, 2\)"):
+        chain_expectation(cb, np.zeros((2, 2)), np.zeros(cb.row_label.size))
+    with pytest.raises(SemiringError, match="entry_values has shape"):
+        chain_expectation(cb, np.zeros((V1, V1)), np.zeros(cb.row_label.size + 1))
+    with pytest.raises(SemiringError, match="entry_values row 0 is not finite"):
+        chain_expectation(cb, np.zeros((V1, V1)), np.full(cb.row_label.size, np.inf))
+    with pytest.raises(ArgumentError, match=r"arc_values=\(transition_values, entry_values\)"):
+        expectation(cb, np.zeros(3))
+    with pytest.raises(ArgumentError, match="takes no tol"):
+        entropy(cb, tol=1e-3)

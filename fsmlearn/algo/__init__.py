@@ -26,14 +26,16 @@ relax_block_system, phi_pass_rows, TagProduct, tag_product, product_forward,
 product_backward, product_total, product_posteriors, product_log_partition_gradient,
 product_expectation, product_expectation_gradient, product_block_update, Path, Samples, best_path, k_best_paths, sample_paths,
 label_strings, compose, intersect, score_sequences, ScoreResult, trim, ChainForwardBackward,
-ChainPaths, chain_forward_backward, chain_best_paths, chain_total_weight, BatchForwardBackward.
+ChainPaths, chain_forward_backward, chain_best_paths, chain_total_weight, chain_expectation,
+chain_entropy, BatchForwardBackward.
 
 Every routine that a batch of machines needs takes a
 :class:`~fsmlearn.fsm.MachineBatch` in place of a machine (``forward``,
 ``backward``, ``shortest_distance``, ``total_weight``, ``forward_backward``,
 ``arc_posteriors``, ``final_posteriors``, ``expectation``, ``entropy``,
 ``best_path``, ``sample_paths``) and answers for each machine in one call
-(module batch); ``forward_backward``, ``total_weight`` and ``best_path`` also take a
+(module batch); ``forward_backward``, ``total_weight``, ``best_path``, ``expectation`` and
+``entropy`` also take a
 :class:`~fsmlearn.fsm.ChainBatch` and solve it by the dense-chain schedule (module chain).
 """
 
@@ -57,7 +59,8 @@ _LAZY = {
     "label_strings": "paths",
     "score_sequences": "score", "ScoreResult": "score",
     "ChainForwardBackward": "chain", "ChainPaths": "chain", "chain_forward_backward": "chain",
-    "chain_best_paths": "chain", "chain_total_weight": "chain",
+    "chain_best_paths": "chain", "chain_total_weight": "chain", "chain_expectation": "chain",
+    "chain_entropy": "chain",
     "BatchForwardBackward": "batch",
 }
 

@@ -48,7 +48,8 @@ def require_machine(obj, func: str, arg: str = "machine") -> Machine:
     if isinstance(obj, ChainBatch):
         raise NotAMachineError(
             f"{func}: {arg} must be a fsmlearn.Machine; a ChainBatch ({len(obj)} chains) is solved by the "
-            "dense-chain schedule in forward_backward, total_weight and best_path; for the other routines "
+            "dense-chain schedule in forward_backward, total_weight, best_path, expectation and entropy; for the "
+            "other routines "
             "write its arcs out with chains.materialise(), whose first item is a MachineBatch")
     if isinstance(obj, MachineBatch):
         raise NotAMachineError(

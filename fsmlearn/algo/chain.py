@@ -21,6 +21,10 @@ tables, and never writes an arc:
 - ``best_path`` (the tropical semiring): the Viterbi recursion delta_i[y] =
   min_y' (delta_{i-1}[y'] + T[y', y]) + u_i[y] over costs, with back-pointers.
 - ``total_weight``: the forward recursion alone.
+- ``expectation`` (the expectation semiring's r / Z) of additive values tied to the
+  table entries, per chain: by linearity the posteriors above times the values,
+  accumulated in the same pass; ``entropy`` is ln Z minus the expectation of the
+  log weights (Li and Eisner 2009, section 4.1).
 
 Log-semiring costs enter the real-valued recursions as exp(-(cost - shift)),
 shifted by the least transition cost and by each row's least entry, the shifts
@@ -28,11 +32,11 @@ added back to ln Z; a weight more than e^700 below its row's best (or the
 transition table's) counts as zero.  Each routine runs over all chains in one
 call; :meth:`~fsmlearn.fsm.ChainBatch.materialise` gives the same machines arc
 by arc, and the tests check each result against the generic engine on them.
-The public routines ``forward_backward``, ``best_path`` and ``total_weight``
-pick this schedule when given a ``ChainBatch``.
+The public routines ``forward_backward``, ``best_path``, ``total_weight``,
+``expectation`` and ``entropy`` pick this schedule when given a ``ChainBatch``.
 
 Public names: ChainForwardBackward, ChainPaths, chain_forward_backward,
-chain_best_paths, chain_total_weight.
+chain_best_paths, chain_total_weight, chain_expectation, chain_entropy.
 """
 
 from __future__ import annotations
@@ -42,11 +46,11 @@ import math
 import numba as nb
 import numpy as np
 
-from ..errors import ArgumentError, NoAcceptingPathError
+from ..errors import ArgumentError, NoAcceptingPathError, SemiringError
 from ..fsm.chain import ChainBatch
 
 __all__ = ["ChainForwardBackward", "ChainPaths", "chain_forward_backward", "chain_best_paths",
-           "chain_total_weight"]
+           "chain_total_weight", "chain_expectation", "chain_entropy"]
 
 
 class ChainForwardBackward:
@@ -200,13 +204,18 @@ def _longest(ptr, node_ptr):
 
 @nb.njit(cache=True)
 def _fb_kernel(ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shift, node_ptr, want_nodes,
-               cost, TP, EP, NP):
+               cost, TP, EP, NP, TV, EV, X):
     """Forward-backward over every chain (see the module docstring for the recursions).
 
     Adds each chain's arc posteriors into TP [V+1, V+1] by transition entry and its node
     posteriors into EP [nnz] by row entry (and NP [nodes] by node when ``want_nodes``);
-    writes cost [S] = -ln Z (inf for a chain without a path, which adds nothing).
+    writes cost [S] = -ln Z (inf for a chain without a path, which adds nothing).  With
+    values (TV [(V+1)^2, R] per transition entry, EV [nnz, R] per row entry, R >= 1), X [S, R]
+    gets each chain's expected sum of the values along its path: the same posteriors times
+    the values they are tied to (NaN for a chain without a path).
     """
+    R = X.shape[1]
+    V1 = Tp.shape[0]
     V = Tp.shape[0] - 1
     S = ptr.shape[0] - 1
     lp, ln = _longest(ptr, node_ptr)
@@ -224,6 +233,8 @@ def _fb_kernel(ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shift, 
         lnc, z = _forward(p0, p1, pos_row, row_ptr, row_label, row_p, Tp, node_ptr, V, A, C)
         if not z > 0.0 or z == np.inf:
             cost[s] = np.inf
+            for x in range(R):
+                X[s, x] = np.nan
             continue
         shift = t_shift * (p1 - p0 + 1)
         for i in range(p0, p1):
@@ -231,6 +242,8 @@ def _fb_kernel(ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shift, 
         cost[s] = shift - lnc - math.log(z)
         if p1 == p0:
             TP[V, V] += 1.0
+            for x in range(R):
+                X[s, x] += TV[V * V1 + V, x]
             continue
         # the last position: beta-hat = t_end / z
         nb0 = node_ptr[p0]
@@ -248,6 +261,8 @@ def _fb_kernel(ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shift, 
             EP[e0 + j] += pst
             if want_nodes:
                 NP[n0 + j] = pst
+            for x in range(R):
+                X[s, x] += pst * (TV[y * V1 + V, x] + EV[e0 + j, x])
         for i in range(p1 - 1, p0, -1):
             # g_j = u_i[j] beta-hat_i[j] / c_i; beta-hat_{i-1}[q] = sum_j T[q, j] g_j
             r = pos_row[i]
@@ -268,11 +283,15 @@ def _fb_kernel(ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shift, 
                     t = Tp[yq, row_label[e0 + j]] * g[j]
                     acc += t
                     TP[yq, row_label[e0 + j]] += aq * t
+                    for x in range(R):
+                        X[s, x] += aq * t * TV[yq * V1 + row_label[e0 + j], x]
                 bprev[q] = acc
                 pst = aq * acc
                 EP[pe + q] += pst
                 if want_nodes:
                     NP[pn + q] = pst
+                for x in range(R):
+                    X[s, x] += pst * EV[pe + q, x]
             for q in range(kp):
                 bcur[q] = bprev[q]
         # the first position: the start's arcs carry its nodes' posteriors
@@ -280,6 +299,8 @@ def _fb_kernel(ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shift, 
         e0 = row_ptr[r]
         for j in range(row_ptr[r + 1] - e0):
             TP[V, row_label[e0 + j]] += A[j] * bcur[j]
+            for x in range(R):
+                X[s, x] += A[j] * bcur[j] * TV[V * V1 + row_label[e0 + j], x]
 
 
 @nb.njit(cache=True)
@@ -414,9 +435,87 @@ def chain_forward_backward(chains: ChainBatch, *, node_posteriors: bool = True,
     node_ptr = chains.node_ptr
     NP = np.zeros(node_ptr[-1] if node_posteriors else 0)
     _fb_kernel(chains.ptr, chains.pos_row, chains.row_ptr, chains.row_label, row_p, Tp, t_shift, row_shift,
-               node_ptr, node_posteriors, cost, TP, EP, NP)
+               node_ptr, node_posteriors, cost, TP, EP, NP, _NO_VALUES, _NO_VALUES, np.zeros((S, 0)))
     _dead(cost, chains, "forward_backward", allow_empty)
     return ChainForwardBackward(cost, TP, EP, NP if node_posteriors else None)
+
+
+_NO_VALUES = np.zeros((0, 0))
+
+
+def _values(values, rows: int, what: str, R: int | None):
+    v = np.asarray(values, np.float64)
+    if v.ndim == 1:
+        v = v[:, None]
+    if v.ndim != 2 or v.shape[0] != rows or v.shape[1] == 0 or (R is not None and v.shape[1] != R):
+        raise SemiringError(f"{what} has shape {np.shape(values)}; expected ({rows},) or ({rows}, R)"
+                            + (f" with R = {R}" if R is not None else ""))
+    bad = np.flatnonzero(~np.isfinite(v).all(axis=1))
+    if bad.size:
+        raise SemiringError(f"{what} row {int(bad[0])} is not finite: {v[bad[0]]}")
+    return np.ascontiguousarray(v)
+
+
+def chain_expectation(chains: ChainBatch, transition_values, entry_values, *,
+                      allow_empty: bool = False) -> np.ndarray:
+    """float64 [S, R]: each chain's expected sum of additive values along its path.
+
+    A path's value is the sum of the values tied to the table entries its arcs use:
+    ``transition_values`` [V+1, V+1] or [V+1, V+1, R] per transition entry (the start
+    and end included) and ``entry_values`` [nnz] or [nnz, R] per row entry.  An
+    expectation of a sum is the sum of the posteriors times the values (linearity; the
+    quantity the expectation semiring's total <Z, r> gives as r / Z, Eisner 2002), so it
+    comes from :func:`chain_forward_backward`'s own pass, per chain.
+
+    Raises:
+        SemiringError: values of the wrong shape, or not finite.
+        NoAcceptingPathError: a chain has no path of nonzero weight, unless allow_empty
+            (its row is then NaN).
+    """
+    _require(chains, "expectation")
+    V1 = chains.num_labels + 1
+    tv = np.asarray(transition_values, np.float64)
+    if tv.shape[:2] != (V1, V1) or tv.ndim not in (2, 3):
+        raise SemiringError(f"transition_values has shape {tv.shape}; expected ({V1}, {V1}) or ({V1}, {V1}, R)")
+    TV = _values(tv.reshape(V1 * V1, -1), V1 * V1, "transition_values", None)
+    EV = _values(entry_values, chains.row_label.shape[0], "entry_values", TV.shape[1])
+    return _expect(chains, TV, EV, allow_empty, "expectation")[0]
+
+
+def _expect(chains, TV, EV, allow_empty, func):
+    Tp, row_p, t_shift, row_shift = _real_tables(chains)
+    V = chains.num_labels
+    S = len(chains)
+    cost = np.empty(S)
+    X = np.zeros((S, TV.shape[1]))
+    _fb_kernel(chains.ptr, chains.pos_row, chains.row_ptr, chains.row_label, row_p, Tp, t_shift, row_shift,
+               chains.node_ptr, False, cost, np.zeros((V + 1, V + 1)), np.zeros(chains.row_label.shape[0]),
+               np.zeros(0), TV, EV, X)
+    _dead(cost, chains, func, allow_empty)
+    return X, cost
+
+
+def chain_entropy(chains: ChainBatch, *, allow_empty: bool = False) -> np.ndarray:
+    """float64 [S]: the entropy in nats of each chain's distribution over its paths,
+    H = ln Z - E[ln w(path)] (Li and Eisner 2009, section 4.1), the expectation of the
+    log weights tied to each table entry (:func:`chain_expectation`).
+
+    Raises:
+        NoAcceptingPathError: a chain has no path of nonzero weight, unless allow_empty
+            (its entropy is then NaN).
+    """
+    _require(chains, "entropy")
+    with np.errstate(divide="ignore"):
+        if chains.semiring == "real":
+            lt, lw = np.log(chains.transition), np.log(chains.row_weight)
+        else:
+            lt, lw = -chains.transition, -chains.row_weight
+    lt = np.where(np.isfinite(lt), lt, 0.0)          # a zero weight is never on a path
+    lw = np.where(np.isfinite(lw), lw, 0.0)
+    V1 = chains.num_labels + 1
+    X, cost = _expect(chains, np.ascontiguousarray(lt.reshape(V1 * V1, 1)), np.ascontiguousarray(lw.reshape(-1, 1)),
+                      allow_empty, "entropy")
+    return -cost - X[:, 0]
 
 
 def chain_total_weight(chains: ChainBatch) -> np.ndarray:

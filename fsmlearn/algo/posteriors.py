@@ -482,6 +482,15 @@ def _expectation_total(m: Machine, func: str, arc_values, final_values=None, **k
     return float(out[0]), out[1:]
 
 
+def _chain_expectation(chains: ChainBatch, arc_values, final_values, kwargs):
+    from .chain import chain_expectation
+    if kwargs or final_values is not None or not (isinstance(arc_values, tuple) and len(arc_values) == 2):
+        raise ArgumentError("expectation of a ChainBatch takes arc_values=(transition_values, entry_values), the "
+                            "values tied to its table entries (the end's in the transition table's column V), and "
+                            "no final_values or solver settings")
+    return chain_expectation(chains, *arc_values)
+
+
 def expectation(m: Machine, arc_values, final_values=None, **kwargs) -> np.ndarray:
     """E[sum of the values along the path] under the machine's path distribution.
 
@@ -504,7 +513,10 @@ def expectation(m: Machine, arc_values, final_values=None, **kwargs) -> np.ndarr
 
     Returns:
         float64 [R] (shape (1,) for 1-D values); for a
-        :class:`~fsmlearn.fsm.MachineBatch` (values flat over its union), [B, R].
+        :class:`~fsmlearn.fsm.MachineBatch` (values flat over its union), [B, R]; for a
+        :class:`~fsmlearn.fsm.ChainBatch`, ``arc_values`` is the pair (transition values
+        [V+1, V+1(, R)], row-entry values [nnz(, R)]) of :func:`fsmlearn.algo.chain.chain_expectation`
+        and the result [S, R], by the dense-chain schedule.
 
     Raises:
         NoAcceptingPathError: the machine has no accepting path (Z = 0), so the
@@ -512,6 +524,8 @@ def expectation(m: Machine, arc_values, final_values=None, **kwargs) -> np.ndarr
         NotAMachineError: ``m`` is not a Machine.
         SemiringError: values of the wrong shape, or not finite.
     """
+    if isinstance(m, ChainBatch):
+        return _chain_expectation(m, arc_values, final_values, kwargs)
     if isinstance(m, MachineBatch):
         from .batch import batch_expectation
         return batch_expectation(m, arc_values, final_values, **kwargs)
@@ -541,13 +555,20 @@ def entropy(m: Machine, **kwargs) -> float:
 
     Returns:
         H >= 0 (float, nats); to the solver's tolerance on a cyclic machine; for a
-        :class:`~fsmlearn.fsm.MachineBatch`, float64 [B].
+        :class:`~fsmlearn.fsm.MachineBatch`, float64 [B]; for a :class:`~fsmlearn.fsm.ChainBatch`,
+        float64 [S] by the dense-chain schedule.
 
     Raises:
         NoAcceptingPathError: the machine has no accepting path (Z = 0).
         NotAMachineError: ``m`` is not a Machine.
         DivergenceError: the total weight is infinite.
     """
+    if isinstance(m, ChainBatch):
+        if kwargs:
+            raise ArgumentError(f"entropy of a ChainBatch takes no {', '.join(sorted(kwargs))} (its dense-chain "
+                                "schedule is one exact pass; chains.materialise() gives a MachineBatch)")
+        from .chain import chain_entropy
+        return chain_entropy(m)
     if isinstance(m, MachineBatch):
         from .batch import batch_entropy
         return batch_entropy(m, **kwargs)

@@ -117,7 +117,10 @@ def _label_model(seqs, V: int, n: int, discount: float, smoothing: float):
     ptr = np.zeros(len(seqs) + 1, np.int64)
     np.cumsum([x.size for x in seqs], out=ptr[1:])
     ids = np.concatenate(seqs).astype(np.int32) if seqs else np.zeros(0, np.int32)
-    counts = count_corpus(ptr, ids, [str(y) for y in range(V)], n + 1)
+    # a hash table for every window of the plaintext at once (count_corpus's default, 1 GB, is sized
+    # for corpora of billions of tokens and would take seconds to allocate here)
+    table_mb = 48 * (ids.size + len(seqs) + 1) * (n + 1) / (1 << 20)
+    counts = count_corpus(ptr, ids, [str(y) for y in range(V)], n + 1, table_mb=table_mb)
     return compile_lm(estimate(counts, "absolute", discount=discount, smoothing=smoothing))
 
 
