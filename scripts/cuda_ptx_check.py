@@ -44,6 +44,7 @@ def main(argv=None) -> int:
     from fsmlearn.algo.cuda import kernels as K
     from fsmlearn.algo.cuda import tied as NC
     from fsmlearn.algo.cuda import product as NP
+    from fsmlearn.algo.cuda import chain as CH
     f2, f3, f1, i1, I, F = T.float64[:, :], T.float64[:, :, :], T.float64[:], T.int64[:], T.int64, T.float64
     sigs = {
         K.pull_level: (f2, i1, I, I, i1, i1, i1, f2, f1),
@@ -78,6 +79,8 @@ def main(argv=None) -> int:
         NP._untimes_trans_rows: (f2, f2, f2),
         NP._apply_arcs: (f2, f2, f2, i1, i1, f1, i1, i1, i1, f2, i1, f2, T.boolean),
         NP._row_change: (f2, f2, f2, f2),
+        CH.chain_fb: (i1, i1, i1, T.int32[:], f1, f2, F, f1, i1, T.boolean, f1, f2, f1, f1, f2, f2, f2, f1, f1,
+                      f1),
     }
     failed = 0
     for k, sig in sigs.items():

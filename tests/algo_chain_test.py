@@ -241,8 +241,8 @@ def test_routines_without_the_schedule_point_at_materialise():
         total_weight(cb, "expectation")
     with pytest.raises(ArgumentError, match="takes no tol"):
         total_weight(cb, tol=1e-3)
-    with pytest.raises(ArgumentError, match="runs on the CPU"):
-        forward_backward(cb, device="cuda")
+    with pytest.raises(ArgumentError, match="device must be 'cpu' or 'cuda'"):
+        forward_backward(cb, device="gpu")
     # what materialise() gives takes every routine, and agrees with the schedule
     mb = cb.materialise()[0]
     same_cost(np.asarray(total_weight(mb)), total_weight(cb))
@@ -300,3 +300,52 @@ def test_expectation_arguments_are_named():
         expectation(cb, np.zeros(3))
     with pytest.raises(ArgumentError, match="takes no tol"):
         entropy(cb, tol=1e-3)
+
+
+@pytest.mark.parametrize("semiring", ["log", "real"])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_device_path_runs_the_same_arithmetic(semiring, seed):
+    """device="cuda" (a thread per chain, atomic sums; numba's simulator in the suite):
+    the CPU's costs, posteriors, node posteriors, expectations and entropies."""
+    from fsmlearn.algo.chain import chain_entropy, chain_expectation
+    rng = np.random.default_rng(500 + seed)
+    cb = random_chains(rng, semiring, scale=5.0)
+    cpu = chain_forward_backward(cb, allow_empty=True)
+    dev = forward_backward(cb, allow_empty=True, device="cuda")
+    same_cost(dev.cost, cpu.cost, 1e-12)
+    for a, b in ((dev.transition_posteriors, cpu.transition_posteriors), (dev.entry_posteriors, cpu.entry_posteriors),
+                 (dev.node_posteriors, cpu.node_posteriors)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    V1 = cb.num_labels + 1
+    tv, ev = rng.normal(size=(V1, V1)), rng.normal(size=cb.row_label.size)
+    np.testing.assert_allclose(chain_expectation(cb, tv, ev, allow_empty=True, device="cuda"),
+                               chain_expectation(cb, tv, ev, allow_empty=True), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(chain_entropy(cb, allow_empty=True, device="cuda"), chain_entropy(cb, allow_empty=True),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("semiring", ["log", "real"])
+@pytest.mark.parametrize("seed", range(4))
+def test_full_rows_take_the_matrix_path_and_agree(semiring, seed):
+    """Rows of every label in order (a dense chain, the decipherment's) go through matrix
+    products over the chains of each length; the answers are the generic engine's, dead and
+    empty chains included."""
+    rng = np.random.default_rng(700 + seed)
+    V, R = int(rng.integers(1, 5)), 3
+    ptr = np.zeros(7, np.int64)
+    ptr[1:] = np.cumsum(rng.integers(0, 5, 6))
+    T = rng.random((V + 1, V + 1))
+    T[rng.random((V + 1, V + 1)) < 0.3] = 0.0
+    w = rng.random(R * V) + 1e-3
+    if semiring == "log":
+        with np.errstate(divide="ignore"):
+            T, w = -np.log(T) * 20, -np.log(w) * 20
+    cb = ChainBatch(ptr, rng.integers(0, R, ptr[-1]), np.arange(R + 1) * V, np.tile(np.arange(V, dtype=np.int32), R),
+                    w, T, semiring)
+    assert cb.full_rows
+    res = chain_forward_backward(cb, allow_empty=True)
+    cost, TP, EP, NP, _ = generic(cb)
+    same_cost(res.cost, cost)
+    assert np.abs(res.transition_posteriors - TP).max() <= 1e-9
+    assert np.abs(res.entry_posteriors - EP).max() <= 1e-9
+    assert np.abs(res.node_posteriors - NP).max() <= 1e-9

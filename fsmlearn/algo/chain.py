@@ -48,6 +48,7 @@ import numpy as np
 
 from ..errors import ArgumentError, NoAcceptingPathError, SemiringError
 from ..fsm.chain import ChainBatch
+from .chain_arith import chain_fb_py, chain_forward_py
 
 __all__ = ["ChainForwardBackward", "ChainPaths", "chain_forward_backward", "chain_best_paths",
            "chain_total_weight", "chain_expectation", "chain_entropy"]
@@ -146,49 +147,8 @@ def _shifted_exp(row_ptr, w, shift):
     return out
 
 
-@nb.njit(cache=True)
-def _forward(p0, p1, pos_row, row_ptr, row_label, row_p, Tp, node_ptr, V, A, C):
-    """The scaled forward pass over one chain: A[node - node_ptr[p0]] = alpha-hat (the
-    chain's own numbering, so that A stays in cache), C[i - p0] = c_i; returns (sum of
-    ln c_i, z = alpha-hat_L . t_end), z = 0 when the chain has no path."""
-    lnc = 0.0
-    prev_r = -1
-    prev_n = 0
-    nb0 = node_ptr[p0]
-    for i in range(p0, p1):
-        r = pos_row[i]
-        e0 = row_ptr[r]
-        k = row_ptr[r + 1] - e0
-        n0 = node_ptr[i] - nb0
-        c = 0.0
-        for j in range(k):
-            y = row_label[e0 + j]
-            if prev_r < 0:
-                acc = Tp[V, y]
-            else:
-                acc = 0.0
-                pe = row_ptr[prev_r]
-                for q in range(row_ptr[prev_r + 1] - pe):
-                    acc += A[prev_n + q] * Tp[row_label[pe + q], y]
-            v = acc * row_p[e0 + j]
-            A[n0 + j] = v
-            c += v
-        if not c > 0.0 or c == np.inf:
-            return lnc, 0.0
-        inv = 1.0 / c
-        for j in range(k):
-            A[n0 + j] *= inv
-        C[i - p0] = c
-        lnc += math.log(c)
-        prev_r = r
-        prev_n = n0
-    if prev_r < 0:
-        return lnc, Tp[V, V]
-    z = 0.0
-    pe = row_ptr[prev_r]
-    for q in range(row_ptr[prev_r + 1] - pe):
-        z += A[prev_n + q] * Tp[row_label[pe + q], V]
-    return lnc, z
+_forward = nb.njit(cache=True)(chain_forward_py)
+_chain_fb = nb.njit(cache=True)(chain_fb_py)
 
 
 @nb.njit(cache=True)
@@ -205,114 +165,27 @@ def _longest(ptr, node_ptr):
 @nb.njit(cache=True)
 def _fb_kernel(ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shift, node_ptr, want_nodes,
                cost, TP, EP, NP, TV, EV, X):
-    """Forward-backward over every chain (see the module docstring for the recursions).
-
-    Adds each chain's arc posteriors into TP [V+1, V+1] by transition entry and its node
-    posteriors into EP [nnz] by row entry (and NP [nodes] by node when ``want_nodes``);
-    writes cost [S] = -ln Z (inf for a chain without a path, which adds nothing).  With
-    values (TV [(V+1)^2, R] per transition entry, EV [nnz, R] per row entry, R >= 1), X [S, R]
-    gets each chain's expected sum of the values along its path: the same posteriors times
-    the values they are tied to (NaN for a chain without a path).
-    """
-    R = X.shape[1]
-    V1 = Tp.shape[0]
-    V = Tp.shape[0] - 1
-    S = ptr.shape[0] - 1
+    """Forward-backward over every chain, one after another (:func:`~fsmlearn.algo.chain_arith.chain_fb_py`:
+    costs, posteriors added by table entry, values), with the forward values, scales and
+    backward values of one chain at a time in buffers of its own numbering (in cache)."""
     lp, ln = _longest(ptr, node_ptr)
     A = np.empty(ln)
+    B = np.empty(ln)
     C = np.empty(lp)
-    kmax = 1
-    for r in range(row_ptr.shape[0] - 1):
-        kmax = max(kmax, row_ptr[r + 1] - row_ptr[r])
-    bcur = np.empty(kmax)
-    bprev = np.empty(kmax)
-    g = np.empty(kmax)
-    for s in range(S):
-        p0 = ptr[s]
-        p1 = ptr[s + 1]
-        lnc, z = _forward(p0, p1, pos_row, row_ptr, row_label, row_p, Tp, node_ptr, V, A, C)
-        if not z > 0.0 or z == np.inf:
-            cost[s] = np.inf
-            for x in range(R):
-                X[s, x] = np.nan
-            continue
-        shift = t_shift * (p1 - p0 + 1)
-        for i in range(p0, p1):
-            shift += row_shift[pos_row[i]]
-        cost[s] = shift - lnc - math.log(z)
-        if p1 == p0:
-            TP[V, V] += 1.0
-            for x in range(R):
-                X[s, x] += TV[V * V1 + V, x]
-            continue
-        # the last position: beta-hat = t_end / z
-        nb0 = node_ptr[p0]
-        r = pos_row[p1 - 1]
-        e0 = row_ptr[r]
-        k = row_ptr[r + 1] - e0
-        n0 = node_ptr[p1 - 1]
-        invz = 1.0 / z
-        for j in range(k):
-            y = row_label[e0 + j]
-            b = Tp[y, V] * invz
-            bcur[j] = b
-            pst = A[n0 - nb0 + j] * b
-            TP[y, V] += pst
-            EP[e0 + j] += pst
-            if want_nodes:
-                NP[n0 + j] = pst
-            for x in range(R):
-                X[s, x] += pst * (TV[y * V1 + V, x] + EV[e0 + j, x])
-        for i in range(p1 - 1, p0, -1):
-            # g_j = u_i[j] beta-hat_i[j] / c_i; beta-hat_{i-1}[q] = sum_j T[q, j] g_j
-            r = pos_row[i]
-            e0 = row_ptr[r]
-            k = row_ptr[r + 1] - e0
-            inv = 1.0 / C[i - p0]
-            for j in range(k):
-                g[j] = row_p[e0 + j] * bcur[j] * inv
-            pr = pos_row[i - 1]
-            pe = row_ptr[pr]
-            kp = row_ptr[pr + 1] - pe
-            pn = node_ptr[i - 1]
-            for q in range(kp):
-                yq = row_label[pe + q]
-                aq = A[pn - nb0 + q]
-                acc = 0.0
-                for j in range(k):
-                    t = Tp[yq, row_label[e0 + j]] * g[j]
-                    acc += t
-                    TP[yq, row_label[e0 + j]] += aq * t
-                    for x in range(R):
-                        X[s, x] += aq * t * TV[yq * V1 + row_label[e0 + j], x]
-                bprev[q] = acc
-                pst = aq * acc
-                EP[pe + q] += pst
-                if want_nodes:
-                    NP[pn + q] = pst
-                for x in range(R):
-                    X[s, x] += pst * EV[pe + q, x]
-            for q in range(kp):
-                bcur[q] = bprev[q]
-        # the first position: the start's arcs carry its nodes' posteriors
-        r = pos_row[p0]
-        e0 = row_ptr[r]
-        for j in range(row_ptr[r + 1] - e0):
-            TP[V, row_label[e0 + j]] += A[j] * bcur[j]
-            for x in range(R):
-                X[s, x] += A[j] * bcur[j] * TV[V * V1 + row_label[e0 + j], x]
+    for s in range(ptr.shape[0] - 1):
+        _chain_fb(s, ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shift, node_ptr, want_nodes,
+                  cost, TP, EP, NP, TV, EV, X, A, 0, C, 0, B)
 
 
 @nb.njit(cache=True)
 def _total_kernel(ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shift, node_ptr, cost):
-    V = Tp.shape[0] - 1
     lp, ln = _longest(ptr, node_ptr)
     A = np.empty(ln)
     C = np.empty(lp)
     for s in range(ptr.shape[0] - 1):
         p0 = ptr[s]
         p1 = ptr[s + 1]
-        lnc, z = _forward(p0, p1, pos_row, row_ptr, row_label, row_p, Tp, node_ptr, V, A, C)
+        lnc, z = _forward(p0, p1, pos_row, row_ptr, row_label, row_p, Tp, node_ptr, A, 0, C, 0)
         if not z > 0.0 or z == np.inf:
             cost[s] = np.inf
             continue
@@ -393,8 +266,18 @@ def _dead(cost, chains, func, allow_empty):
                                    + "; pass allow_empty=True to get cost inf and zero posteriors for them")
 
 
+def _run_fb(device, *args):
+    """The forward-backward kernel on the CPU, or its twin on the CUDA device."""
+    from .cuda import check_device
+    if check_device(device) == "cuda":
+        from .cuda.chain import chain_fb_device
+        chain_fb_device(*args)
+    else:
+        _fb_kernel(*args)
+
+
 def chain_forward_backward(chains: ChainBatch, *, node_posteriors: bool = True,
-                           allow_empty: bool = False, add_to=None) -> ChainForwardBackward:
+                           allow_empty: bool = False, add_to=None, device: str = "cpu") -> ChainForwardBackward:
     """Each chain's -ln Z and the expected use of every table entry (log and real semirings).
 
     The same quantities as :func:`fsmlearn.algo.forward_backward` on
@@ -410,6 +293,8 @@ def chain_forward_backward(chains: ChainBatch, *, node_posteriors: bool = True,
         add_to: optional (transition float64 [V+1, V+1], entries float64 [nnz]) arrays that
             the expected uses are added into (and returned as the result's), so that EM
             sums over many batches without a table the size of the rows per batch.
+        device: "cpu" (one chain after another) or "cuda" (a thread per chain, the same
+            arithmetic: :mod:`fsmlearn.algo.cuda.chain`).
 
     Raises:
         NoAcceptingPathError: a chain has no path of nonzero weight (named), unless allow_empty.
@@ -434,13 +319,80 @@ def chain_forward_backward(chains: ChainBatch, *, node_posteriors: bool = True,
                                     f"{getattr(a, 'shape', '')}")
     node_ptr = chains.node_ptr
     NP = np.zeros(node_ptr[-1] if node_posteriors else 0)
-    _fb_kernel(chains.ptr, chains.pos_row, chains.row_ptr, chains.row_label, row_p, Tp, t_shift, row_shift,
-               node_ptr, node_posteriors, cost, TP, EP, NP, _NO_VALUES, _NO_VALUES, np.zeros((S, 0)))
+    if device == "cpu" and chains.full_rows:
+        _full_fb(chains, row_p, Tp, t_shift, row_shift, cost, TP, EP, NP if node_posteriors else None)
+        _dead(cost, chains, "forward_backward", allow_empty)
+        return ChainForwardBackward(cost, TP, EP, NP if node_posteriors else None)
+    _run_fb(device, chains.ptr, chains.pos_row, chains.row_ptr, chains.row_label, row_p, Tp, t_shift, row_shift,
+            node_ptr, node_posteriors, cost, TP, EP, NP, _NO_VALUES, _NO_VALUES, np.zeros((S, 0)))
     _dead(cost, chains, "forward_backward", allow_empty)
     return ChainForwardBackward(cost, TP, EP, NP if node_posteriors else None)
 
 
 _NO_VALUES = np.zeros((0, 0))
+
+
+def _full_fb(chains: ChainBatch, row_p, Tp, t_shift, row_shift, cost, TP, EP, NP):
+    """:func:`chain_fb_py`'s recursions for chains whose every row holds all V labels in
+    order (``chains.full_rows``: the decipherment's), as matrix products over all chains of
+    one length at a time, so that BLAS does the V^2 work per position: alpha_i = (alpha-hat_{i-1}
+    T) * u_i scaled to sum 1, beta-hat_{i-1} = T (u_i beta-hat_i) / c_i, and the transition
+    posteriors summed over positions as T * (sum_i alpha-hat_{i-1}^T g_i), g_i = u_i beta-hat_i / c_i."""
+    V = chains.num_labels
+    Tm, t0, t1 = Tp[:V, :V], Tp[V, :V], Tp[:V, V]
+    U = row_p.reshape(-1, V)
+    lens = np.diff(chains.ptr)
+    acc = np.zeros((V, V))
+    for L in np.unique(lens):
+        ks = np.flatnonzero(lens == L)
+        if L == 0:
+            z = Tp[V, V]
+            cost[ks] = t_shift - math.log(z) if z > 0 else math.inf
+            if z > 0:
+                TP[V, V] += ks.size
+            continue
+        P = chains.ptr[ks][:, None] + np.arange(L)                 # [N, L] positions
+        rows = chains.pos_row[P]
+        Ue = U[rows]                                               # [N, L, V]
+        N = ks.size
+        alpha = np.empty((N, L, V))
+        logc = np.zeros((N, L))
+        dead = np.zeros(N, bool)
+        a = t0[None, :] * Ue[:, 0]
+        for i in range(L):
+            if i:
+                a = (alpha[:, i - 1] @ Tm) * Ue[:, i]
+            c = a.sum(axis=1)
+            bad = ~(c > 0) | ~np.isfinite(c)
+            dead |= bad
+            c[bad] = 1.0
+            alpha[:, i] = a / c[:, None]
+            logc[:, i] = np.log(c)
+        z = alpha[:, L - 1] @ t1
+        dead |= ~(z > 0)
+        zs = np.where(dead, 1.0, z)
+        cost[ks] = np.where(dead, math.inf, t_shift * (L + 1) + row_shift[rows].sum(axis=1) - logc.sum(axis=1)
+                            - np.log(zs))
+        live = ~dead
+        if not live.any():
+            continue
+        alpha, Ue, logc, zs, rows = alpha[live], Ue[live], logc[live], zs[live], rows[live]
+        c_all = np.exp(logc)
+        b = np.broadcast_to(t1, alpha[:, L - 1].shape) / zs[:, None]
+        post = np.empty_like(alpha)
+        post[:, L - 1] = alpha[:, L - 1] * b
+        TP[:V, V] += post[:, L - 1].sum(axis=0)
+        for i in range(L - 1, 0, -1):
+            g = Ue[:, i] * b / c_all[:, i][:, None]
+            acc += alpha[:, i - 1].T @ g
+            b = g @ Tm.T
+            post[:, i - 1] = alpha[:, i - 1] * b
+        TP[V, :V] += post[:, 0].sum(axis=0)
+        EP += np.bincount((rows[..., None] * V + np.arange(V)).ravel(), post.ravel(), minlength=EP.shape[0])
+        if NP is not None:
+            nodes = chains.node_ptr[P[live]][..., None] + np.arange(V)
+            NP[nodes.ravel()] = post.ravel()
+    TP[:V, :V] += Tm * acc
 
 
 def _values(values, rows: int, what: str, R: int | None):
@@ -457,7 +409,7 @@ def _values(values, rows: int, what: str, R: int | None):
 
 
 def chain_expectation(chains: ChainBatch, transition_values, entry_values, *,
-                      allow_empty: bool = False) -> np.ndarray:
+                      allow_empty: bool = False, device: str = "cpu") -> np.ndarray:
     """float64 [S, R]: each chain's expected sum of additive values along its path.
 
     A path's value is the sum of the values tied to the table entries its arcs use:
@@ -479,23 +431,23 @@ def chain_expectation(chains: ChainBatch, transition_values, entry_values, *,
         raise SemiringError(f"transition_values has shape {tv.shape}; expected ({V1}, {V1}) or ({V1}, {V1}, R)")
     TV = _values(tv.reshape(V1 * V1, -1), V1 * V1, "transition_values", None)
     EV = _values(entry_values, chains.row_label.shape[0], "entry_values", TV.shape[1])
-    return _expect(chains, TV, EV, allow_empty, "expectation")[0]
+    return _expect(chains, TV, EV, allow_empty, "expectation", device)[0]
 
 
-def _expect(chains, TV, EV, allow_empty, func):
+def _expect(chains, TV, EV, allow_empty, func, device):
     Tp, row_p, t_shift, row_shift = _real_tables(chains)
     V = chains.num_labels
     S = len(chains)
     cost = np.empty(S)
     X = np.zeros((S, TV.shape[1]))
-    _fb_kernel(chains.ptr, chains.pos_row, chains.row_ptr, chains.row_label, row_p, Tp, t_shift, row_shift,
-               chains.node_ptr, False, cost, np.zeros((V + 1, V + 1)), np.zeros(chains.row_label.shape[0]),
-               np.zeros(0), TV, EV, X)
+    _run_fb(device, chains.ptr, chains.pos_row, chains.row_ptr, chains.row_label, row_p, Tp, t_shift, row_shift,
+            chains.node_ptr, False, cost, np.zeros((V + 1, V + 1)), np.zeros(chains.row_label.shape[0]),
+            np.zeros(0), TV, EV, X)
     _dead(cost, chains, func, allow_empty)
     return X, cost
 
 
-def chain_entropy(chains: ChainBatch, *, allow_empty: bool = False) -> np.ndarray:
+def chain_entropy(chains: ChainBatch, *, allow_empty: bool = False, device: str = "cpu") -> np.ndarray:
     """float64 [S]: the entropy in nats of each chain's distribution over its paths,
     H = ln Z - E[ln w(path)] (Li and Eisner 2009, section 4.1), the expectation of the
     log weights tied to each table entry (:func:`chain_expectation`).
@@ -514,7 +466,7 @@ def chain_entropy(chains: ChainBatch, *, allow_empty: bool = False) -> np.ndarra
     lw = np.where(np.isfinite(lw), lw, 0.0)
     V1 = chains.num_labels + 1
     X, cost = _expect(chains, np.ascontiguousarray(lt.reshape(V1 * V1, 1)), np.ascontiguousarray(lw.reshape(-1, 1)),
-                      allow_empty, "entropy")
+                      allow_empty, "entropy", device)
     return -cost - X[:, 0]
 
 

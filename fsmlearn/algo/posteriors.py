@@ -198,7 +198,7 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
         arc's posterior in its own machine); for a :class:`~fsmlearn.fsm.ChainBatch`, a
         :class:`~fsmlearn.algo.chain.ChainForwardBackward` by the dense-chain schedule
         (one Z per chain, the expected use of each table entry and the node posteriors;
-        the relaxation and phi settings do not apply, and device must be "cpu").
+        the relaxation and phi settings do not apply).
 
     Raises:
         NoAcceptingPathError: Z = 0 (unless ``allow_empty``).
@@ -207,11 +207,8 @@ def forward_backward(m: Machine, *, tol: float = 1e-11, max_sweeps: int = 100_00
         DivergenceError, NotConvergedError: as :func:`shortest_distance`.
     """
     if isinstance(m, ChainBatch):
-        if device != "cpu":
-            raise ArgumentError(f"forward_backward: the dense-chain schedule of a ChainBatch runs on the CPU, "
-                                f"not device={device!r} (its materialise() gives a MachineBatch for the device)")
         from .chain import chain_forward_backward
-        return chain_forward_backward(m, allow_empty=allow_empty)
+        return chain_forward_backward(m, allow_empty=allow_empty, device=device)
     if isinstance(m, MachineBatch):
         from .batch import batch_forward_backward
         return batch_forward_backward(m, tol=tol, max_sweeps=max_sweeps, init_alpha=init_alpha,
@@ -484,11 +481,12 @@ def _expectation_total(m: Machine, func: str, arc_values, final_values=None, **k
 
 def _chain_expectation(chains: ChainBatch, arc_values, final_values, kwargs):
     from .chain import chain_expectation
+    device = kwargs.pop("device", "cpu")
     if kwargs or final_values is not None or not (isinstance(arc_values, tuple) and len(arc_values) == 2):
         raise ArgumentError("expectation of a ChainBatch takes arc_values=(transition_values, entry_values), the "
                             "values tied to its table entries (the end's in the transition table's column V), and "
                             "no final_values or solver settings")
-    return chain_expectation(chains, *arc_values)
+    return chain_expectation(chains, *arc_values, device=device)
 
 
 def expectation(m: Machine, arc_values, final_values=None, **kwargs) -> np.ndarray:
@@ -564,11 +562,12 @@ def entropy(m: Machine, **kwargs) -> float:
         DivergenceError: the total weight is infinite.
     """
     if isinstance(m, ChainBatch):
+        device = kwargs.pop("device", "cpu")
         if kwargs:
             raise ArgumentError(f"entropy of a ChainBatch takes no {', '.join(sorted(kwargs))} (its dense-chain "
                                 "schedule is one exact pass; chains.materialise() gives a MachineBatch)")
         from .chain import chain_entropy
-        return chain_entropy(m)
+        return chain_entropy(m, device=device)
     if isinstance(m, MachineBatch):
         from .batch import batch_entropy
         return batch_entropy(m, **kwargs)

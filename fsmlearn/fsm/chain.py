@@ -65,7 +65,7 @@ class ChainBatch:
     """
 
     __slots__ = ("ptr", "pos_row", "row_ptr", "row_label", "row_weight", "transition", "semiring",
-                 "num_labels", "_node_ptr")
+                 "num_labels", "_node_ptr", "_full")
 
     def __init__(self, ptr, pos_row, row_ptr, row_label, row_weight, transition, semiring: str = "log"):
         """Check and hold the arrays (copied only where a dtype or layout changes).
@@ -124,6 +124,7 @@ class ChainBatch:
         self.semiring = semiring
         self.num_labels = transition.shape[0] - 1
         self._node_ptr = None
+        self._full = None
 
     @classmethod
     def trusted(cls, ptr, pos_row, row_ptr, row_label, row_weight, transition, semiring: str = "log"):
@@ -191,6 +192,17 @@ class ChainBatch:
             np.cumsum(sizes, out=p[1:])
             self._node_ptr = p
         return self._node_ptr
+
+    @property
+    def full_rows(self) -> bool:
+        """Whether every row holds all V labels in order 0..V-1 (every position may take
+        every label: a dense chain)."""
+        if self._full is None:
+            V = self.num_labels
+            R = self.row_ptr.shape[0] - 1
+            self._full = bool(np.array_equal(self.row_ptr, np.arange(R + 1) * V) and
+                              np.array_equal(self.row_label, np.tile(np.arange(V, dtype=np.int32), R)))
+        return self._full
 
     @property
     def num_nodes(self) -> int:
