@@ -61,24 +61,17 @@ def chain_forward_py(p0, p1, pos_row, row_ptr, row_label, row_p, Tp, node_ptr, A
         e0 = row_ptr[r]
         k = row_ptr[r + 1] - e0
         n0 = node_ptr[i] - nb0
-        # alpha_i = (alpha-hat_{i-1} T) * u_i, pushed from each source of position i - 1 so that
-        # T is read along its rows
-        if prev_r < 0:
-            for j in range(k):
-                A[n0 + j] = Tp[V, row_label[e0 + j]]
-        else:
-            for j in range(k):
-                A[n0 + j] = 0.0
-            pe = row_ptr[prev_r]
-            for q in range(row_ptr[prev_r + 1] - pe):
-                aq = A[prev_n + q]
-                if aq != 0.0:
-                    yq = row_label[pe + q]
-                    for j in range(k):
-                        A[n0 + j] += aq * Tp[yq, row_label[e0 + j]]
         c = 0.0
         for j in range(k):
-            v = A[n0 + j] * row_p[e0 + j]
+            y = row_label[e0 + j]
+            if prev_r < 0:
+                acc = Tp[V, y]
+            else:
+                acc = 0.0
+                pe = row_ptr[prev_r]
+                for q in range(row_ptr[prev_r + 1] - pe):
+                    acc += A[prev_n + q] * Tp[row_label[pe + q], y]
+            v = acc * row_p[e0 + j]
             A[n0 + j] = v
             c += v
         if not c > 0.0 or c == math.inf:
@@ -169,8 +162,12 @@ def chain_fb_py(s, ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shi
                 t = Tp[yq, yj] * B[ni + j]
                 acc += t
                 _add2(TP, yq, yj, aq * t)
-                for x in range(R):
-                    X[s, x] += aq * t * TV[yq * V1 + yj, x]
+            if R > 0:
+                for j in range(k):
+                    yj = row_label[e0 + j]
+                    t = aq * Tp[yq, yj] * B[ni + j]
+                    for x in range(R):
+                        X[s, x] += t * TV[yq * V1 + yj, x]
             B[pn - nb0 + q] = acc
             pst = aq * acc
             _add1(EP, pe + q, pst)
