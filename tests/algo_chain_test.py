@@ -60,17 +60,23 @@ def same_cost(a, b, tol=1e-10):
     assert np.all(np.abs(a[f] - b[f]) <= tol * np.maximum(1.0, np.abs(b[f]))), (a, b)
 
 
-@pytest.mark.parametrize("semiring", ["log", "real"])
-@pytest.mark.parametrize("seed", range(12))
-def test_forward_backward_matches_the_generic_engine(semiring, seed):
-    rng = np.random.default_rng(seed)
-    cb = random_chains(rng, semiring, scale=40.0)
+def agrees_with_the_generic_engine(cb):
+    """chain_forward_backward's costs and posteriors against :func:`generic`'s; (result, cost)."""
     res = chain_forward_backward(cb, allow_empty=True)
     cost, TP, EP, NP, _ = generic(cb)
     same_cost(res.cost, cost)
     assert np.abs(res.transition_posteriors - TP).max() <= 1e-9
     assert np.abs(res.entry_posteriors - EP).max() <= 1e-9
     assert np.abs(res.node_posteriors - NP).max() <= 1e-9
+    return res, cost
+
+
+@pytest.mark.parametrize("semiring", ["log", "real"])
+@pytest.mark.parametrize("seed", range(12))
+def test_forward_backward_matches_the_generic_engine(semiring, seed):
+    rng = np.random.default_rng(seed)
+    cb = random_chains(rng, semiring, scale=40.0)
+    res, cost = agrees_with_the_generic_engine(cb)
     # every live chain uses one start and one end transition
     live = np.isfinite(res.cost).sum()
     V = cb.num_labels
@@ -343,9 +349,4 @@ def test_full_rows_take_the_matrix_path_and_agree(semiring, seed):
     cb = ChainBatch(ptr, rng.integers(0, R, ptr[-1]), np.arange(R + 1) * V, np.tile(np.arange(V, dtype=np.int32), R),
                     w, T, semiring)
     assert cb.full_rows
-    res = chain_forward_backward(cb, allow_empty=True)
-    cost, TP, EP, NP, _ = generic(cb)
-    same_cost(res.cost, cost)
-    assert np.abs(res.transition_posteriors - TP).max() <= 1e-9
-    assert np.abs(res.entry_posteriors - EP).max() <= 1e-9
-    assert np.abs(res.node_posteriors - NP).max() <= 1e-9
+    agrees_with_the_generic_engine(cb)

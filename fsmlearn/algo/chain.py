@@ -48,7 +48,7 @@ import numpy as np
 
 from ..errors import ArgumentError, NoAcceptingPathError, SemiringError
 from ..fsm.chain import ChainBatch
-from .chain_arith import chain_fb_py, chain_forward_py
+from .chain_arith import chain_cost_py, chain_fb_py, chain_forward_py
 
 __all__ = ["ChainForwardBackward", "ChainPaths", "chain_forward_backward", "chain_best_paths",
            "chain_total_weight", "chain_expectation", "chain_entropy"]
@@ -148,6 +148,7 @@ def _shifted_exp(row_ptr, w, shift):
 
 
 _forward = nb.njit(cache=True)(chain_forward_py)
+_cost = nb.njit(cache=True)(chain_cost_py)
 _chain_fb = nb.njit(cache=True)(chain_fb_py)
 
 
@@ -186,13 +187,22 @@ def _total_kernel(ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shif
         p0 = ptr[s]
         p1 = ptr[s + 1]
         lnc, z = _forward(p0, p1, pos_row, row_ptr, row_label, row_p, Tp, node_ptr, A, 0, C, 0)
-        if not z > 0.0 or z == np.inf:
-            cost[s] = np.inf
-            continue
-        shift = t_shift * (p1 - p0 + 1)
-        for i in range(p0, p1):
-            shift += row_shift[pos_row[i]]
-        cost[s] = shift - lnc - math.log(z)
+        cost[s] = _cost(p0, p1, pos_row, t_shift, row_shift, lnc, z)
+
+
+@nb.njit(inline="always")
+def _best_from(D, prev_n, row_ptr, row_label, prev_r, Tc, y):
+    """(min over the labels q of row prev_r of D[prev_n + q] + Tc[label q, y], the first q
+    that attains it, or -1 when every term is inf)."""
+    best = np.inf
+    arg = -1
+    pe = row_ptr[prev_r]
+    for q in range(row_ptr[prev_r + 1] - pe):
+        v = D[prev_n + q] + Tc[row_label[pe + q], y]
+        if v < best:
+            best = v
+            arg = q
+    return best, arg
 
 
 @nb.njit(cache=True)
@@ -216,14 +226,7 @@ def _viterbi_kernel(ptr, pos_row, row_ptr, row_label, row_c, Tc, node_ptr, cost,
                     best = Tc[V, y]
                     arg = -1
                 else:
-                    best = np.inf
-                    arg = -1
-                    pe = row_ptr[prev_r]
-                    for q in range(row_ptr[prev_r + 1] - pe):
-                        v = D[prev_n + q] + Tc[row_label[pe + q], y]
-                        if v < best:
-                            best = v
-                            arg = q
+                    best, arg = _best_from(D, prev_n, row_ptr, row_label, prev_r, Tc, y)
                 D[n0 + j] = best + row_c[e0 + j]
                 bp[n0 + j] = arg
             prev_r = r
@@ -234,14 +237,7 @@ def _viterbi_kernel(ptr, pos_row, row_ptr, row_label, row_c, Tc, node_ptr, cost,
         if prev_r < 0:
             cost[s] = Tc[V, V]
             continue
-        best = np.inf
-        arg = -1
-        pe = row_ptr[prev_r]
-        for q in range(row_ptr[prev_r + 1] - pe):
-            v = D[prev_n + q] + Tc[row_label[pe + q], V]
-            if v < best:
-                best = v
-                arg = q
+        best, arg = _best_from(D, prev_n, row_ptr, row_label, prev_r, Tc, V)
         cost[s] = best
         if arg < 0 or best == np.inf:
             cost[s] = np.inf

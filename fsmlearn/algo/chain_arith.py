@@ -11,10 +11,10 @@ chain, buffers in the batch's numbering), so a fix lands on both devices.
 
 The sums over chains into the shared tables go through ``_add1`` and ``_add2``:
 a plain ``+=`` here, an atomic add on the device, which compiles
-:func:`chain_fb_py` with its own and with its own ``_forward``
+:func:`chain_fb_py` with its own and with its own ``_forward`` and ``_cost``
 (:func:`retarget`).
 
-Public names: chain_forward_py, chain_fb_py, retarget.
+Public names: chain_forward_py, chain_cost_py, chain_fb_py, retarget.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import types
 
 import numba as nb
 
-__all__ = ["chain_forward_py", "chain_fb_py", "retarget"]
+__all__ = ["chain_forward_py", "chain_cost_py", "chain_fb_py", "retarget"]
 
 
 @nb.njit(inline="always")
@@ -92,6 +92,17 @@ def chain_forward_py(p0, p1, pos_row, row_ptr, row_label, row_p, Tp, node_ptr, A
     return lnc, z
 
 
+def chain_cost_py(p0, p1, pos_row, t_shift, row_shift, lnc, z):
+    """-ln Z of the chain p0..p1-1 from its forward pass (:func:`chain_forward_py`'s sum of
+    ln c_i and z) and the shifts taken out of its tables; inf when z is 0 (no path)."""
+    if not z > 0.0 or z == math.inf:
+        return math.inf
+    shift = t_shift * (p1 - p0 + 1)
+    for i in range(p0, p1):
+        shift += row_shift[pos_row[i]]
+    return shift - lnc - math.log(z)
+
+
 def chain_fb_py(s, ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shift, node_ptr, want_nodes,
                 cost, TP, EP, NP, TV, EV, X, A, a0, C, c0, B):
     """Forward-backward over chain s.
@@ -109,15 +120,11 @@ def chain_fb_py(s, ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shi
     p0 = ptr[s]
     p1 = ptr[s + 1]
     lnc, z = _forward(p0, p1, pos_row, row_ptr, row_label, row_p, Tp, node_ptr, A, a0, C, c0)
-    if not z > 0.0 or z == math.inf:
-        cost[s] = math.inf
+    cost[s] = _cost(p0, p1, pos_row, t_shift, row_shift, lnc, z)
+    if cost[s] == math.inf:
         for x in range(R):
             X[s, x] = math.nan
         return
-    shift = t_shift * (p1 - p0 + 1)
-    for i in range(p0, p1):
-        shift += row_shift[pos_row[i]]
-    cost[s] = shift - lnc - math.log(z)
     if p1 == p0:
         _add2(TP, V, V, 1.0)
         for x in range(R):
@@ -186,5 +193,6 @@ def chain_fb_py(s, ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shi
             X[s, x] += pst * TV[V * V1 + row_label[e0 + j], x]
 
 
-#: what :func:`chain_fb_py` calls as ``_forward`` on the CPU (the device binds its own)
+#: what :func:`chain_fb_py` calls as ``_forward`` and ``_cost`` on the CPU (the device binds its own)
 _forward = nb.njit(chain_forward_py)
+_cost = nb.njit(chain_cost_py)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..chain_arith import chain_fb_py, chain_forward_py, retarget
+from ..chain_arith import chain_cost_py, chain_fb_py, chain_forward_py, retarget
 from .solve import launch
 
 __all__ = ["chain_fb", "chain_fb_device"]
@@ -32,7 +32,8 @@ def _atomic2(a, i, j, v):
 
 
 _forward_dev = cuda.jit(device=True)(chain_forward_py)
-_chain_fb_dev = cuda.jit(device=True)(retarget(chain_fb_py, _forward=_forward_dev, _add1=_atomic1,
+_cost_dev = cuda.jit(device=True)(chain_cost_py)
+_chain_fb_dev = cuda.jit(device=True)(retarget(chain_fb_py, _forward=_forward_dev, _cost=_cost_dev, _add1=_atomic1,
                                                _add2=_atomic2))
 
 
