@@ -12,7 +12,7 @@ chain, buffers in the batch's numbering), so a fix lands on both devices.
 The sums over chains into the shared tables go through ``_add1`` and ``_add2``:
 a plain ``+=`` here, an atomic add on the device, which compiles
 :func:`chain_fb_py` with its own and with its own ``_forward`` and ``_cost``
-(:func:`retarget`).
+(:func:`~fsmlearn.algo.flow_arith.retarget`).
 
 Public names: chain_forward_py, chain_cost_py, chain_fb_py, retarget.
 """
@@ -20,28 +20,15 @@ Public names: chain_forward_py, chain_cost_py, chain_fb_py, retarget.
 from __future__ import annotations
 
 import math
-import types
 
 import numba as nb
 
+from .flow_arith import add1_py, add2_py, retarget
+
 __all__ = ["chain_forward_py", "chain_cost_py", "chain_fb_py", "retarget"]
 
-
-@nb.njit(inline="always")
-def _add1(a, i, v):
-    a[i] += v
-
-
-@nb.njit(inline="always")
-def _add2(a, i, j, v):
-    a[i, j] += v
-
-
-def retarget(func, **names):
-    """``func`` with some of its global names bound to other objects (a device's own
-    versions of the functions it calls), for compiling one source for another target."""
-    return types.FunctionType(func.__code__, {**func.__globals__, **names}, func.__name__, func.__defaults__,
-                              func.__closure__)
+_add1 = nb.njit(inline="always")(add1_py)
+_add2 = nb.njit(inline="always")(add2_py)
 
 
 def chain_forward_py(p0, p1, pos_row, row_ptr, row_label, row_p, Tp, node_ptr, A, a0, C, c0):

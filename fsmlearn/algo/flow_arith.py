@@ -6,14 +6,37 @@ fix lands on both devices.  A flow is ``alpha(t) w beta(h) / Z`` on scaled rows
 ``[p, ..., k]`` (value ``p 2**k``); in a :class:`~fsmlearn.fsm.MachineBatch` Z is
 that of the machine owning the arc's tail state.
 
-Public names: owner_py, arc_flow_py, chain_flow_py, final_flow_py.
+A function that adds into an array other threads also add into calls ``_add1`` or
+``_add2`` for it: numba's ``njit`` versions here are a plain ``+=``; the device
+compiles the same function with atomic adds bound to those names
+(:func:`retarget`).
+
+Public names: owner_py, arc_flow_py, chain_flow_py, final_flow_py, retarget, add1_py, add2_py.
 """
 
 from __future__ import annotations
 
 import math
+import types
 
-__all__ = ["owner_py", "arc_flow_py", "chain_flow_py", "final_flow_py"]
+__all__ = ["owner_py", "arc_flow_py", "chain_flow_py", "final_flow_py", "retarget", "add1_py", "add2_py"]
+
+
+def retarget(func, **names):
+    """``func`` with some of its global names bound to other objects (a device's own
+    versions of the functions it calls), for compiling one source for another target."""
+    return types.FunctionType(func.__code__, {**func.__globals__, **names}, func.__name__, func.__defaults__,
+                              func.__closure__)
+
+
+def add1_py(a, i, v):
+    """a[i] += v (the CPU's; the device binds an atomic add)."""
+    a[i] += v
+
+
+def add2_py(a, i, j, v):
+    """a[i, j] += v (the CPU's; the device binds an atomic add)."""
+    a[i, j] += v
 
 
 def owner_py(ptr, s):

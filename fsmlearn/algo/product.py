@@ -74,7 +74,7 @@ from .cuda import check_device
 from .convergence import (RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED,
                           STATUS_OK, extrapolate, measure_change, new_rate_state, raise_for_status, rate_step)
 from .phi import phi_depths, phi_structure
-from .product_entry import entry_weight_py
+from .product_entry import apply_arc_py, entry_weight_py
 from .shortest import DEFAULT_MAX_SWEEPS, DEFAULT_TOL, SolveInfo
 
 __all__ = ["TagProduct", "tag_product", "product_forward", "product_backward", "product_total",
@@ -87,6 +87,7 @@ _NO_TRANS = np.zeros((0, 0))
 # ------------------------------------------------------------------ kernels
 
 _entry_weight = nb.njit(cache=True, inline="always")(entry_weight_py)
+_apply_arc = nb.njit(cache=True)(apply_arc_py)
 
 
 @nb.njit(cache=True)
@@ -142,35 +143,7 @@ def _apply_arcs(Y, X, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0,
     elif sep:
         XT[:] = 0.0                         # sums by output column, times H^T at the end
     for e in range(src.shape[0]):
-        s = src[e]
-        d = dst[e]
-        k = scale[e]
-        b = block[e]
-        r0 = blk_row0[b]
-        if sep:
-            for j in range(blk_ptr[b], blk_ptr[b + 1]):
-                c = blk_col[j]
-                if transpose:
-                    XT[s, c] += k * blk_w[r0 + j, 0] * X[d, c]
-                else:
-                    Y[d, c] += k * blk_w[r0 + j, 0] * XT[s, c]
-        elif not transpose:
-            for tp in range(m):
-                x = X[s, tp] * k
-                if x == 0.0:
-                    continue
-                for j in range(blk_ptr[b], blk_ptr[b + 1]):
-                    c = blk_col[j]
-                    Y[d, c] += x * _entry_weight(blk_w, r0 + j, tp, trans, c)
-        else:
-            for tp in range(m):
-                acc = 0.0
-                for j in range(blk_ptr[b], blk_ptr[b + 1]):
-                    c = blk_col[j]
-                    w = _entry_weight(blk_w, r0 + j, tp, trans, c)
-                    if w != 0.0:
-                        acc += w * X[d, c]
-                Y[s, tp] += k * acc
+        _apply_arc(e, Y, X, XT, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, trans, transpose)
     if sep and transpose:
         for q in range(X.shape[0]):
             for c in range(m):

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..chain_arith import chain_cost_py, chain_fb_py, chain_forward_py, retarget
+from ..chain_arith import chain_cost_py, chain_fb_py, chain_forward_py
+from ..flow_arith import retarget
 from .solve import launch
 
 __all__ = ["chain_fb", "chain_fb_device"]

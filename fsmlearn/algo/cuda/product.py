@@ -14,8 +14,10 @@ floor as :func:`fsmlearn.algo.convergence.measure_change`), and so are the
 errors.
 
 The weight of an entry (its block weight for the previous tag, times the
-transition factor) is one plain function, :func:`fsmlearn.algo.product_entry.entry_weight_py`,
-compiled for both targets.
+transition factor) and a block arc's share of a sweep are plain functions,
+:func:`fsmlearn.algo.product_entry.entry_weight_py` and
+:func:`~fsmlearn.algo.product_entry.apply_arc_py`, compiled for both targets
+(the arc's sums atomic on the device).
 
 Public names: relax_block_system_cuda.
 """
@@ -28,13 +30,22 @@ import numpy as np
 from numba import cuda
 
 from ..convergence import _JITTER, _UNBOUNDED, STATUS_DIVERGED, STATUS_NOT_CONVERGED, WHY_NONFINITE, new_rate_state
-from ..product_entry import entry_weight_py
+from ..flow_arith import retarget
+from ..product_entry import apply_arc_py, entry_weight_py
 from . import kernels as K
 from .solve import forest_levels, forest_pass_rows, launch, plain_sweep_decision
 
 __all__ = ["relax_block_system_cuda"]
 
 _entry_weight = cuda.jit(device=True)(entry_weight_py)
+
+
+@cuda.jit(device=True)
+def _atomic2(a, i, j, v):
+    cuda.atomic.add(a, (i, j), v)
+
+
+_apply_arc = cuda.jit(device=True)(retarget(apply_arc_py, _entry_weight=_entry_weight, _add2=_atomic2))
 
 
 @cuda.jit
@@ -69,45 +80,11 @@ def _untimes_trans_rows(Y, XT, trans):
 
 @cuda.jit
 def _apply_arcs(Y, X, XT, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, trans, transpose):
-    """One thread per block arc e: forward, Y[dst, c] += k sum_t' X[src, t'] w_j(t') H[t', c]
-    (separable blocks: k w_j XT[src, c], XT = X @ H); transposed, Y[src, t'] += k sum_j w_j(t')
-    H[t', c_j] X[dst, c_j] (separable: XT[src, c] += k w_j X[dst, c], times H^T after)."""
+    """One thread per block arc e: :func:`fsmlearn.algo.product_entry.apply_arc_py`, its sums
+    added atomically."""
     e = cuda.grid(1)
-    if e >= src.shape[0]:
-        return
-    m = X.shape[1]
-    sep = blk_w.shape[1] == 1
-    s = src[e]
-    d = dst[e]
-    k = scale[e]
-    b = block[e]
-    r0 = blk_row0[b]
-    if sep:
-        for j in range(blk_ptr[b], blk_ptr[b + 1]):
-            c = blk_col[j]
-            w = k * blk_w[r0 + j, 0]
-            if transpose:
-                cuda.atomic.add(XT, (s, c), w * X[d, c])
-            else:
-                cuda.atomic.add(Y, (d, c), w * XT[s, c])
-    elif not transpose:
-        for tp in range(m):
-            x = X[s, tp] * k
-            if x == 0.0:
-                continue
-            for j in range(blk_ptr[b], blk_ptr[b + 1]):
-                c = blk_col[j]
-                cuda.atomic.add(Y, (d, c), x * _entry_weight(blk_w, r0 + j, tp, trans, c))
-    else:
-        for tp in range(m):
-            acc = 0.0
-            for j in range(blk_ptr[b], blk_ptr[b + 1]):
-                c = blk_col[j]
-                w = _entry_weight(blk_w, r0 + j, tp, trans, c)
-                if w != 0.0:
-                    acc += w * X[d, c]
-            if acc != 0.0:
-                cuda.atomic.add(Y, (s, tp), k * acc)
+    if e < src.shape[0]:
+        _apply_arc(e, Y, X, XT, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, trans, transpose)
 
 
 @cuda.jit
