@@ -74,7 +74,7 @@ from .cuda import check_device
 from .convergence import (RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED,
                           STATUS_OK, extrapolate, measure_change, new_rate_state, raise_for_status, rate_step)
 from .phi import phi_depths, phi_structure
-from .product_entry import apply_arc_py, entry_weight_py
+from .product_entry import apply_arc_py, entry_weight_py, row_times_py
 from .shortest import DEFAULT_MAX_SWEEPS, DEFAULT_TOL, SolveInfo
 
 __all__ = ["TagProduct", "tag_product", "product_forward", "product_backward", "product_total",
@@ -88,6 +88,7 @@ _NO_TRANS = np.zeros((0, 0))
 
 _entry_weight = nb.njit(cache=True, inline="always")(entry_weight_py)
 _apply_arc = nb.njit(cache=True)(apply_arc_py)
+_row_times = nb.njit(cache=True)(row_times_py)
 
 
 @nb.njit(cache=True)
@@ -111,22 +112,8 @@ def phi_pass_rows(X, order, parent, weight, transpose):
 @nb.njit(cache=True)
 def _times_trans(X, trans, out):
     """out = X @ trans (trans [m, m]; an empty trans stands for all ones)."""
-    n, m = X.shape
-    for q in range(n):
-        if trans.shape[0] == 0:
-            s = 0.0
-            for tp in range(m):
-                s += X[q, tp]
-            for t in range(m):
-                out[q, t] = s
-        else:
-            for t in range(m):
-                out[q, t] = 0.0
-            for tp in range(m):
-                x = X[q, tp]
-                if x != 0.0:
-                    for t in range(m):
-                        out[q, t] += x * trans[tp, t]
+    for q in range(X.shape[0]):
+        _row_times(X, q, trans, out, False, False)
 
 
 @nb.njit(cache=True)
@@ -135,9 +122,7 @@ def _apply_arcs(Y, X, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0,
     weighs ``blk_w[blk_row0[b] + j, t']`` (column 0 for every t' when blk_w has one
     column) times ``trans[t', blk_col[j]]`` (1 when trans is empty).  ``XT`` is scratch
     [n, m]."""
-    m = X.shape[1]
     sep = blk_w.shape[1] == 1
-    has_t = trans.shape[0] > 0
     if sep and not transpose:
         _times_trans(X, trans, XT)          # the rows times H once per state
     elif sep:
@@ -146,12 +131,7 @@ def _apply_arcs(Y, X, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0,
         _apply_arc(e, Y, X, XT, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, trans, transpose)
     if sep and transpose:
         for q in range(X.shape[0]):
-            for c in range(m):
-                x = XT[q, c]
-                if x == 0.0:
-                    continue
-                for tp in range(m):
-                    Y[q, tp] += x * (trans[tp, c] if has_t else 1.0)
+            _row_times(XT, q, trans, Y, True, True)          # Y[q, t'] += sum_c XT[q, c] H[t', c]
 
 
 @nb.njit(cache=True)

@@ -6,7 +6,7 @@ so a fix lands on both devices.  :func:`apply_arc_py` adds into rows that other
 arcs' threads add into too, through ``_add2``: a plain ``+=`` on the CPU, an
 atomic add on the device (:func:`~fsmlearn.algo.flow_arith.retarget`).
 
-Public names: entry_weight_py, apply_arc_py.
+Public names: entry_weight_py, apply_arc_py, row_times_py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numba as nb
 
 from .flow_arith import add2_py
 
-__all__ = ["entry_weight_py", "apply_arc_py"]
+__all__ = ["entry_weight_py", "apply_arc_py", "row_times_py"]
 
 
 def entry_weight_py(blk_w, row, tp, trans, c):
@@ -70,3 +70,21 @@ def apply_arc_py(e, Y, X, XT, src, dst, scale, block, blk_ptr, blk_col, blk_w, b
                     acc += w * X[d, c]
             if acc != 0.0:
                 _add2(Y, s, tp, k * acc)
+
+
+def row_times_py(X, q, M, out, transpose, add):
+    """Row q times a matrix: ``out[q, t] (+)= sum_u X[q, u] M[u, t]`` (``M[t, u]`` when
+    ``transpose``; an empty M stands for all ones), into ``out`` or, with ``add``, added to
+    it.  Zero entries of X are skipped, so an infinite M entry (a log of zero) they would
+    meet gives no NaN."""
+    ones = M.shape[0] == 0
+    for t in range(out.shape[1]):
+        acc = 0.0
+        for u in range(X.shape[1]):
+            x = X[q, u]
+            if x != 0.0:
+                acc += x * (1.0 if ones else (M[t, u] if transpose else M[u, t]))
+        if add:
+            out[q, t] += acc
+        else:
+            out[q, t] = acc

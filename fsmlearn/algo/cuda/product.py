@@ -31,7 +31,7 @@ from numba import cuda
 
 from ..convergence import _JITTER, _UNBOUNDED, STATUS_DIVERGED, STATUS_NOT_CONVERGED, WHY_NONFINITE, new_rate_state
 from ..flow_arith import retarget
-from ..product_entry import apply_arc_py, entry_weight_py
+from ..product_entry import apply_arc_py, entry_weight_py, row_times_py
 from . import kernels as K
 from .solve import forest_levels, forest_pass_rows, launch, plain_sweep_decision
 
@@ -46,36 +46,25 @@ def _atomic2(a, i, j, v):
 
 
 _apply_arc = cuda.jit(device=True)(retarget(apply_arc_py, _entry_weight=_entry_weight, _add2=_atomic2))
+#: a row times a matrix, the CPU's function (also the tied product's, :mod:`fsmlearn.algo.cuda.tied`)
+row_times = cuda.jit(device=True)(row_times_py)
+_row_times = row_times
 
 
 @cuda.jit
 def _times_trans_rows(X, trans, out):
-    """out[q] = X[q] @ trans (an empty trans stands for all ones)."""
+    """out[q] = X[q] @ trans (an empty trans stands for all ones): one thread per row."""
     q = cuda.grid(1)
-    if q >= X.shape[0]:
-        return
-    m = X.shape[1]
-    for t in range(m):
-        out[q, t] = 0.0
-    for tp in range(m):
-        x = X[q, tp]
-        if x != 0.0:
-            for t in range(m):
-                out[q, t] += x * (trans[tp, t] if trans.shape[0] > 0 else 1.0)
+    if q < X.shape[0]:
+        _row_times(X, q, trans, out, False, False)
 
 
 @cuda.jit
 def _untimes_trans_rows(Y, XT, trans):
-    """Y[q, t'] += sum_c XT[q, c] trans[t', c] (an empty trans: all ones)."""
+    """Y[q, t'] += sum_c XT[q, c] trans[t', c] (an empty trans: all ones): one thread per row."""
     q = cuda.grid(1)
-    if q >= Y.shape[0]:
-        return
-    m = Y.shape[1]
-    for c in range(m):
-        x = XT[q, c]
-        if x != 0.0:
-            for tp in range(m):
-                Y[q, tp] += x * (trans[tp, c] if trans.shape[0] > 0 else 1.0)
+    if q < Y.shape[0]:
+        _row_times(XT, q, trans, Y, True, True)
 
 
 @cuda.jit

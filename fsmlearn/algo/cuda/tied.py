@@ -40,6 +40,7 @@ from . import kernels as K
 from .solve import forest_levels, forest_pass_rows, launch, reduce_sum
 from ..tied.objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log
 from ..flow_arith import retarget
+from .product import row_times as _row_times_dev
 from ..tied.arith import arc_emit_entropy_py, block_scores_py, block_softmax_py
 from ..tied.kernels import _arc_mass
 
@@ -136,33 +137,19 @@ def _sum_parts(part, out):
 
 @cuda.jit
 def _row_times(X, L, out):
-    """out[h, t] = sum_u X[h, u] L[u, t] (transposed=False) for every state h (one thread per state)."""
+    """out[h, t] = sum_u X[h, u] L[u, t] for every state h (one thread per state;
+    :func:`fsmlearn.algo.product_entry.row_times_py`)."""
     h = cuda.grid(1)
-    if h >= X.shape[0]:
-        return
-    for t in range(L.shape[1]):
-        acc = 0.0
-        for u in range(X.shape[1]):
-            x = X[h, u]
-            if x != 0.0:
-                acc += x * L[u, t]
-        out[h, t] = acc
+    if h < X.shape[0]:
+        _row_times_dev(X, h, L, out, False, False)
 
 
 @cuda.jit
 def _out_scores(G, logT, S):
-    """S[h, t'] = sum_t G[h, t] logT[t', t] (one thread per state)."""
+    """S[h, t'] = sum_t G[h, t] logT[t', t] (one thread per state; the same function, transposed)."""
     h = cuda.grid(1)
-    if h >= G.shape[0]:
-        return
-    T1 = G.shape[1]
-    for tp in range(T1):
-        acc = 0.0
-        for t in range(T1):
-            g = G[h, t]
-            if g != 0.0:
-                acc += g * logT[tp, t]
-        S[h, tp] = acc
+    if h < G.shape[0]:
+        _row_times_dev(G, h, logT, S, True, False)
 
 
 @cuda.jit
