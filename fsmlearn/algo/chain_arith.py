@@ -181,5 +181,5 @@ def chain_fb_py(s, ptr, pos_row, row_ptr, row_label, row_p, Tp, t_shift, row_shi
 
 
 #: what :func:`chain_fb_py` calls as ``_forward`` and ``_cost`` on the CPU (the device binds its own)
-_forward = nb.njit(chain_forward_py)
-_cost = nb.njit(chain_cost_py)
+_forward = nb.njit(cache=True)(chain_forward_py)
+_cost = nb.njit(cache=True)(chain_cost_py)

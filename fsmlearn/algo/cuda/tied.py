@@ -39,9 +39,8 @@ from . import check_device
 from . import kernels as K
 from .solve import forest_levels, forest_pass_rows, launch, reduce_sum
 from ..tied.objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log
-from ..flow_arith import retarget
 from .product import row_times as _row_times_dev
-from ..tied.arith import arc_emit_entropy_py, block_scores_py, block_softmax_py
+from ..tied.arith import block_scores_py, block_softmax_py
 from ..tied.kernels import _arc_mass
 
 __all__ = ["CudaCq", "cuda_cq", "expected_stats_cuda", "phi_gradient_cuda", "d_bound_d_phi_cuda",
@@ -94,11 +93,22 @@ def _state_tag_mass(G, ev_ptr, ea, ek, blk_start, blk_tag, phi, gfin, T):
 
 @cuda.jit
 def _emit_entropy(emit, ent, A, blk_start, blk_tag, phi, arc_word):
-    """One thread per arc: :func:`~fsmlearn.algo.tied.arith.arc_emit_entropy_py` (emit [T, V1]
-    added to atomically; ent[a] the arc's entropy share)."""
+    """emit[tag, w] += A[a] phi[j] (atomic) and ent[a] = A[a] H(phi[a, .]) (one thread per arc)."""
     a = cuda.grid(1)
-    if a < A.shape[0]:
-        ent[a] = _arc_emit_entropy(a, A, blk_start, blk_tag, phi, arc_word, emit)
+    if a >= A.shape[0]:
+        return
+    m = A[a]
+    ent[a] = 0.0
+    if m == 0.0:
+        return
+    w = arc_word[a]
+    h = 0.0
+    for j in range(blk_start[a], blk_start[a + 1]):
+        q = phi[j]
+        if q > 0.0:
+            cuda.atomic.add(emit, (blk_tag[j], w), m * q)
+            h -= q * math.log(q)
+    ent[a] = m * h
 
 
 @cuda.jit
@@ -165,14 +175,6 @@ def _block_scores(B, alpha, M, U, logE, es, ed, ek, blk_start, blk_tag, arc_word
 
 
 _block_softmax = cuda.jit(device=True)(block_softmax_py)
-
-
-@cuda.jit(device=True)
-def _atomic2(a, i, j, v):
-    cuda.atomic.add(a, (i, j), v)
-
-
-_arc_emit_entropy = cuda.jit(device=True)(retarget(arc_emit_entropy_py, _add2=_atomic2))
 _block_scores_arc = cuda.jit(device=True)(block_scores_py)
 
 

@@ -2,41 +2,16 @@
 
 Plain Python functions that :mod:`fsmlearn.algo.tied.kernels` compiles with numba's
 ``njit`` and :mod:`fsmlearn.algo.cuda.tied` with ``cuda.jit(device=True)``, so a fix
-lands on both devices.  :func:`arc_emit_entropy_py` adds into a table other arcs add
-into, through ``_add2``: a plain ``+=`` on the CPU, an atomic add on the device
-(:func:`~fsmlearn.algo.flow_arith.retarget`).
+lands on both devices.
 
-Public names: block_softmax_py, block_scores_py, arc_emit_entropy_py.
+Public names: block_softmax_py, block_scores_py.
 """
 
 from __future__ import annotations
 
 import math
 
-import numba as nb
-
-from ..flow_arith import add2_py
-
-__all__ = ["block_softmax_py", "block_scores_py", "arc_emit_entropy_py"]
-
-_add2 = nb.njit(inline="always")(add2_py)
-
-
-def arc_emit_entropy_py(a, A, blk_start, blk_tag, phi, arc_word, emit):
-    """Arc a's share of the expected emissions and of the blocks' entropy: adds
-    ``A[a] phi[j]`` to ``emit[tag_j, word of a]`` for each entry j of a's block and returns
-    ``A[a] H(phi[a, .])`` (A[a], the arc's expected uses: every event of arc a uses its block)."""
-    m = A[a]
-    if m == 0.0:
-        return 0.0
-    w = arc_word[a]
-    h = 0.0
-    for j in range(blk_start[a], blk_start[a + 1]):
-        q = phi[j]
-        if q > 0.0:
-            _add2(emit, blk_tag[j], w, m * q)
-            h -= q * math.log(q)
-    return m * h
+__all__ = ["block_softmax_py", "block_scores_py"]
 
 
 def block_softmax_py(out, A_a, B, lo, hi, min_mass):

@@ -29,7 +29,7 @@ import numba as nb
 import numpy as np
 
 from ..product import phi_pass_rows
-from .arith import arc_emit_entropy_py, block_scores_py, block_softmax_py
+from .arith import block_scores_py, block_softmax_py
 
 
 def balanced_cuts(weights_cum: np.ndarray, parts: int) -> np.ndarray:
@@ -180,20 +180,29 @@ def state_tag_mass(cs, px: ParIndex, phi, ek=None):
 
 @nb.njit(parallel=True, cache=True)
 def _emit_entropy(T, V1, A, blk_start, blk_tag, phi, arc_word, bounds):
-    """(emit [T, V1], entropy): :func:`~fsmlearn.algo.tied.arith.arc_emit_entropy_py` over the
-    arcs, each part of ``bounds`` into a table of its own, summed after."""
+    # every event of arc a uses a's block: its emissions and entropy weigh phi by A[a] = sum_e k_e alpha[src_e]
     P = bounds.shape[0] - 1
-    part = np.zeros((P, T, V1))
+    part = np.zeros((P, V1, T))
     ents = np.zeros(P)
     for p in nb.prange(P):
         ent = 0.0
         for a in range(bounds[p], bounds[p + 1]):
-            ent += _arc_emit_entropy(a, A, blk_start, blk_tag, phi, arc_word, part[p])
+            m = A[a]
+            if m == 0.0:
+                continue
+            w = arc_word[a]
+            h = 0.0
+            for j in range(blk_start[a], blk_start[a + 1]):
+                q = phi[j]
+                if q > 0.0:
+                    part[p, w, blk_tag[j]] += m * q
+                    h -= q * math.log(q)
+            ent += m * h
         ents[p] = ent
     emit = part[0].copy()
     for p in range(1, P):
         emit += part[p]
-    return emit, ents.sum()
+    return emit.T.copy(), ents.sum()
 
 
 def emit_entropy(cs, px: ParIndex, phi, V1, arc_mass=None):
@@ -229,7 +238,6 @@ def block_scores(cs, px: ParIndex, M, U, logE_wt, ek=None, arc_mass=None):
 
 _block_softmax = nb.njit(cache=True, inline="always")(block_softmax_py)
 _block_scores_arc = nb.njit(cache=True, inline="always")(block_scores_py)
-_arc_emit_entropy = nb.njit(cache=True)(arc_emit_entropy_py)
 
 
 @nb.njit(parallel=True, cache=True)
