@@ -157,7 +157,9 @@ def time_one_sweep(m: Machine, reverse: bool, runs=9) -> float:
     yold = np.empty_like(y)
     b = np.full(n, 1e-7)
     st = np.empty(5)
-    return _median_time(lambda: sweep(y, yold, b, Wp, ih, it, a0, a1, st), runs)
+    hasrow = np.zeros(n, np.bool_)
+    hasrow[ih[a0:a1]] = True
+    return _median_time(lambda: sweep(y, yold, b, Wp, ih, it, a0, a1, hasrow, st), runs)
 
 
 @nb.njit(cache=True)

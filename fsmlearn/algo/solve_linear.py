@@ -232,61 +232,65 @@ def plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st):
         finish_row(prev, acc, accr, yold, st)
 
 
-@nb.njit(inline="always")
-def fold_row1(acc, yo, row, dn, sd, ymax, ymin, bad):
-    """finish_row for one-column rows, on statistics kept in registers."""
-    m = abs(acc)
-    d = abs(acc - yo)
-    sd += d
-    if m > 0.0:
-        ymax = max(ymax, m)
-        ymin = min(ymin, m)
-        if d > dn * m:
-            dn = d / m
-    elif d > 0.0:
-        dn = max(dn, 1.0)
-    if not (m < np.inf) or d != d:
-        bad = row
-    return dn, sd, ymax, ymin, bad
-
-
 @nb.njit(cache=True)
-def plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, st):
+def plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, hasrow, st):
     """plain_sweep for one-column rows (real and log): 1-D values, unsigned indices.
 
     ``y``, ``yold``, ``b``: float64 [n]; ``Wp``: float64 [a1 - a0];
-    ``ih``, ``it``: uint32 views of the head and tail arrays.  The same
-    sweep and the same ``st`` as :func:`plain_sweep`, without the
-    per-access negative-index checks of signed indices (about half of
-    the instructions of the loop) and with the statistics in registers.
+    ``ih``, ``it``: uint32 views of the head and tail arrays; ``hasrow``:
+    bool [n], the rows with arcs in a0:a1.  The same sweep and the same
+    ``st`` as :func:`plain_sweep`, in three flat loops:
+
+    1. ``yold = y`` (the component's values before the sweep);
+    2. one loop over the arcs without a branch: each arc adds its term to
+       the running sum of its head's row, which starts again from ``b``
+       where the head changes (a select, not a jump), and the sum is stored
+       in ``y`` after every arc, so a later row reads the row's newest value
+       as Gauss-Seidel does.  Rows of varying length no longer cost a
+       mispredicted jump each (about a third of the sweep on a machine with
+       Poisson in-degrees; docs/bench-engine.md);
+    3. the statistics over the rows with arcs, from ``y`` and ``yold``.
+
+    Without the per-access negative-index checks of signed indices.
     """
+    n = y.shape[0]
+    for i in range(n):
+        yold[i] = y[i]
+    one = np.uint64(1)
+    e = np.uint64(a0)
+    end = np.uint64(a1)
+    w = np.uint64(0)
+    prev = np.uint32(0xFFFFFFFF)   # no row: local indices are below 2**32 - 1
+    acc = 0.0
+    while e < end:
+        t = ih[e]
+        base = b[t] if t != prev else acc
+        acc = base + y[it[e]] * Wp[w]
+        y[t] = acc
+        prev = t
+        e += one
+        w += one
     dn = 0.0
     sd = 0.0
     ymax = 0.0
     ymin = np.inf
     bad = -1
-    one = np.uint64(1)
-    e = np.uint64(a0)
-    end = np.uint64(a1)
-    if e < end:
-        prev = ih[e]
-        yold[prev] = y[prev]
-        acc = b[prev]
-        w = np.uint64(0)
-        while e < end:
-            t = ih[e]
-            if t != prev:
-                # finish the previous row first: a chain's next row reads it
-                y[prev] = acc
-                dn, sd, ymax, ymin, bad = fold_row1(acc, yold[prev], prev, dn, sd, ymax, ymin, bad)
-                yold[t] = y[t]
-                acc = b[t]
-                prev = t
-            acc += y[it[e]] * Wp[w]
-            e += one
-            w += one
-        y[prev] = acc
-        dn, sd, ymax, ymin, bad = fold_row1(acc, yold[prev], prev, dn, sd, ymax, ymin, bad)
+    if a1 > a0:
+        for i in range(n):
+            if not hasrow[i]:
+                continue
+            m = abs(y[i])
+            d = abs(y[i] - yold[i])
+            sd += d
+            if m > 0.0:
+                ymax = max(ymax, m)
+                ymin = min(ymin, m)
+                if d > dn * m:
+                    dn = d / m
+            elif d > 0.0:
+                dn = max(dn, 1.0)
+            if not (m < np.inf) or d != d:
+                bad = i
     st[0] = dn
     st[1] = sd
     st[2] = ymax
@@ -401,7 +405,7 @@ def rel_change_scaled(Vl, Vo):
 
 
 @nb.njit(cache=True)
-def plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats):
+def plain_phase(y, yold, b, Wp, ih, it, a0, a1, hasrow, accr, tol, max_sweeps, stats, fstats):
     """Plain Gauss-Seidel with extrapolation; returns status (3: needs new potentials).
 
     Rows without internal arcs are constants and do not count; after a
@@ -419,7 +423,7 @@ def plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fs
         itu = it.view(np.uint32)
     while stats[0] < max_sweeps:
         if KE == 1:
-            plain_sweep1(y1, yold1, b1, Wp1, ihu, itu, a0, a1, st)
+            plain_sweep1(y1, yold1, b1, Wp1, ihu, itu, a0, a1, hasrow, st)
         else:
             plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st)
         dn = st[0]
@@ -547,7 +551,7 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
             stats[0] += 1
             st = STATUS_REPOTENTIAL
         else:
-            st = plain_phase(y, yold, b, Wp, ih, it, a0, a1, accr, tol, max_sweeps, stats, fstats)
+            st = plain_phase(y, yold, b, Wp, ih, it, a0, a1, hasrow, accr, tol, max_sweeps, stats, fstats)
             for i in range(n):
                 from_plain(Vl, i, y, i, pot[i])
         if st == STATUS_DIVERGED:
@@ -645,13 +649,14 @@ def plain_sweep_kernel(R: int = 0):
     """The plain Gauss-Seidel sweep the linear solver runs over a cyclic component, for
     benchmarks that time one sweep.
 
-    For ``R = 0`` (scalar rows) it is ``plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, st)``:
+    For ``R = 0`` (scalar rows) it is ``plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, hasrow, st)``:
     y, yold, b float64 [n] (values, previous values, constants), Wp float64 [arcs] the
     arcs' plain weights, ih / it uint32 [arcs] head and tail (component-local states,
-    arcs sorted by head), a0:a1 the component's arcs, st float64 [5] out (largest
+    arcs sorted by head), a0:a1 the component's arcs, hasrow bool [n] the rows with
+    arcs there, st float64 [5] out (largest
     relative change, L1 change, largest and smallest value, first bad row or -1).
-    For R > 0 the row-valued ``plain_sweep`` (one more argument, an accumulator
-    float64 [R + 1], before ``st``).
+    For R > 0 the row-valued ``plain_sweep`` (no ``hasrow``; an accumulator float64
+    [R + 1] before ``st``).
     """
     k = solve_linear.kernels
     return k.plain_sweep1 if R == 0 else k.plain_sweep
