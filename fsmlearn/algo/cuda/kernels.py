@@ -384,26 +384,40 @@ def phi_down_level(Z, states, s0, s1, phi_t, Wphi, D, has_self):
             _times_star(Z, q, D)
 
 
-@cuda.jit
-def plain_change(X, Y, D, dn, sd, bad):
-    """Take a Jacobi step's result row by row: D[t] = Y[t] - X[t], X[t] = Y[t]; dn, sd, bad as
-    for :func:`jacobi_sweep` (bad: not finite or beyond 2**1000)."""
-    t = cuda.grid(1)
-    if t >= X.shape[0]:
-        return
+@cuda.jit(device=True)
+def row_change(X, Y, D, t):
+    """Take row t of a step's result: D[t] = Y[t] - X[t], X[t] = Y[t]; returns (largest
+    finite |value|, largest finite |change|, L1 change, 1 if a value or change is not
+    finite else 0).  The row step of :func:`plain_change` and of the CUDA product's
+    ``_row_change``."""
     mx = 0.0
     d = 0.0
     s = 0.0
+    bad = 0
     for c in range(X.shape[1]):
         dj = Y[t, c] - X[t, c]
         D[t, c] = dj
         X[t, c] = Y[t, c]
-        mx = _fmax(mx, abs(Y[t, c]))
-        d = _fmax(d, abs(dj))
+        if dj != dj or not (abs(Y[t, c]) < math.inf):
+            bad = 1
+        else:
+            mx = _fmax(mx, abs(Y[t, c]))
+            d = _fmax(d, abs(dj))
         s += abs(dj)
+    return mx, d, s, bad
+
+
+@cuda.jit
+def plain_change(X, Y, D, dn, sd, bad):
+    """Take a Jacobi step's result row by row (:func:`row_change`); dn, sd, bad as
+    for :func:`jacobi_sweep` (bad: not finite or beyond 2**1000)."""
+    t = cuda.grid(1)
+    if t >= X.shape[0]:
+        return
+    mx, d, s, nonfinite = row_change(X, Y, D, t)
     sd[t] = s
     bad[t] = 0
-    if not (mx < math.inf) or d != d or mx > _UNBOUNDED:
+    if nonfinite != 0 or mx > _UNBOUNDED:
         bad[t] = 1
     if mx > 0.0:
         dn[t] = d / mx

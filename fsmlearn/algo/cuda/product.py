@@ -78,32 +78,17 @@ def _apply_arcs(Y, X, XT, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_r
 
 @cuda.jit
 def _row_change(X, Y, D, out):
-    """Take the sweep's result row by row: D = Y - X, X = Y; out[q] = (largest |value|,
-    largest |change|, L1 change, 1 if a value is not finite)."""
+    """Take the sweep's result row by row (:func:`fsmlearn.algo.cuda.kernels.row_change`):
+    D = Y - X, X = Y; out[q] = (largest |value|, largest |change|, L1 change, 1 if a value
+    is not finite)."""
     q = cuda.grid(1)
     if q >= X.shape[0]:
         return
-    mx = 0.0
-    d = 0.0
-    s = 0.0
-    bad = 0.0
-    for c in range(X.shape[1]):
-        dj = Y[q, c] - X[q, c]
-        D[q, c] = dj
-        X[q, c] = Y[q, c]
-        if dj != dj or not (abs(Y[q, c]) < math.inf):
-            bad = 1.0
-        else:
-            a = abs(Y[q, c])
-            if a > mx:
-                mx = a
-            if abs(dj) > d:
-                d = abs(dj)
-        s += abs(dj)
+    mx, d, s, bad = K.row_change(X, Y, D, q)
     out[q, 0] = mx
     out[q, 1] = d
     out[q, 2] = s
-    out[q, 3] = bad
+    out[q, 3] = float(bad)
 
 
 def _change(rows, stats):
