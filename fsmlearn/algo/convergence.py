@@ -26,7 +26,7 @@ or :class:`~fsmlearn.errors.NotConvergedError` naming the system.
 Public names: STATUS_OK, STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_REPOTENTIAL,
 WHY_NONFINITE, WHY_RATE, WHY_STAR, WHY_POTENTIAL, WHY_NEGCYCLE, RATE_CONTINUE,
 RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, SETTLE, new_rate_state, rate_step,
-measure_change, extrapolate, raise_for_status.
+stop_status, measure_change, extrapolate, raise_for_status.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from ..errors import DivergenceError, NotConvergedError
 __all__ = ["STATUS_OK", "STATUS_DIVERGED", "STATUS_NOT_CONVERGED", "STATUS_REPOTENTIAL",
            "WHY_NONFINITE", "WHY_RATE", "WHY_STAR", "WHY_POTENTIAL", "WHY_NEGCYCLE",
            "RATE_CONTINUE", "RATE_CONVERGED", "RATE_DIVERGED", "RATE_EXTRAPOLATE", "SETTLE",
-           "new_rate_state", "rate_step", "measure_change", "extrapolate", "raise_for_status"]
+           "new_rate_state", "rate_step", "stop_status", "measure_change", "extrapolate", "raise_for_status"]
 
 # a solver's result
 STATUS_OK, STATUS_DIVERGED, STATUS_NOT_CONVERGED = 0, 1, 2
@@ -186,6 +186,18 @@ def rate_step(st, dn, sd, tol, extrapolate, guard, tail2, stats, fstats):
     if decision == RATE_DIVERGED:
         stats[4] = WHY_RATE
     return decision
+
+
+@nb.njit(cache=True)
+def stop_status(decision):
+    """The status a :func:`rate_step` decision ends a solver's sweeps with: STATUS_OK
+    (converged), STATUS_DIVERGED, or -1 to sweep on (after the solver's own Aitken step
+    where the decision is RATE_EXTRAPOLATE).  Every solver, CPU and device, stops by it."""
+    if decision == RATE_CONVERGED:
+        return STATUS_OK
+    if decision == RATE_DIVERGED:
+        return STATUS_DIVERGED
+    return -1
 
 
 @nb.njit(cache=True)

@@ -71,8 +71,8 @@ from ..errors import MachineError, NoAcceptingPathError, SemiringError
 from ..fsm.machine import EPSILON, PHI, Machine
 from ._check import require_machine
 from .cuda import check_device
-from .convergence import (RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED,
-                          STATUS_OK, extrapolate, measure_change, new_rate_state, raise_for_status, rate_step)
+from .convergence import (RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED, extrapolate,
+                          measure_change, new_rate_state, raise_for_status, rate_step, stop_status)
 from .phi import phi_depths, phi_structure
 from .product_entry import apply_arc_py, entry_weight_py, row_times_py
 from .shortest import DEFAULT_MAX_SWEEPS, DEFAULT_TOL, SolveInfo
@@ -157,10 +157,8 @@ def _relax(X, B, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, tran
         if diverged:
             return STATUS_DIVERGED
         decision = rate_step(rs, dn, sd, tol, True, True, False, stats, fstats)
-        if decision == RATE_CONVERGED:
-            return STATUS_OK
-        if decision == RATE_DIVERGED:
-            return STATUS_DIVERGED
+        if stop_status(decision) >= 0:
+            return stop_status(decision)
         if decision == RATE_EXTRAPOLATE:
             extrapolate(X, Dl, rs, stats)
     return STATUS_NOT_CONVERGED

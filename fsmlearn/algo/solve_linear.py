@@ -55,9 +55,9 @@ import numba as nb
 import numpy as np
 
 from ..semiring.ops import EXP_UNSET, P2, P2X, fma, from_plain, star_plain, times_plain, times_scaled, to_plain
-from .convergence import (FACTOR, RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED,
-                          STATUS_NOT_CONVERGED, STATUS_OK, STATUS_REPOTENTIAL, WHY_NONFINITE, WHY_POTENTIAL,
-                          WHY_STAR, new_rate_state, rate_step)
+from .convergence import (FACTOR, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK,
+                          STATUS_REPOTENTIAL, WHY_NONFINITE, WHY_POTENTIAL, WHY_STAR, new_rate_state,
+                          rate_step, stop_status)
 from .schedule import trivial_run_end
 
 __all__ = ["linear_solver", "solve_linear", "plain_sweep_kernel", "gather_rows"]
@@ -444,10 +444,8 @@ def plain_phase(y, yold, b, Wp, ih, it, a0, a1, hasrow, accr, tol, max_sweeps, s
         if ymax > _RANGE_HI or ymin < _RANGE_LO:
             return STATUS_REPOTENTIAL
         decision = rate_step(rs, dn, sd, tol, KE == 1, False, KE > 1, stats, fstats)
-        if decision == RATE_CONVERGED:
-            return STATUS_OK
-        if decision == RATE_DIVERGED:
-            return STATUS_DIVERGED
+        if stop_status(decision) >= 0:
+            return stop_status(decision)
         if decision == RATE_EXTRAPOLATE:
             c = rs[FACTOR]
             prev = -1

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .convergence import (RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED,
-                          STATUS_OK, WHY_STAR, extrapolate, measure_change, new_rate_state, rate_step)
+from .convergence import (RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK, WHY_STAR,
+                          extrapolate, measure_change, new_rate_state, rate_step, stop_status)
 
 __all__ = ["phi_solver", "solve_phi", "phi_step", "phi_pass_down", "gamma_from_alpha"]
 
@@ -212,11 +212,8 @@ def solve_phi(X, B, row_ptr, col, W, self_arc, order, phi_t, Wphi, forward, tol,
             if sd0 > 0.0:
                 sd = sd0
         decision = rate_step(rs, dn, sd, tol, KE == 1, True, KE > 1, stats, fstats)
-        if decision == RATE_CONVERGED:
-            status = STATUS_OK
-            break
-        if decision == RATE_DIVERGED:
-            status = STATUS_DIVERGED
+        if stop_status(decision) >= 0:
+            status = stop_status(decision)
             break
         if decision == RATE_EXTRAPOLATE:
             extrapolate(X, Dl, rs, stats)

@@ -47,8 +47,8 @@ import numpy as np
 from numba import cuda
 
 from ...semiring.ops import P2
-from ..convergence import (RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED,
-                           STATUS_OK, WHY_NONFINITE, WHY_STAR, new_rate_state, raise_for_status, rate_step)
+from ..convergence import (RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK, WHY_NONFINITE,
+                           WHY_STAR, new_rate_state, raise_for_status, rate_step, stop_status)
 from ..phi import phi_depths
 from . import kernels as K
 
@@ -259,10 +259,7 @@ def _jacobi(dg, W_d, B, X0, R, tol, max_sweeps, stats, fstats):
         nz = np.any(B[:, :KE] != 0.0, axis=1) | np.any(X0[:, :KE] != 0.0, axis=1)
         kref = float(np.max(np.maximum(B[nz, KE], X0[nz, KE]))) if nz.any() else 0.0
     Y = cuda.device_array_like(B)
-    dn = cuda.device_array(n)
-    sd = cuda.device_array(n)
-    bad = cuda.device_array(n, np.int64)
-    part = cuda.device_array(((n + K.CHUNK - 1) // K.CHUNK, 3))
+    dn, sd, bad, part = _change_buffers(n)
     rs = new_rate_state(0.0)
     status = STATUS_NOT_CONVERGED
     while stats[0] < max_sweeps:
@@ -281,11 +278,8 @@ def _jacobi(dg, W_d, B, X0, R, tol, max_sweeps, stats, fstats):
             _launch(K.extrapolate_scaled, n, Y, X, float(rs[_FACTOR]), P2d)
             stats[1] += 1
         X, Y = Y, X
-        if decision == RATE_CONVERGED:
-            status = STATUS_OK
-            break
-        if decision == RATE_DIVERGED:
-            status = STATUS_DIVERGED
+        if stop_status(decision) >= 0:
+            status = stop_status(decision)
             break
     return status, X
 
@@ -435,10 +429,7 @@ def solve_phi_system(m, phi_t, row_ptr, col, Wp, self_arc, Wphi, B, X0, forward,
     Y = cuda.device_array_like(X)
     Z = cuda.device_array_like(X) if forward else None
     D = cuda.device_array_like(X)
-    dn = cuda.device_array(n)
-    sd = cuda.device_array(n)
-    bad = cuda.device_array(n, np.int64)
-    part = cuda.device_array(((n + K.CHUNK - 1) // K.CHUNK, 3))
+    dn, sd, bad, part = _change_buffers(n)
     rs = new_rate_state(0.0)
     status = STATUS_NOT_CONVERGED
     while stats[0] < max_sweeps:
@@ -467,15 +458,20 @@ def solve_phi_system(m, phi_t, row_ptr, col, Wp, self_arc, Wphi, B, X0, forward,
     return status, X.copy_to_host()
 
 
+def _change_buffers(n):
+    """Device arrays a sweep's change is measured in: per row (largest relative change, L1
+    change, bad flag) and :func:`_reduce`'s partial sums."""
+    return (cuda.device_array(n), cuda.device_array(n), cuda.device_array(n, np.int64),
+            cuda.device_array(((n + K.CHUNK - 1) // K.CHUNK, 3)))
+
+
 def plain_sweep_decision(rs, d, s, tol, extrapolate, tail2, X, D, stats, fstats):
     """The engine's stopping rule after a sweep on plain device rows: STATUS_OK or
     STATUS_DIVERGED to stop, None to go on (Aitken's step on the device, ``X += factor D``,
     when :func:`fsmlearn.algo.convergence.rate_step` asks for it)."""
     decision = rate_step(rs, d, s, tol, extrapolate, True, tail2, stats, fstats)
-    if decision == RATE_CONVERGED:
-        return STATUS_OK
-    if decision == RATE_DIVERGED:
-        return STATUS_DIVERGED
+    if stop_status(decision) >= 0:
+        return stop_status(decision)
     if decision == RATE_EXTRAPOLATE:
         _launch(K.extrapolate_plain, X.shape[0], X, D, float(rs[_FACTOR]))
         stats[1] += 1
