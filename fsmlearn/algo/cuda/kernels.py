@@ -410,7 +410,8 @@ def row_change(X, Y, D, t):
 @cuda.jit
 def plain_change(X, Y, D, dn, sd, bad):
     """Take a Jacobi step's result row by row (:func:`row_change`); dn, sd, bad as
-    for :func:`jacobi_sweep` (bad: not finite or beyond 2**1000)."""
+    for :func:`jacobi_sweep` (bad: not finite or beyond 2**1000; dn NaN where a value is
+    not finite)."""
     t = cuda.grid(1)
     if t >= X.shape[0]:
         return
@@ -419,7 +420,9 @@ def plain_change(X, Y, D, dn, sd, bad):
     bad[t] = 0
     if nonfinite != 0 or mx > _UNBOUNDED:
         bad[t] = 1
-    if mx > 0.0:
+    if nonfinite != 0:
+        dn[t] = math.nan
+    elif mx > 0.0:
         dn[t] = d / mx
     elif d > 0.0:
         dn[t] = 1.0
