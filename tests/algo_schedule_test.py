@@ -6,7 +6,9 @@ import pytest
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse import csr_matrix
 
-from fsmlearn.algo.schedule import _radix_sort3, _sort3, _tarjan, build_schedule
+from fsmlearn.algo import schedule as schedule_mod
+from fsmlearn.algo.schedule import (_build, _radix_sort3, _reached_from, _reaching, _sort3, _tarjan,
+                                    build_schedule, strong_components)
 from fsmlearn.algo.solve_linear import plain_sweep_kernel
 
 
@@ -39,17 +41,124 @@ def _random_graph(rng, n, E):
     return start, src, dst
 
 
+def _giant_graph(rng, n):
+    """A random graph whose first ~90% of states form one strongly connected
+    component (a ring through them, plus random arcs among them), the rest
+    sources into it, sinks out of it, small cycles hanging off it and
+    self-loops, numbered in a random order."""
+    core = max(2, int(n * 0.9))
+    src = [np.arange(core), rng.integers(0, core, 3 * core)]
+    dst = [np.roll(np.arange(core), -1), rng.integers(0, core, 3 * core)]
+    for s in range(core, n):
+        kind = rng.integers(0, 3)
+        if kind == 0:                  # a source pointing into the core or to an earlier extra state
+            src.append([s]), dst.append([rng.integers(0, s)])
+        elif kind == 1:                # a sink reached from the core
+            src.append([rng.integers(0, core)]), dst.append([s])
+        else:                          # a two-cycle with an earlier extra state, reached from the core
+            o = rng.integers(core, s) if s > core else rng.integers(0, core)
+            src.append([s, o, rng.integers(0, core)]), dst.append([o, s, s])
+    src, dst = np.concatenate(src), np.concatenate(dst)
+    loops = rng.integers(0, n, n // 10)
+    src, dst = np.concatenate([src, loops]), np.concatenate([dst, loops])
+    perm = rng.permutation(n)
+    src, dst = perm[src], perm[dst]
+    order = np.argsort(src, kind="stable")
+    src, dst = src[order].astype(np.int32), dst[order].astype(np.int32)
+    return np.searchsorted(src, np.arange(n + 1)).astype(np.int64), src, dst
+
+
+def _check_components(n, start, src, dst, comp, ncomp):
+    """scipy's strong components, numbered in a topological order of the flow
+    with sinks first (every arc between components goes to a lower number)."""
+    _, lab = connected_components(csr_matrix((np.ones(src.size), (src, dst)), shape=(n, n)),
+                                  connection="strong")
+    assert np.array_equal(lab[:, None] == lab[None, :], comp[:, None] == comp[None, :])
+    assert ncomp == len(np.unique(comp)) and comp.min() == 0 and comp.max() == ncomp - 1
+    cross = comp[src] != comp[dst]
+    assert np.all(comp[src][cross] > comp[dst][cross])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_strong_components_by_the_giant_component(seed, monkeypatch):
+    """The forward-backward path (one large component contracted, Tarjan on the rest)
+    gives scipy's components, numbered in a topological order, as Tarjan does."""
+    monkeypatch.setattr(schedule_mod, "_GIANT_MIN_STATES", 1)
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 400))
+    start, src, dst = _giant_graph(rng, n)
+    comp, ncomp = strong_components(n, start, dst)
+    _check_components(n, start, src, dst, comp, ncomp)
+    assert np.bincount(comp).max() >= 0.9 * n - 1       # the core is one component
+    _check_components(n, start, src, dst, *_tarjan(n, start, dst))
+
+
+def test_reachability_sweeps_against_breadth_first_search():
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        n = int(rng.integers(2, 200))
+        start, src, dst = _random_graph(rng, n, int(rng.integers(0, 3 * n)))
+        pivot = int(rng.integers(0, n))
+        A = csr_matrix((np.ones(src.size), (src, dst)), shape=(n, n))
+        from scipy.sparse.csgraph import breadth_first_order
+        fw = np.zeros(n, bool)
+        fw[breadth_first_order(A, pivot, return_predecessors=False)] = True
+        bw = np.zeros(n, bool)
+        bw[breadth_first_order(A.T.tocsr(), pivot, return_predecessors=False)] = True
+        for f, want in ((_reached_from, fw), (_reaching, bw)):
+            bits, decided = f(n, start, dst, pivot, 10**6)
+            got = np.unpackbits(bits.view(np.uint8), bitorder="little")[:n].astype(bool)
+            assert decided and np.array_equal(got, want)
+
+
+def test_reachability_sweeps_give_up_on_a_zigzag_path(monkeypatch):
+    """A ring visiting 0, n-1, 1, n-2, ... advances about two states per sweep in
+    either order: the sweeps stop undecided and Tarjan decides."""
+    n = 64
+    order = np.array([v for k in range(n // 2) for v in (k, n - 1 - k)], np.int32)
+    src, dst = order, np.roll(order, -1)
+    o = np.argsort(src, kind="stable")
+    src, dst = src[o], dst[o]
+    start = np.searchsorted(src, np.arange(n + 1)).astype(np.int64)
+    assert not _reached_from(n, start, dst, 0, 8)[1]
+    assert not _reaching(n, start, dst, 0, 8)[1]
+    monkeypatch.setattr(schedule_mod, "_GIANT_MIN_STATES", 1)
+    comp, ncomp = strong_components(n, start, dst)
+    assert ncomp == 1 and np.all(comp == 0)
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("backward", [False, True])
-def test_schedule_against_a_plain_classification(seed, backward):
+def test_giant_classification_is_the_plain_one(seed, backward):
+    """Arcs inside the largest component classified from its bitmap give the same
+    schedule arrays as the per-state table."""
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(20, 700))
+    start, src, dst = _giant_graph(rng, n)
+    comp, ncomp = _tarjan(n, start, dst)
+    fast = _build(src, dst, comp, ncomp, backward)
+    plain = _build(src, dst, comp, ncomp, backward, giant=False)
+    for x, y in zip(fast, plain):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("shape", ["random", "giant"])
+def test_schedule_against_a_plain_classification(seed, backward, shape, monkeypatch):
+    monkeypatch.setattr(schedule_mod, "_GIANT_MIN_STATES", 1)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(5, 300))
-    E = int(rng.integers(0, 3 * n))
-    start, src, dst = _random_graph(rng, n, E)
+    if shape == "giant":
+        start, src, dst = _giant_graph(rng, n)
+        E = src.size
+    else:
+        E = int(rng.integers(0, 3 * n))
+        start, src, dst = _random_graph(rng, n, E)
     s = build_schedule(n, start, src, dst, backward)
     if s.forward_ordered:
         return
-    comp, _ = _tarjan(n, start, dst)
+    comp, _ = strong_components(n, start, dst)
     # Tarjan's components are scipy's strong components
     _, lab = connected_components(csr_matrix((np.ones(E), (src, dst)), shape=(n, n)), connection="strong")
     assert np.array_equal(lab[:, None] == lab[None, :], comp[:, None] == comp[None, :])

@@ -87,6 +87,10 @@ def warm_engine(tmp: Path) -> None:
             machines.append(_random_machine(rng, 12, 30, cyclic=cyclic, mass=0.8, semiring=sr))
     machines.append(_random_machine(rng, 300, 2000, cyclic=True, mass=0.9))      # one big component
     machines.append(_random_machine(rng, 1, 2, cyclic=True, mass=0.5))           # self-loops only
+    # past the size where the schedule finds a large component by reachability sweeps
+    big = _random_machine(np.random.default_rng(1), 5000, 30000, cyclic=True, mass=0.9)
+    for reverse in (False, True):
+        shortest_distance(big, "log", reverse=reverse)
     # normalised backoff machines whose backoff weights stay below 1 and which also converge
     # with failure arcs read as epsilons (the warm step runs that too): seeds found so
     phis = [backoff_machine(np.random.default_rng(seed), V=V, order=3, p_final=0.3)
