@@ -36,7 +36,7 @@ from .schedule import Schedule, csr_is_forward_ordered, schedule_for
 from .convergence import STATUS_NOT_CONVERGED, STATUS_OK, WHY_STAR, raise_for_status
 from .cuda import check_device
 from ._check import require_machine
-from .solve_acyclic import acyclic_neglog
+from .solve_acyclic import acyclic_neglog, acyclic_neglog_plain, neglog_plain
 from .solve_linear import gather_rows, linear_solver
 from .solve_phi import phi_solver
 from .solve_tropical import tropical_solver
@@ -184,6 +184,12 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
     return gather_rows(W, sched.ext_arc), gather_rows(W, sched.int_arc), gather_rows(W, sched.self_arc)
 
 
+def _plain_weights(w):
+    """exp(-w) in plain float64, or False where a weight is out of the plain pass's range."""
+    Q = np.empty_like(w)
+    return Q if neglog_plain(w, Q) else False
+
+
 def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_values=None,
                  tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS, init=None,
                  phi: str = "failure", phi_final: bool = True, arc_rows=None, device: str = "cpu",
@@ -260,7 +266,15 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
         V = F.copy() if reverse else sr.zero_rows(n)
         if not reverse:
             V[m.start if starts is None else starts] = sr.one_row()
-        acyclic_neglog(V, m.src_start, m.dst, np.ascontiguousarray(m.weight, dtype=np.float64), reverse)
+        w = np.ascontiguousarray(m.weight, dtype=np.float64)
+        # the arcs' plain weights, converted once per machine (False: some weight is out
+        # of the plain pass's range); the plain pass declines where it could lose a value,
+        # and a machine where it declined once goes straight to the scaled pass after
+        Q = m.cached("plain_weights", lambda: _plain_weights(w))
+        declined = m.cached("plain_declined", dict)        # direction -> True
+        if Q is False or declined.get(reverse) or not acyclic_neglog_plain(V, m.src_start, m.dst, Q, reverse):
+            declined[reverse] = Q is not False
+            acyclic_neglog(V, m.src_start, m.dst, w, reverse)
         return sr, V, info, extra
     sched = schedule_for(g, reverse)
     info.components = sched.num_components

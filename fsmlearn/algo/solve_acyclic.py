@@ -1,9 +1,13 @@
-"""The one-pass kernel for acyclic machines in -log weights (log and tropical semirings).
+"""The one-pass kernels for acyclic machines in -log weights (the log semiring).
 
 A machine whose states are numbered topologically is solved in one pass over
-its arcs (forward or backward), ``log``-summing in blocks of scaled rows.
+its arcs (forward or backward).  :func:`acyclic_neglog_plain` sums in plain
+float64 relative to one exponent per block of 256 states and reports where
+that could have lost a value; :func:`acyclic_neglog` sums in scaled rows (an
+exponent per state and per arc) and is exact in range everywhere: the solver
+runs it when the plain pass declines.
 
-Public names: acyclic_neglog.
+Public names: acyclic_neglog, acyclic_neglog_plain, neglog_plain.
 """
 
 from __future__ import annotations
@@ -11,10 +15,211 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..semiring.ops import EXP_UNSET, NEGLOG_BLOCK, P2, neglog_block
+import math
+
+from ..semiring.ops import EXP_UNSET, NEGLOG_BLOCK, P2, P2X, neglog_block
 from ..semiring.ops import renorm as _renorm0
 
-__all__ = ["acyclic_neglog"]
+__all__ = ["acyclic_neglog", "acyclic_neglog_plain", "neglog_plain"]
+
+_SHIFT = 8                 # 256 states share an exponent
+# The plain pass keeps every weight and every value that is read (relative to its block's
+# scale) at 2**-500 or more, so a product of the two never underflows; a block is rescaled
+# by at most 2**-100 (its largest value may reach 2**100 before), so a value is checked
+# against 2**-400 when it is computed.
+_WMIN = -500.0
+_WMAX = 500.0
+_VMIN = 2.0**-400
+_VMIN_READ = 2.0**-500
+_VMAX = 2.0**100
+_NOEXP = -(2**62)          # a block without an exponent yet
+
+
+@nb.njit(cache=True)
+def neglog_plain(w, Q):
+    """Q = exp(-w) in plain float64 (neglog_block's polynomial); False when a finite
+    weight lies outside [2**-500, 2**500] (the plain pass is not for such machines)."""
+    E = w.shape[0]
+    B = NEGLOG_BLOCK
+    P = np.empty(B)
+    K = np.empty(B)
+    ok = True
+    for lo in range(0, E, B):
+        hi = min(E, lo + B)
+        neglog_block(w, lo, hi, P, K)
+        for i in range(hi - lo):
+            k = K[i]
+            inside = (k >= _WMIN) & (k <= _WMAX)
+            ok &= inside | (P[i] == 0.0)
+            Q[lo + i] = P[i] * P2X[int(min(max(k, -1000.0), 1000.0)) + 1000]
+    return ok
+
+
+@nb.njit(inline="always")
+def _factor(d):
+    """2**d for an integer exponent difference d (0 and inf beyond +-1000)."""
+    if d == 0:
+        return 1.0
+    if d < -1000:
+        return 0.0
+    if d > 1000:
+        return np.inf
+    return P2X[d + 1000]
+
+
+@nb.njit(inline="always")
+def _renorm_block(v, lo, hi, E, c):
+    """Scale block c's values v[lo:hi] so that the largest lies in [0.5, 1), moving the
+    power of two into its exponent E[c]; False when the largest is not finite."""
+    mx = 0.0
+    for i in range(lo, hi):
+        mx = max(mx, abs(v[i]))
+    if not mx < np.inf:
+        return False
+    if mx > 0.0:
+        _, e = math.frexp(mx)
+        if e != 0:
+            f = math.ldexp(1.0, -e)
+            for i in range(lo, hi):
+                v[i] *= f
+            E[c] += e
+    return True
+
+
+@nb.njit(cache=True)
+def acyclic_neglog_plain(V, src_start, dst, Q, backward):
+    """:func:`acyclic_neglog` in plain float64; False (and ``V`` untouched) where it declines.
+
+    ``Q``: the arcs' plain weights (:func:`neglog_plain`, which must have returned
+    True).  The values of each block of 256 consecutive states are plain numbers
+    times one power of two ``2**E[block]``, so an arc's term is one product and one
+    add, where the scaled pass aligns two exponents and renormalises a row per arc.
+    A block is rescaled once, when its values are complete (forward: when its first
+    state is about to push; backward: after its last state has pulled), so that its
+    largest value lies in [0.5, 1); terms between blocks of different exponents are
+    scaled by the difference (forward, a source's arcs into its own block and the
+    next one need no scaling when the next one has its exponent, as it has unless an
+    arc from further back reached it first).
+
+    Declines (returns False) where plain arithmetic could have lost a value.  Every
+    weight lies in [2**-500, 2**500] (:func:`neglog_plain`), and every value read
+    through an arc of the fast path (same exponent) is at least 2**-500 of its
+    block's scale: a source's value when it pushes (forward, after its block's
+    rescaling) and each value when it is computed (backward: against 2**-400, and a
+    block whose values grow past 2**100 has its finished part rescaled at once, so
+    no later rescaling takes a value down by more than 2**-100), or the pass
+    declines; so no product of the fast path underflows and a state reached by one
+    is not zero.  An arc between blocks of different exponents marks its head as
+    reached, and a reached state whose value is zero declines, as does a value that
+    is not finite.  Otherwise
+    the values agree with the scaled pass to rounding: the same sums of the same
+    products, rounded in plain float64 instead of per-row scaled arithmetic.
+    """
+    n = src_start.shape[0] - 1
+    nblk = (n >> _SHIFT) + 1
+    v = np.zeros(n)
+    Eb = np.full(nblk, _NOEXP, np.int64)
+    mask = (1 << _SHIFT) - 1
+    if not backward:
+        reached = np.zeros(n, np.bool_)
+        for s in range(n):                      # the start rows
+            if V[s, 0] != 0.0:
+                c = s >> _SHIFT
+                k = int(V[s, 1])
+                if Eb[c] == _NOEXP:
+                    Eb[c] = k
+                v[s] += V[s, 0] * _factor(k - Eb[c])
+                reached[s] = True
+        same = False
+        lim = 0
+        for s in range(n):
+            c = s >> _SHIFT
+            if (s & mask) == 0 and Eb[c] != _NOEXP:
+                if not _renorm_block(v, s, min(n, s + mask + 1), Eb, c):
+                    return False
+                if c + 1 < nblk and Eb[c + 1] == _NOEXP:
+                    Eb[c + 1] = Eb[c]
+                same = c + 1 >= nblk or Eb[c + 1] == Eb[c]
+                lim = min(n, (c + 2) << _SHIFT)
+            ps = v[s]
+            if ps == 0.0:
+                if reached[s]:
+                    return False
+                continue
+            if not (ps >= _VMIN_READ and ps < np.inf):
+                return False
+            es = Eb[c]
+            for a in range(src_start[s], src_start[s + 1]):
+                h = dst[a]
+                q = Q[a]
+                if same and h < lim:
+                    v[h] += ps * q
+                elif q != 0.0:
+                    ch = h >> _SHIFT
+                    if Eb[ch] == _NOEXP:
+                        Eb[ch] = es
+                    v[h] += ps * q * _factor(es - Eb[ch])
+                    reached[h] = True
+    else:
+        for i in range(n):
+            s = n - 1 - i
+            c = s >> _SHIFT
+            if s == n - 1 or (s & mask) == mask:
+                # the block's exponent: its successor's, or its largest final weight's
+                if c + 1 < nblk and Eb[c + 1] != _NOEXP:
+                    Eb[c] = Eb[c + 1]
+                else:
+                    kmax = _NOEXP
+                    for t in range(c << _SHIFT, s + 1):
+                        if V[t, 0] != 0.0:
+                            kmax = max(kmax, int(V[t, 1]))
+                    Eb[c] = 0 if kmax == _NOEXP else kmax
+            ec = Eb[c]
+            same = c + 1 >= nblk or Eb[c + 1] == ec
+            lim = min(n, (c + 2) << _SHIFT)
+            acc = 0.0
+            touched = False
+            if V[s, 0] != 0.0:
+                acc = V[s, 0] * _factor(int(V[s, 1]) - ec)
+                touched = True
+            for a in range(src_start[s], src_start[s + 1]):
+                h = dst[a]
+                vh = v[h]
+                q = Q[a]
+                if same and h < lim:
+                    acc += q * vh
+                else:
+                    acc += q * vh * _factor(Eb[h >> _SHIFT] - ec)
+                    touched |= (vh != 0.0) & (q != 0.0)
+            if acc == 0.0:
+                if touched:
+                    return False
+            elif not (acc >= _VMIN and acc < np.inf):
+                return False
+            elif acc >= _VMAX:
+                # values growing down the block: rescale its finished part now, so that a
+                # rescaling never takes a checked value by more than 2**-100
+                _, e = math.frexp(acc)
+                f = math.ldexp(1.0, -e)
+                acc *= f
+                top = min(n, (c + 1) << _SHIFT)
+                for t in range(s + 1, top):
+                    v[t] *= f
+                    if v[t] != 0.0 and not v[t] >= _VMIN_READ:
+                        return False
+                Eb[c] += e
+                ec = Eb[c]
+                same = c + 1 >= nblk or Eb[c + 1] == ec
+            v[s] = acc
+            if (s & mask) == 0:
+                if not _renorm_block(v, s, min(n, s + mask + 1), Eb, c):
+                    return False
+    for s in range(n):
+        x = v[s]
+        V[s, 0] = x
+        V[s, 1] = float(Eb[s >> _SHIFT]) if x != 0.0 else EXP_UNSET
+        _renorm0(V, s)
+    return True
 
 
 @nb.njit(cache=True)
