@@ -19,9 +19,10 @@ A graph whose arcs all satisfy ``src < dst`` is acyclic in its own numbering;
 its schedule is built without Tarjan (one component per state, the arcs in
 CSR order, reversed for backward).
 
-A strongly connected graph (one component) is recognised without Tarjan by
-two reachability passes over bitmaps, and its arcs are classified without
-looking up their states.
+A component holding at least half the states is found by two reachability
+passes over bitmaps (the forward-backward method) and contracted, so Tarjan
+runs only on what is left; the arcs inside it are classified without looking
+up their states.
 
 Public names: Schedule, build_schedule, schedule_for, strong_components,
 graph_is_forward_ordered, csr_is_forward_ordered, trivial_run_end.
@@ -252,8 +253,9 @@ _REACH_SWEEPS = 8
 
 
 def strong_components(n: int, start: np.ndarray, adj: np.ndarray):
-    """(comp, ncomp): the strongly connected components, numbered as :func:`_tarjan`
-    numbers them (sinks of the graph first).
+    """(comp, ncomp): the strongly connected components, numbered in a topological
+    order of the graph with sinks first, as :func:`_tarjan` numbers them (the same
+    partition; the numbers of unrelated components may differ from Tarjan's).
 
     A cyclic machine usually has one component holding most of its states.  It
     is found by the forward-backward method (Fleischer, Hendrickson and Pinar

@@ -23,22 +23,25 @@ from ..semiring.ops import renorm as _renorm0
 __all__ = ["acyclic_neglog", "acyclic_neglog_plain", "neglog_plain"]
 
 _SHIFT = 8                 # 256 states share an exponent
-# The plain pass keeps every weight and every value that is read (relative to its block's
-# scale) at 2**-500 or more, so a product of the two never underflows; a block is rescaled
-# by at most 2**-100 (its largest value may reach 2**100 before), so a value is checked
-# against 2**-400 when it is computed.
+# Bounds of the plain pass (see acyclic_neglog_plain): weights within 2**+-500, a pushing
+# source at 2**-500 or more of its block's scale, a pulled value at 2**-400 or more when it
+# is computed, no stored value below 2**-1000 (so none is subnormal), and a block whose
+# values pass 2**100 while it is being pulled has its finished part rescaled at once.
 _WMIN = -500.0
 _WMAX = 500.0
 _VMIN = 2.0**-400
 _VMIN_READ = 2.0**-500
+_VSTORE = 2.0**-1000
 _VMAX = 2.0**100
 _NOEXP = -(2**62)          # a block without an exponent yet
 
 
 @nb.njit(cache=True)
 def neglog_plain(w, Q):
-    """Q = exp(-w) in plain float64 (neglog_block's polynomial); False when a finite
-    weight lies outside [2**-500, 2**500] (the plain pass is not for such machines)."""
+    """Q = exp(-w) in plain float64 (neglog_block's polynomial); False when some
+    exp(-w) of a finite w lies outside about [2**-500, 2**500] (the exponent
+    rounded to the nearest integer lies outside +-500), or a weight is -inf or NaN:
+    the plain pass is not for such machines."""
     E = w.shape[0]
     B = NEGLOG_BLOCK
     P = np.empty(B)
@@ -70,14 +73,22 @@ def _factor(d):
 @nb.njit(inline="always")
 def _renorm_block(v, lo, hi, E, c):
     """Scale block c's values v[lo:hi] so that the largest lies in [0.5, 1), moving the
-    power of two into its exponent E[c]; False when the largest is not finite."""
+    power of two into its exponent E[c].  False when the largest is not finite, or a
+    non-zero value lies below 2**-1000, before or after the scaling (it may have lost
+    bits to subnormal arithmetic, or would)."""
     mx = 0.0
+    mn = np.inf
     for i in range(lo, hi):
-        mx = max(mx, abs(v[i]))
+        x = abs(v[i])
+        mx = max(mx, x)
+        if x > 0.0:
+            mn = min(mn, x)
     if not mx < np.inf:
         return False
     if mx > 0.0:
         _, e = math.frexp(mx)
+        if not (mn >= _VSTORE and mn >= math.ldexp(_VSTORE, e)):
+            return False
         if e != 0:
             f = math.ldexp(1.0, -e)
             for i in range(lo, hi):
@@ -101,19 +112,24 @@ def acyclic_neglog_plain(V, src_start, dst, Q, backward):
     next one need no scaling when the next one has its exponent, as it has unless an
     arc from further back reached it first).
 
-    Declines (returns False) where plain arithmetic could have lost a value.  Every
-    weight lies in [2**-500, 2**500] (:func:`neglog_plain`), and every value read
-    through an arc of the fast path (same exponent) is at least 2**-500 of its
-    block's scale: a source's value when it pushes (forward, after its block's
-    rescaling) and each value when it is computed (backward: against 2**-400, and a
-    block whose values grow past 2**100 has its finished part rescaled at once, so
-    no later rescaling takes a value down by more than 2**-100), or the pass
-    declines; so no product of the fast path underflows and a state reached by one
-    is not zero.  An arc between blocks of different exponents marks its head as
-    reached, and a reached state whose value is zero declines, as does a value that
-    is not finite.  Otherwise
-    the values agree with the scaled pass to rounding: the same sums of the same
-    products, rounded in plain float64 instead of per-row scaled arithmetic.
+    Declines (returns False) where plain arithmetic could have lost a value:
+
+    * a weight outside about 2**+-500 (:func:`neglog_plain` refuses the machine);
+    * a stored value that is not finite, or non-zero below 2**-1000 of its block's
+      scale, before or after a rescaling (so no value is ever subnormal);
+    * forward: a source below 2**-500 of its block's scale when it pushes.  With
+      weights of at least 2**-500, no term of the fast path (same exponent)
+      underflows, so a state reached by one is not zero; an arc between blocks of
+      different exponents marks its head as reached, and a reached state left at
+      zero declines;
+    * backward: a value below 2**-400 of its block's scale when it is computed (a
+      sum that holds an underflowed term and nothing larger), or zero although one
+      of its terms had non-zero inputs.
+
+    A term that underflows next to a sum kept above those bounds changes it by less
+    than 2**-600 relatively.  Otherwise the values agree with the scaled pass to
+    rounding: the same sums of the same products, rounded in plain float64 instead
+    of per-row scaled arithmetic.
     """
     n = src_start.shape[0] - 1
     nblk = (n >> _SHIFT) + 1
@@ -194,6 +210,11 @@ def acyclic_neglog_plain(V, src_start, dst, Q, backward):
             if acc == 0.0:
                 if touched:
                     return False
+                # zero: right only if no term had non-zero inputs (a rare case: the
+                # fast path does not track it per arc)
+                for a in range(src_start[s], src_start[s + 1]):
+                    if v[dst[a]] != 0.0 and Q[a] != 0.0:
+                        return False
             elif not (acc >= _VMIN and acc < np.inf):
                 return False
             elif acc >= _VMAX:
@@ -205,7 +226,7 @@ def acyclic_neglog_plain(V, src_start, dst, Q, backward):
                 top = min(n, (c + 1) << _SHIFT)
                 for t in range(s + 1, top):
                     v[t] *= f
-                    if v[t] != 0.0 and not v[t] >= _VMIN_READ:
+                    if v[t] != 0.0 and not v[t] >= _VSTORE:
                         return False
                 Eb[c] += e
                 ec = Eb[c]
