@@ -350,14 +350,6 @@ def trivial_run_end(trivial, c):
     return c
 
 
-@nb.njit(inline="always")
-def _tail_head(a, arc_src, dst, backward):
-    """(tail, head) of arc a in the direction of flow."""
-    if backward:
-        return dst[a], arc_src[a]
-    return arc_src[a], dst[a]
-
-
 @nb.njit(cache=True)
 def _order(comp, ncomp, backward, packed):
     """Components ranked in processing order and their states listed.
