@@ -21,6 +21,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -436,8 +437,10 @@ def cluster():
     from distributed import Client, LocalCluster
     # a managed-memory target of one byte: every result goes to the spill folder
     # (held while the cluster lives: a worker the nanny restarts after a kill reads it again)
+    # (and no nanny closed while it restarts a killed worker: see test_the_local_cluster_keeps_...)
     with dask.config.set({"distributed.worker.memory.target": 1e-9,
-                          "distributed.worker.memory.spill": 1e-9}):
+                          "distributed.worker.memory.spill": 1e-9,
+                          "distributed.deploy.lost-worker-timeout": "30 days"}):
         lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB",
                           dashboard_address=":0")
         client = Client(lc)
@@ -539,6 +542,28 @@ def test_workers_paused_too_long_end_the_job_with_one_line(cluster, monkeypatch)
 
 def _run(args, **kw):
     return subprocess.run(FSMLEARN + args, capture_output=True, text=True, **kw)
+
+
+def test_the_local_cluster_keeps_a_worker_killed_while_a_lost_worker_timer_runs():
+    """Dask's SpecCluster closes a worker's nanny when, lost-worker-timeout after a worker of
+    that name left, none of that name is registered: a timer left by one kill fired while the
+    nanny restarted its worker after the next (reproduced with kills 14.7 s apart) and the
+    cluster lost the worker for good. With the timeout at zero the timer fires before any
+    restart can register; the embedded cluster must still get its worker back."""
+    import dask
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "0s"}):
+        with open_runner("local", workers=2, memory=1 << 30) as r:
+            client = r.client
+            addr, pid = sorted(client.run(os.getpid).items())[0]
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.time() + 60
+            while addr in client.scheduler_info()["workers"] and time.time() < deadline:
+                time.sleep(0.05)
+            assert addr not in client.scheduler_info()["workers"]
+            client.wait_for_workers(2, timeout=60)
+            time.sleep(0.5)             # a nanny closed late would leave by now
+            assert len(client.scheduler_info()["workers"]) == 2
+        assert dask.config.get("distributed.deploy.lost-worker-timeout") == "0s"
 
 
 @pytest.mark.parametrize("workers,threads", [(2, 1), (1, 2)])

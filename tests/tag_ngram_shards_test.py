@@ -25,13 +25,19 @@ from tag_ngram_common import tiny
 
 @pytest.fixture(scope="module", params=[2, 3])
 def cluster(request):
+    import dask
     from distributed import Client, LocalCluster
-    lc = LocalCluster(n_workers=request.param, threads_per_worker=1, processes=True, memory_limit="1GiB",
-                      dashboard_address=":0")
-    client = Client(lc)
-    yield request.param, client
-    client.close()
-    lc.close()
+    # The tests kill a worker every few seconds. Dask closes a nanny when lost-worker-timeout
+    # (15 s) after a worker of its name left none of that name is registered: the timer of
+    # one test's kill fired while the nanny restarted the same worker after a later test's kill
+    # (a CI run: "Only 2/3 workers arrived"). A local nanny always restarts; keep them all
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "30 days"}):
+        lc = LocalCluster(n_workers=request.param, threads_per_worker=1, processes=True, memory_limit="1GiB",
+                          dashboard_address=":0")
+        client = Client(lc)
+        yield request.param, client
+        client.close()
+        lc.close()
 
 
 @pytest.fixture(scope="module")

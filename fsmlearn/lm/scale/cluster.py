@@ -502,6 +502,7 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
     except OSError as e:
         raise ArgumentError(f"--tmp {base}: cannot make a scratch folder there: {e.strerror or e}") from None
     cluster = client = runner = None
+    keep = None
     try:
         if scheduler == "synchronous":
             runner = Runner(None, memory or default_memory(1), 1, scratch, say)
@@ -523,6 +524,13 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
             # ignoring it (Python installs its handler only over the default one), and the
             # command stops them
             old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+            # Dask closes a worker's nanny when no worker of its name is registered
+            # lost-worker-timeout (15 s) after one of that name was removed; a timer started
+            # by one kill can so fire while the nanny restarts its worker after a second kill,
+            # and the cluster loses that worker for good. A local nanny always restarts its
+            # worker, so the embedded cluster, while it lives, waits longer than any job
+            keep = _keep_lost_workers()
+            keep.__enter__()
             try:
                 cluster = LocalCluster(n_workers=n, threads_per_worker=threads, processes=True,
                                        memory_limit=mem, local_directory=scratch,
@@ -558,6 +566,8 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
             client.close()
         if cluster is not None:
             cluster.close()
+        if keep is not None:
+            keep.__exit__(None, None, None)
         # folders the workers wrote into (the output's pieces), removed once no worker can write
         for path in ([] if runner is None else runner.leftovers) + [scratch]:
             for _ in range(5):
@@ -565,6 +575,13 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
                 if not os.path.exists(path):
                     break
                 time.sleep(0.2)
+
+
+def _keep_lost_workers():
+    """A ``dask.config.set`` context under which a local cluster never closes a nanny whose
+    worker is restarting (Dask's SpecCluster reads lost-worker-timeout when a worker leaves)."""
+    import dask
+    return dask.config.set({"distributed.deploy.lost-worker-timeout": "30 days"})
 
 
 def _check_seen(client, scratch: str) -> None:
