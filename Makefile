@@ -25,7 +25,7 @@ warm: $(STAMP)
 	$(PY) -m fsmlearn.experiments.warm
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30
 
 # the readers' fuzz suite (issue 16) at FUZZ_EXAMPLES inputs per reader; prints the tally;
 # then the model files' fuzz tests (TRF and MRF models)
