@@ -40,7 +40,8 @@ from . import kernels as K
 from .solve import forest_levels, forest_pass_rows, launch, reduce_sum
 from ..tied.objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log
 from .product import row_times as _row_times_dev
-from ..tied.arith import block_scores_py, block_softmax_py
+from ..flow_arith import retarget
+from ..tied.arith import arc_emit_entropy_py, block_scores_py, block_softmax_py, event_scatter_py
 from ..tied.kernels import _arc_mass
 
 __all__ = ["CudaCq", "cuda_cq", "expected_stats_cuda", "phi_gradient_cuda", "d_bound_d_phi_cuda",
@@ -59,20 +60,13 @@ def _imin(a, b):
 
 @cuda.jit
 def _alpha2_scatter(A2, alpha, es, ed, ea, ek, blk_start, blk_tag, phi, start, T):
-    """A2[ed[e], tag] += alpha[es[e]] ek[e] phi[j] over event e's block (one thread per event);
-    thread 0 also adds the start's unit mass at (start, T)."""
+    """One thread per event: :func:`~fsmlearn.algo.tied.arith.event_scatter_py` into A2
+    (atomically); thread 0 also adds the start's unit mass at (start, T)."""
     e = cuda.grid(1)
     if e == 0:
         cuda.atomic.add(A2, (start, T), 1.0)
-    if e >= es.shape[0]:
-        return
-    base = alpha[es[e]] * ek[e]
-    if base == 0.0:
-        return
-    d = ed[e]
-    a = ea[e]
-    for j in range(blk_start[a], blk_start[a + 1]):
-        cuda.atomic.add(A2, (d, blk_tag[j]), base * phi[j])
+    if e < es.shape[0]:
+        _event_scatter(e, alpha, es, ed, ea, ek, blk_start, blk_tag, phi, A2)
 
 
 @cuda.jit
@@ -92,23 +86,12 @@ def _state_tag_mass(G, ev_ptr, ea, ek, blk_start, blk_tag, phi, gfin, T):
 
 
 @cuda.jit
-def _emit_entropy(emit, ent, A, blk_start, blk_tag, phi, arc_word):
-    """emit[tag, w] += A[a] phi[j] (atomic) and ent[a] = A[a] H(phi[a, .]) (one thread per arc)."""
+def _emit_entropy(emit_wt, ent, A, blk_start, blk_tag, phi, arc_word):
+    """One thread per arc: :func:`~fsmlearn.algo.tied.arith.arc_emit_entropy_py` (emit_wt
+    [V1, T] added to atomically; ent[a] the arc's entropy share)."""
     a = cuda.grid(1)
-    if a >= A.shape[0]:
-        return
-    m = A[a]
-    ent[a] = 0.0
-    if m == 0.0:
-        return
-    w = arc_word[a]
-    h = 0.0
-    for j in range(blk_start[a], blk_start[a + 1]):
-        q = phi[j]
-        if q > 0.0:
-            cuda.atomic.add(emit, (blk_tag[j], w), m * q)
-            h -= q * math.log(q)
-    ent[a] = m * h
+    if a < A.shape[0]:
+        ent[a] = _arc_emit_entropy(a, A, blk_start, blk_tag, phi, arc_word, emit_wt)
 
 
 @cuda.jit
@@ -175,6 +158,15 @@ def _block_scores(B, alpha, M, U, logE, es, ed, ek, blk_start, blk_tag, arc_word
 
 
 _block_softmax = cuda.jit(device=True)(block_softmax_py)
+
+
+@cuda.jit(device=True)
+def _atomic2(a, i, j, v):
+    cuda.atomic.add(a, (i, j), v)
+
+
+_arc_emit_entropy = cuda.jit(device=True)(retarget(arc_emit_entropy_py, _add2=_atomic2))
+_event_scatter = cuda.jit(device=True)(retarget(event_scatter_py, _add2=_atomic2))
 _block_scores_arc = cuda.jit(device=True)(block_scores_py)
 
 
@@ -297,12 +289,12 @@ class CudaCq:
 
     def emit_entropy(self, phi_d, V1):
         """(host float64 [T, V1] expected emissions, entropy E[-log q(t | w)])."""
-        emit = cuda.device_array((self.T, V1))
-        launch(K.zero_rows, self.T, emit)
+        emit_wt = cuda.device_array((V1, self.T))
+        launch(K.zero_rows, V1, emit_wt)
         ent = cuda.device_array(self.E)
-        launch(_emit_entropy, self.E, emit, ent, self.arc_mass, self.blk_start, self.blk_tag, phi_d,
+        launch(_emit_entropy, self.E, emit_wt, ent, self.arc_mass, self.blk_start, self.blk_tag, phi_d,
                self.arc_word)
-        return emit.copy_to_host(), reduce_sum(ent)
+        return np.ascontiguousarray(emit_wt.copy_to_host().T), reduce_sum(ent)
 
     def trans(self, A2, G):
         """Host float64 [T+1, T+1]: alpha2^T G, reduced on the device."""

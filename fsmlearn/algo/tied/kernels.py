@@ -23,13 +23,11 @@ out_scores, adjoint, block_scores, softmax_blocks, softmax_ranges.
 
 from __future__ import annotations
 
-import math
-
 import numba as nb
 import numpy as np
 
 from ..product import phi_pass_rows
-from .arith import block_scores_py, block_softmax_py
+from .arith import arc_emit_entropy_py, block_scores_py, block_softmax_py, event_scatter_py
 
 
 def balanced_cuts(weights_cum: np.ndarray, parts: int) -> np.ndarray:
@@ -85,13 +83,7 @@ def _alpha2_scatter(N, T, alpha, es, ed, ea, ek, blk_start, blk_tag, phi, bounds
     part = np.zeros((P, N, T + 1))
     for p in nb.prange(P):
         for e in range(bounds[p], bounds[p + 1]):
-            base = alpha[es[e]] * ek[e]
-            if base == 0.0:
-                continue
-            d = ed[e]
-            a = ea[e]
-            for j in range(blk_start[a], blk_start[a + 1]):
-                part[p, d, blk_tag[j]] += base * phi[j]
+            _event_scatter(e, alpha, es, ed, ea, ek, blk_start, blk_tag, phi, part[p])
     return part
 
 
@@ -180,24 +172,15 @@ def state_tag_mass(cs, px: ParIndex, phi, ek=None):
 
 @nb.njit(parallel=True, cache=True)
 def _emit_entropy(T, V1, A, blk_start, blk_tag, phi, arc_word, bounds):
-    # every event of arc a uses a's block: its emissions and entropy weigh phi by A[a] = sum_e k_e alpha[src_e]
+    """(emit [T, V1], entropy): :func:`~fsmlearn.algo.tied.arith.arc_emit_entropy_py` over the
+    arcs, each part of ``bounds`` into a word-major table of its own, summed after."""
     P = bounds.shape[0] - 1
     part = np.zeros((P, V1, T))
     ents = np.zeros(P)
     for p in nb.prange(P):
         ent = 0.0
         for a in range(bounds[p], bounds[p + 1]):
-            m = A[a]
-            if m == 0.0:
-                continue
-            w = arc_word[a]
-            h = 0.0
-            for j in range(blk_start[a], blk_start[a + 1]):
-                q = phi[j]
-                if q > 0.0:
-                    part[p, w, blk_tag[j]] += m * q
-                    h -= q * math.log(q)
-            ent += m * h
+            ent += _arc_emit_entropy(a, A, blk_start, blk_tag, phi, arc_word, part[p])
         ents[p] = ent
     emit = part[0].copy()
     for p in range(1, P):
@@ -238,6 +221,8 @@ def block_scores(cs, px: ParIndex, M, U, logE_wt, ek=None, arc_mass=None):
 
 _block_softmax = nb.njit(cache=True, inline="always")(block_softmax_py)
 _block_scores_arc = nb.njit(cache=True, inline="always")(block_scores_py)
+_arc_emit_entropy = nb.njit(cache=True, inline="always")(arc_emit_entropy_py)
+_event_scatter = nb.njit(cache=True, inline="always")(event_scatter_py)
 
 
 @nb.njit(parallel=True, cache=True)
