@@ -566,6 +566,20 @@ def test_the_local_cluster_keeps_a_worker_killed_while_a_lost_worker_timer_runs(
         assert dask.config.get("distributed.deploy.lost-worker-timeout") == "0s"
 
 
+def test_runners_open_at_once_share_the_lost_worker_setting_and_the_last_gives_it_back():
+    import dask
+    from fsmlearn.lm.scale import cluster as C
+    key = "distributed.deploy.lost-worker-timeout"
+    with dask.config.set({key: "7s"}):
+        C._keep_lost_workers()
+        C._keep_lost_workers()
+        assert dask.config.get(key) == "30 days"
+        C._release_lost_workers()                   # the first closed: the other still lives
+        assert dask.config.get(key) == "30 days"
+        C._release_lost_workers()
+        assert dask.config.get(key) == "7s"
+
+
 @pytest.mark.parametrize("workers,threads", [(2, 1), (1, 2)])
 def test_cli_count_on_a_local_cluster_matches_in_memory(text, tmp_path, workers, threads):
     path, _ = text

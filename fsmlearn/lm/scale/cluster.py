@@ -530,7 +530,6 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
             # and the cluster loses that worker for good. A local nanny always restarts its
             # worker, so the embedded cluster, while it lives, waits longer than any job
             keep = _keep_lost_workers()
-            keep.__enter__()
             try:
                 cluster = LocalCluster(n_workers=n, threads_per_worker=threads, processes=True,
                                        memory_limit=mem, local_directory=scratch,
@@ -562,26 +561,49 @@ def open_runner(scheduler: str = "local", memory: int | None = None, tmp: str | 
         runner.one_host = scheduler == "local"
         yield runner
     finally:
-        if client is not None:
-            client.close()
-        if cluster is not None:
-            cluster.close()
-        if keep is not None:
-            keep.__exit__(None, None, None)
-        # folders the workers wrote into (the output's pieces), removed once no worker can write
-        for path in ([] if runner is None else runner.leftovers) + [scratch]:
-            for _ in range(5):
-                shutil.rmtree(path, ignore_errors=True)
-                if not os.path.exists(path):
-                    break
-                time.sleep(0.2)
+        try:
+            if client is not None:
+                client.close()
+            if cluster is not None:
+                cluster.close()
+        finally:
+            if keep is not None:
+                _release_lost_workers()
+            # folders the workers wrote into (the output's pieces), removed once no worker can write
+            for path in ([] if runner is None else runner.leftovers) + [scratch]:
+                for _ in range(5):
+                    shutil.rmtree(path, ignore_errors=True)
+                    if not os.path.exists(path):
+                        break
+                    time.sleep(0.2)
 
 
-def _keep_lost_workers():
-    """A ``dask.config.set`` context under which a local cluster never closes a nanny whose
-    worker is restarting (Dask's SpecCluster reads lost-worker-timeout when a worker leaves)."""
+# Dask's config is the process's: the runners open at once share one setting of the
+# lost-worker timeout, made by the first and undone (the user's value back) by the last
+_KEEP_LOCK = threading.Lock()
+_KEEP = {"open": 0, "set": None}
+
+
+def _keep_lost_workers() -> bool:
+    """Set lost-worker-timeout to 30 days while a local cluster lives, so that Dask's
+    SpecCluster (which reads it when a worker leaves) never closes a nanny whose worker is
+    restarting; released by :func:`_release_lost_workers`. Every SpecCluster of the process
+    sees the setting meanwhile (a lost job of a job-queue cluster then stays until closed)."""
     import dask
-    return dask.config.set({"distributed.deploy.lost-worker-timeout": "30 days"})
+    with _KEEP_LOCK:
+        if _KEEP["open"] == 0:
+            _KEEP["set"] = dask.config.set({"distributed.deploy.lost-worker-timeout": "30 days"})
+        _KEEP["open"] += 1
+    return True
+
+
+def _release_lost_workers() -> None:
+    """Undo one :func:`_keep_lost_workers`; the last one open gives the user's value back."""
+    with _KEEP_LOCK:
+        _KEEP["open"] -= 1
+        if _KEEP["open"] == 0 and _KEEP["set"] is not None:
+            _KEEP["set"].__exit__(None, None, None)
+            _KEEP["set"] = None
 
 
 def _check_seen(client, scratch: str) -> None:
