@@ -2,7 +2,7 @@
 
 Modules: shortest (forward, backward, total weight: the algebraic path
 problem over a schedule), schedule (SCCs and sweep order), solve_linear (the
-relaxation of linear semirings), solve_phi (phi systems), solve_tropical
+relaxation of linear semirings), bands (a large component's arcs in cache-sized bands for its sweeps), solve_phi (phi systems), solve_tropical
 (Bellman-Ford), solve_acyclic (one pass), convergence (the one stopping
 rule and the errors it ends in), product (the product of a phi machine with
 a first-order tag factor, never materialised: forward, backward, posteriors,
@@ -70,7 +70,7 @@ _LAZY = {
 from .compose import compose, intersect, trim  # noqa: E402
 
 __all__ = list(_LAZY) + ["compose", "intersect", "trim"]
-_MODULES = ("batch", "chain", "compose", "convergence", "cuda", "flow_arith", "paths", "phi", "posteriors", "product", "product_entry",
+_MODULES = ("bands", "batch", "chain", "compose", "convergence", "cuda", "flow_arith", "paths", "phi", "posteriors", "product", "product_entry",
             "schedule", "score", "shortest", "solve_acyclic", "solve_linear", "solve_phi", "solve_tropical", "tied")
 
 

@@ -13,7 +13,8 @@ by relaxation (Eisner 2002, section 5):
    (its input, or the warm start); states without one yet take the
    component's largest, flagged as a guess;
 2. the component is rescaled by those potentials into plain float64 rows and plain Gauss-Seidel sweeps run (one flat loop over
-   the arcs, accumulators in registers) until the estimated error is below
+   the arcs, accumulators in registers; on a component of one-column rows too large for
+   the cache, the arcs in cache-sized bands, :mod:`fsmlearn.algo.bands`) until the estimated error is below
    ``tol``.  The error is dominated by one real eigenvalue of the
    non-negative iteration matrix (Perron-Frobenius), so once the ratio ``lam``
    of successive L1 changes settles (to 1e-3) the iterate is extrapolated by
@@ -54,10 +55,11 @@ from types import SimpleNamespace
 import numba as nb
 import numpy as np
 
-from ..semiring.ops import EXP_UNSET, P2, P2X, fma, from_plain, star_plain, times_plain, times_scaled, to_plain
+from ..semiring.ops import EXP_UNSET, P2, fma, pow2_capped, from_plain, star_plain, times_plain, times_scaled, to_plain
 from .convergence import (FACTOR, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK,
                           STATUS_REPOTENTIAL, WHY_NONFINITE, WHY_POTENTIAL, WHY_STAR, new_rate_state,
                           rate_step, stop_status)
+from .bands import banded_sweep1, build_plain_banded
 from .schedule import trivial_run_end
 
 __all__ = ["linear_solver", "solve_linear", "plain_sweep_kernel", "gather_rows"]
@@ -270,12 +272,21 @@ def plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, hasrow, st):
         prev = t
         e += one
         w += one
+    sweep_stats(y, yold, hasrow, a1 > a0, st)
+
+
+@nb.njit(cache=True)
+def sweep_stats(y, yold, hasrow, any_arcs, st):
+    """The statistics of a one-column sweep from the values after and before it (the rows
+    with arcs): ``st`` = [largest relative change, L1 change, largest and smallest non-zero
+    magnitude, a non-finite row or -1] (see :func:`plain_sweep`)."""
+    n = y.shape[0]
     dn = 0.0
     sd = 0.0
     ymax = 0.0
     ymin = np.inf
     bad = -1
-    if a1 > a0:
+    if any_arcs:
         for i in range(n):
             if not hasrow[i]:
                 continue
@@ -323,8 +334,11 @@ def set_potentials(Vl, pot, fallback):
 
 
 @nb.njit(cache=True)
-def build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp):
+def build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp, bS, perm, bh, bt):
     """Plain rows and arcs under the potentials; True when an arc's factor was capped.
+
+    With bands (``bS >= 0``, one-column rows) the arcs' factors are written in band order
+    (:func:`fsmlearn.algo.bands.build_plain_banded`), otherwise in head order.
 
     An arc whose value relative to its head's potential exceeds 2**_CAP
     (potentials far from consistent, e.g. a warm start off by e^1000) is
@@ -341,6 +355,8 @@ def build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp):
         if not hasrow[i]:
             for j in range(KE):
                 y[i, j] = b[i, j]
+    if KE == 1 and bS >= 0:
+        return build_plain_banded(Wint, a0, perm, bh, bt, pot, S, Wp.reshape(Wp.shape[0]))
     if KE == 1:
         # the same conversion with unsigned indices (no negative-index checks)
         ihu = ih.view(np.uint32)
@@ -351,14 +367,8 @@ def build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp):
         end = np.uint64(a1)
         while e < end:
             h = ihu[e]
-            x = Wint[e, 1] - (pot[h] - pot[itu[e]])
-            if -1000.0 < x < 1000.0:
-                f = P2X[int(x) + 1000]
-            else:
-                if x > _CAP:
-                    x = _CAP
-                    capped = True
-                f = math.ldexp(1.0, int(max(x, -2200.0)))
+            f, cap = pow2_capped(Wint[e, 1] - (pot[h] - pot[itu[e]]), _CAP)
+            capped |= cap
             Wp[w, 0] = Wint[e, 0] * f * S[h, 0]
             e += one
             w += one
@@ -405,11 +415,14 @@ def rel_change_scaled(Vl, Vo):
 
 
 @nb.njit(cache=True)
-def plain_phase(y, yold, b, Wp, ih, it, a0, a1, hasrow, accr, tol, max_sweeps, stats, fstats):
+def plain_phase(y, yold, b, Wp, ih, it, a0, a1, hasrow, accr, tol, max_sweeps, stats, fstats,
+                bS, bh, bt, gptr, code, bacc):
     """Plain Gauss-Seidel with extrapolation; returns status (3: needs new potentials).
 
     Rows without internal arcs are constants and do not count; after a
-    sweep ``yold`` holds the previous values of the rows with arcs.
+    sweep ``yold`` holds the previous values of the rows with arcs.  With bands
+    (``bS >= 0``; one-column rows, ``Wp`` in band order) each sweep is
+    :func:`fsmlearn.algo.bands.banded_sweep1`.
     """
     KE = y.shape[1]
     rs = new_rate_state(fstats[3])
@@ -422,7 +435,10 @@ def plain_phase(y, yold, b, Wp, ih, it, a0, a1, hasrow, accr, tol, max_sweeps, s
         ihu = ih.view(np.uint32)
         itu = it.view(np.uint32)
     while stats[0] < max_sweeps:
-        if KE == 1:
+        if KE == 1 and bS >= 0:
+            banded_sweep1(y1, yold1, b1, Wp1, bh, bt, gptr, bS, code, bacc)
+            sweep_stats(y1, yold1, hasrow, a1 > a0, st)
+        elif KE == 1:
             plain_sweep1(y1, yold1, b1, Wp1, ihu, itu, a0, a1, hasrow, st)
         else:
             plain_sweep(y, yold, b, Wp, ih, it, a0, a1, accr, st)
@@ -448,20 +464,17 @@ def plain_phase(y, yold, b, Wp, ih, it, a0, a1, hasrow, accr, tol, max_sweeps, s
             return stop_status(decision)
         if decision == RATE_EXTRAPOLATE:
             c = rs[FACTOR]
-            prev = -1
-            for e in range(a0, a1):
-                t = ih[e]
-                if t != prev:
+            for t in range(y.shape[0]):
+                if hasrow[t]:
                     for j in range(KE):
                         y[t, j] += (y[t, j] - yold[t, j]) * c
-                    prev = t
             stats[1] += 1
     return STATUS_NOT_CONVERGED
 
 
 @nb.njit(cache=True)
 def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_warm, signed,
-              tol, max_sweeps, stats, fstats):
+              tol, max_sweeps, stats, fstats, bS, perm, bh, bt, gptr, code):
     """Solve one cyclic component in place (steps 1-3 of the module docstring).
 
     V: float64 [N, K] scaled rows of every state (the component's rows hold their
@@ -469,8 +482,11 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
     states in row order; a0:a1 its internal arcs (Wint [*, K] scaled weights, ih / it
     int32 local head and tail, grouped by head), s0:s1 its self-loops (Wself, sloc
     local state); warm: float64 [N, K] a warm start (used with use_warm); signed: the
-    system has negative arcs (verify in scaled arithmetic).  Returns a STATUS_* code
-    and fills stats / fstats (:mod:`fsmlearn.algo.convergence`'s layout).
+    system has negative arcs (verify in scaled arithmetic).  bS >= 0: the component's
+    band width in bits, with its band layout (perm, bh, bt, gptr, code:
+    :func:`fsmlearn.algo.bands.band_layout`), used for one-column rows; -1 for none.
+    Returns a STATUS_* code and fills stats / fstats (:mod:`fsmlearn.algo.convergence`'s
+    layout).
     """
     K = V.shape[1]
     KE = K - 1
@@ -520,6 +536,9 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
         else:
             times_scaled(Vl, i, B, i, Sc, i)
     accr = np.zeros(max(KE, 1))
+    if KE != 1:
+        bS = -1
+    bacc = np.empty((1 << bS) if bS >= 0 else 0)
     # Rows that are still zero get the largest potential of the component
     # (flagged as a guess); the range checks and the final verification
     # catch a guess that was wrong.
@@ -540,7 +559,7 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
                 stats[4] = WHY_POTENTIAL
                 stats[5] = states[i]
                 return STATUS_DIVERGED
-        if build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp):
+        if build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp, bS, perm, bh, bt):
             # Potentials far from consistent (a warm start far off): capped arcs
             # describe another system, and a chain of them could overflow plain
             # values.  One exact sweep in scaled arithmetic puts every row next to
@@ -549,7 +568,8 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
             stats[0] += 1
             st = STATUS_REPOTENTIAL
         else:
-            st = plain_phase(y, yold, b, Wp, ih, it, a0, a1, hasrow, accr, tol, max_sweeps, stats, fstats)
+            st = plain_phase(y, yold, b, Wp, ih, it, a0, a1, hasrow, accr, tol, max_sweeps, stats, fstats,
+                             bS, bh, bt, gptr, code, bacc)
             for i in range(n):
                 from_plain(Vl, i, y, i, pot[i])
         if st == STATUS_DIVERGED:
@@ -617,7 +637,11 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
 @nb.njit(cache=True)
 def solve_linear(V, Wext, ext_tail, ext_head, ext_ptr, Wint, int_tail, int_head, int_ptr,
                  Wself, self_loc, self_ptr, comp_ptr, comp_states, trivial, warm, use_warm, signed, tol,
-                 max_sweeps, stats, fstats):
+                 max_sweeps, stats, fstats, bands):
+    """Solve the schedule's components in order (the module docstring); ``bands`` is
+    :func:`fsmlearn.algo.bands.band_layout`'s tuple (or :func:`~fsmlearn.algo.bands.no_bands`).
+    Returns a STATUS_* code; stats[3] is the component that failed."""
+    bits, bptr, goff, gptr, perm, bh, bt, code = bands
     C = trivial.shape[0]
     c = 0
     while c < C:
@@ -626,9 +650,16 @@ def solve_linear(V, Wext, ext_tail, ext_head, ext_ptr, Wint, int_tail, int_head,
             push_range(V, Wext, ext_tail, ext_head, ext_ptr[c], ext_ptr[c2])
             c = c2
         else:
+            bS = bits[c] if bits.shape[0] > 0 else -1
+            if bS >= 0:
+                p0, p1, g0, g1 = bptr[c], bptr[c + 1], goff[c], goff[c + 1]
+                r0, r1 = comp_ptr[c], comp_ptr[c + 1]
+            else:
+                p0 = p1 = g0 = g1 = r0 = r1 = 0
             st = solve_scc(V, comp_states[comp_ptr[c]:comp_ptr[c + 1]], int_ptr[c], int_ptr[c + 1],
                            self_ptr[c], self_ptr[c + 1], Wint, int_head, int_tail, Wself, self_loc,
-                           warm, use_warm, signed, tol, max_sweeps, stats, fstats)
+                           warm, use_warm, signed, tol, max_sweeps, stats, fstats,
+                           bS, perm[p0:p1], bh[p0:p1], bt[p0:p1], gptr[g0:g1], code[r0:r1])
             if st != STATUS_OK:
                 stats[3] = c
                 return st

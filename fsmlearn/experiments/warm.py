@@ -91,6 +91,15 @@ def warm_engine(tmp: Path) -> None:
     big = _random_machine(np.random.default_rng(1), 5000, 30000, cyclic=True, mass=0.9)
     for reverse in (False, True):
         shortest_distance(big, "log", reverse=reverse)
+    # the cache bands' layout kernels (only components of 2**19 states get bands: lowered here)
+    from ..algo import bands
+    keep = bands.BAND_BITS, bands.BAND_MIN_STATES
+    bands.BAND_BITS, bands.BAND_MIN_STATES = 8, 1000
+    try:
+        for reverse in (False, True):
+            shortest_distance(big.replace(), "log", reverse=reverse)
+    finally:
+        bands.BAND_BITS, bands.BAND_MIN_STATES = keep
     # normalised backoff machines whose backoff weights stay below 1 and which also converge
     # with failure arcs read as epsilons (the warm step runs that too): seeds found so
     phis = [backoff_machine(np.random.default_rng(seed), V=V, order=3, p_final=0.3)

@@ -50,6 +50,18 @@ TropicalOps = namedtuple("TropicalOps", "fma")
 
 
 @nb.njit(inline="always")
+def pow2_capped(x, cap):
+    """(2**x, capped) for an integer-valued x: from the table P2X inside (-1000, 1000), else
+    by ldexp with x cut to ``cap`` from above (then ``capped`` is True) and to -2200 from
+    below (a zero)."""
+    if -1000.0 < x < 1000.0:
+        return P2X[int(x) + 1000], False
+    if x > cap:
+        return math.ldexp(1.0, int(cap)), True
+    return math.ldexp(1.0, int(max(x, -2200.0))), False
+
+
+@nb.njit(inline="always")
 def renorm(V, t):
     """Scaled row V[t]: bring its largest magnitude into [2**-64, 2**64) by its exponent."""
     KE = V.shape[1] - 1

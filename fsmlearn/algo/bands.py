@@ -1,0 +1,240 @@
+"""Cache bands: a large cyclic component's arcs ordered so that a sweep's gathers stay in one window.
+
+A plain Gauss-Seidel sweep (:func:`fsmlearn.algo.solve_linear.plain_sweep1`) streams a
+component's arcs grouped by head and gathers ``y[tail]`` for each.  When the
+component's value vector is larger than the share of the cache the process gets, each
+of those gathers goes to memory (on this project's 2-core machine: 128-183 ns a
+dependent load from 4 MB up on a busy day, against 8 ns inside 256 KB;
+docs/bench-engine.md), and the sweep is bound by them.
+
+The band layout cuts the component's rows (its states in row order) into bands of
+``2**S`` consecutive rows and lists each band's arcs grouped by the band of their
+tail: head band first, then tail band, heads ascending inside a group (a stable
+counting sort of the head-grouped arcs).  :func:`banded_sweep1` then takes the bands
+in order; for band ``hb`` with rows ``lo:hi``:
+
+1. ``acc = b[lo:hi]``;
+2. the arcs whose tail lies in another band add ``y[tail] * W`` to ``acc[head - lo]``.
+   Their gathers stay inside the tail band's window of ``2**S`` values.  Tails in an
+   earlier band hold this sweep's values, tails in a later band the last sweep's, as
+   in Gauss-Seidel;
+3. a row all of whose arcs come from other bands takes ``y = acc``;
+4. the arcs inside the band run as the flat sweep runs: rows in order, each row's
+   running sum starting from its ``acc`` and stored in ``y`` after every arc.
+
+Every row is written once a sweep, from a non-negative combination of values of this
+sweep and the last (an asynchronous relaxation of the same system
+``x = b + sum_t x_t W``: Mohri 2002, eq. 2, the generic single-source shortest-distance
+system; Eisner 2002, section 5, for its solution by relaxation).  So the fixed point is
+the system's, and on the benchmark machine the error falls as fast a sweep as the
+flat sweep's (docs/bench-engine.md).  The solver's stopping rule, extrapolation and
+potentials are unchanged; only the order of the arcs' reads differs.
+
+Memory: 12 bytes an arc (the arc's position in the head-grouped order, its head and
+tail, each uint32) and one byte a row, per direction, cached with the schedule; only
+components of at least ``min_states`` states (:data:`BAND_MIN_STATES`) get bands.
+
+Public names: BAND_BITS, BAND_MIN_STATES, band_layout, no_bands, banded_sweep1,
+build_plain_banded.
+"""
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from ..semiring.ops import pow2_capped
+
+__all__ = ["BAND_BITS", "BAND_MIN_STATES", "band_layout", "no_bands", "banded_sweep1", "build_plain_banded"]
+
+#: rows a band holds (a power of two): 2**18 float64 values are 2 MB, a window that stays
+#: in the cache on a busy day (docs/bench-engine.md measures 2**17 to 2**19)
+BAND_BITS = 18
+#: the smallest component that gets bands: two bands of 2**18 rows (a 4 MB value vector)
+BAND_MIN_STATES = 2 ** 19
+#: at most this many bands a side (groups are bands squared): larger components widen their bands
+_MAX_BANDS = 256
+_CAP = 1000.0     # the same cap on an arc's plain factor as solve_linear.build_plain
+
+
+@nb.njit(cache=True)
+def _band_bits(n, S):
+    """The band width (bits) of a component of n rows: S, widened so it has at most _MAX_BANDS bands."""
+    while ((n + (1 << S) - 1) >> S) > _MAX_BANDS:
+        S += 1
+    return S
+
+
+@nb.njit(cache=True)
+def _plan(int_ptr, comp_ptr, trivial, S, min_states, bits, bptr, goff):
+    """Which components get bands, their widths and their offsets in the layout's arrays."""
+    C = trivial.shape[0]
+    for c in range(C):
+        n = comp_ptr[c + 1] - comp_ptr[c]
+        m = int_ptr[c + 1] - int_ptr[c]
+        if (not trivial[c]) and n >= min_states and 0 < m < 2 ** 32 - 1:
+            Sc = _band_bits(n, S)
+            nb_ = (n + (1 << Sc) - 1) >> Sc
+            bits[c] = Sc
+            bptr[c + 1] = bptr[c] + m
+            goff[c + 1] = goff[c] + nb_ * nb_ + 1
+        else:
+            bits[c] = -1
+            bptr[c + 1] = bptr[c]
+            goff[c + 1] = goff[c]
+
+
+@nb.njit(cache=True)
+def _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, bh, bt, code):
+    """The banded components' groups (a stable counting sort by head band, then tail band)."""
+    for c in range(bits.shape[0]):
+        if bits[c] < 0:
+            continue
+        Sc = bits[c]
+        n = comp_ptr[c + 1] - comp_ptr[c]
+        nb_ = (n + (1 << Sc) - 1) >> Sc
+        a0 = int_ptr[c]
+        a1 = int_ptr[c + 1]
+        g0 = goff[c]
+        p0 = bptr[c]
+        r0 = comp_ptr[c]
+        for e in range(a0, a1):
+            h = np.int64(int_head[e])
+            t = np.int64(int_tail[e])
+            gptr[g0 + (h >> Sc) * nb_ + (t >> Sc) + 1] += 1
+            if (h >> Sc) == (t >> Sc):
+                code[r0 + h] = 2
+            elif code[r0 + h] == 0:
+                code[r0 + h] = 1
+        for k in range(nb_ * nb_):
+            gptr[g0 + k + 1] += gptr[g0 + k]
+        pos = gptr[g0:g0 + nb_ * nb_].copy()
+        for e in range(a0, a1):
+            h = np.int64(int_head[e])
+            t = np.int64(int_tail[e])
+            k = (h >> Sc) * nb_ + (t >> Sc)
+            p = p0 + pos[k]
+            pos[k] += 1
+            perm[p] = e - a0
+            bh[p] = h
+            bt[p] = t
+
+
+def band_layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S=None, min_states=None):
+    """The band layout of a schedule's cyclic components (see the module docstring).
+
+    Args:
+        int_head, int_tail: int32 local head and tail of the schedule's internal arcs,
+            grouped by head in row order; int_ptr: int64 [C+1] each component's arcs;
+            comp_ptr: int64 [C+1] each component's rows; trivial: bool [C].
+        S: band width in bits (default :data:`BAND_BITS`; a component with more than
+            256 bands widens its own).
+        min_states: the smallest component that gets bands (default :data:`BAND_MIN_STATES`).
+
+    Returns the tuple the linear solver takes: ``(bits, bptr, goff, gptr, perm, bh, bt,
+    code)``; ``bits[c]`` is component c's band width in bits or -1 (no bands);
+    ``bptr[c]:bptr[c + 1]`` its arcs in band order in ``perm`` (position in the component's
+    head-grouped arcs), ``bh`` and ``bt`` (local head and tail, uint32);
+    ``gptr[goff[c]:goff[c + 1]]`` the boundaries of its (head band, tail band) groups
+    relative to ``bptr[c]``; ``code[comp_ptr[c] + i]`` row i's arcs: 0 none, 1 only from
+    other bands, 2 some from its own band.
+    """
+    S = BAND_BITS if S is None else int(S)
+    min_states = BAND_MIN_STATES if min_states is None else int(min_states)
+    if S < 1 or S > 31:
+        raise ValueError(f"band width must be 1 to 31 bits, got {S}")
+    C = trivial.shape[0]
+    bits = np.empty(C, np.int64)
+    bptr = np.zeros(C + 1, np.int64)
+    goff = np.zeros(C + 1, np.int64)
+    _plan(int_ptr, comp_ptr, trivial, S, max(min_states, 2), bits, bptr, goff)
+    # the arrays of one entry per arc through numpy (huge pages where the kernel offers them)
+    m = int(bptr[C])
+    perm, bh, bt = np.empty(m, np.uint32), np.empty(m, np.uint32), np.empty(m, np.uint32)
+    gptr = np.zeros(int(goff[C]), np.int64)
+    code = np.zeros(int(comp_ptr[C]) if m else 0, np.uint8)
+    _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, bh, bt, code)
+    return bits, bptr, goff, gptr, perm, bh, bt, code
+
+
+_NONE = None
+
+
+def no_bands():
+    """The layout with no banded component (the solver's flat sweeps everywhere)."""
+    global _NONE
+    if _NONE is None:
+        e64 = np.empty(0, np.int64)
+        e32 = np.empty(0, np.uint32)
+        _NONE = (e64, e64, e64, e64, e32, e32, e32, np.empty(0, np.uint8))
+    return _NONE
+
+
+@nb.njit(cache=True)
+def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
+    """One banded Gauss-Seidel sweep of one-column rows (steps 1-4 of the module docstring).
+
+    y, yold, b: float64 [n] (values, previous values out, constants); Wp: float64 [m]
+    the plain arc factors in band order; bh, bt: uint32 [m] local head and tail in band
+    order; gptr: int64 [nb**2 + 1] the groups' boundaries; S: band width in bits;
+    code: uint8 [n] (see :func:`band_layout`); acc: float64 scratch of 2**S.
+    The statistics are the caller's (:func:`fsmlearn.algo.solve_linear.sweep_stats`).
+    """
+    n = y.shape[0]
+    for i in range(n):
+        yold[i] = y[i]
+    nb_ = (n + (1 << S) - 1) >> S
+    one = np.uint64(1)
+    for hb in range(nb_):
+        lo = hb << S
+        hi = min(n, lo + (1 << S))
+        for r in range(hi - lo):
+            acc[r] = b[lo + r]
+        ulo = np.uint64(lo)
+        for tb in range(nb_):
+            if tb == hb:
+                continue
+            k = hb * nb_ + tb
+            e = np.uint64(gptr[k])
+            end = np.uint64(gptr[k + 1])
+            while e < end:
+                acc[np.uint64(bh[e]) - ulo] += y[bt[e]] * Wp[e]
+                e += one
+        for r in range(hi - lo):
+            if code[lo + r] == 1:
+                y[lo + r] = acc[r]
+        k = hb * nb_ + hb
+        e = np.uint64(gptr[k])
+        end = np.uint64(gptr[k + 1])
+        prev = np.uint32(0xFFFFFFFF)
+        run = 0.0
+        while e < end:
+            h = bh[e]
+            base = acc[np.uint64(h) - ulo] if h != prev else run
+            run = base + y[bt[e]] * Wp[e]
+            y[h] = run
+            prev = h
+            e += one
+
+
+@nb.njit(cache=True)
+def build_plain_banded(Wint, a0, perm, bh, bt, pot, star, Wp):
+    """The plain arc factors of a banded component in band order; True when one was capped.
+
+    Wp[p] = W_e * 2**(k_e - (pot[head] - pot[tail])) * star[head] for the arc e = a0 + perm[p]
+    (one-column scaled rows Wint [*, 2]; star [n, 1] the heads' self-loop stars), as
+    :func:`fsmlearn.algo.solve_linear.build_plain` writes them in head order, with the same
+    cap at 2**1000.
+    """
+    capped = False
+    one = np.uint64(1)
+    p = np.uint64(0)
+    end = np.uint64(perm.shape[0])
+    ua0 = np.uint64(a0)
+    while p < end:
+        e = ua0 + np.uint64(perm[p])
+        h = bh[p]
+        f, cap = pow2_capped(Wint[e, 1] - (pot[h] - pot[bt[p]]), _CAP)
+        capped |= cap
+        Wp[p] = Wint[e, 0] * f * star[h, 0]
+        p += one
+    return capped

@@ -1,0 +1,245 @@
+"""Layer 3: cache bands (fsmlearn.algo.bands): the layout, the banded sweep, and the solver with bands.
+
+The solver bands only components of at least 2**19 states; the fixture ``small_bands``
+lowers the band width and that threshold so that small machines take the banded path,
+and every result is checked against OpenFst, a sparse direct solve or the flat sweep.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as sla
+
+from conftest import random_machine
+from fsmlearn import Machine
+from fsmlearn.algo import bands as B
+from fsmlearn.algo import forward, shortest_distance
+from fsmlearn.algo.schedule import schedule_for
+from fsmlearn.algo.solve_linear import plain_sweep_kernel, sweep_stats
+from fsmlearn.errors import DivergenceError, NotConvergedError
+from fsmlearn.testing import openfst_distances
+
+
+def rel_err(a, b):
+    fin = np.isfinite(b)
+    assert np.array_equal(fin, np.isfinite(a)), "finite entries differ"
+    return float(np.max(np.abs(a[fin] - b[fin]) / np.maximum(1.0, np.abs(b[fin])))) if fin.any() else 0.0
+
+
+@pytest.fixture
+def small_bands(monkeypatch):
+    """Bands of 2**4 rows for every component of at least 32 states."""
+    monkeypatch.setattr(B, "BAND_BITS", 4)
+    monkeypatch.setattr(B, "BAND_MIN_STATES", 32)
+
+
+def _banded_components(m, reverse):
+    """The band layout the solver cached for m (the small_bands fixture's)."""
+    return m._cache[("bands", reverse, B.BAND_BITS, B.BAND_MIN_STATES)]
+
+
+def _largest(m, reverse, S, least=2):
+    s = schedule_for(m, reverse)
+    c = int(np.argmax(np.diff(s.comp_ptr)))
+    bits, bptr, goff, gptr, perm, bh, bt, code = B.band_layout(s.int_head, s.int_tail, s.int_ptr, s.comp_ptr,
+                                                               s.trivial, S, least)
+    a0, a1 = int(s.int_ptr[c]), int(s.int_ptr[c + 1])
+    n = int(s.comp_ptr[c + 1] - s.comp_ptr[c])
+    p0, p1 = bptr[c], bptr[c + 1]
+    return (s, c, a0, a1, n, int(bits[c]), perm[p0:p1], bh[p0:p1], bt[p0:p1], gptr[goff[c]:goff[c + 1]],
+            code[s.comp_ptr[c]:s.comp_ptr[c + 1]])
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("S", [1, 3, 5, 12])
+def test_the_layout_lists_each_components_arcs_once_grouped_by_head_band_then_tail_band(rng, reverse, S):
+    m = random_machine(rng, 700, 4000, cyclic=True)
+    s = schedule_for(m, reverse)
+    bits, bptr, goff, gptr, perm, bh, bt, code = B.band_layout(s.int_head, s.int_tail, s.int_ptr, s.comp_ptr,
+                                                               s.trivial, S, 40)
+    sizes = np.diff(s.comp_ptr)
+    assert (bits >= 0).any()
+    for c in range(s.num_components):
+        a0, a1 = s.int_ptr[c], s.int_ptr[c + 1]
+        if s.trivial[c] or sizes[c] < 40 or a1 == a0:
+            assert bits[c] == -1 and bptr[c + 1] == bptr[c] and goff[c + 1] == goff[c]
+            continue
+        Sc = int(bits[c])
+        nb = -(-int(sizes[c]) // (1 << Sc))
+        assert Sc >= S and nb <= 256 and (Sc == S or -(-int(sizes[c]) // (1 << (Sc - 1))) > 256)
+        p = perm[bptr[c]:bptr[c + 1]].astype(np.int64)
+        assert np.array_equal(np.sort(p), np.arange(a1 - a0))                       # each arc once
+        h, t = bh[bptr[c]:bptr[c + 1]].astype(np.int64), bt[bptr[c]:bptr[c + 1]].astype(np.int64)
+        assert np.array_equal(h, s.int_head[a0 + p]) and np.array_equal(t, s.int_tail[a0 + p])
+        g = gptr[goff[c]:goff[c + 1]]
+        assert g.size == nb * nb + 1 and g[0] == 0 and g[-1] == a1 - a0
+        for k in range(nb * nb):
+            sl = slice(g[k], g[k + 1])
+            assert np.all(h[sl] >> Sc == k // nb) and np.all(t[sl] >> Sc == k % nb)
+            # stable: heads ascending, and the head-grouped order kept within a head
+            assert np.all(np.diff(p[sl]) > 0)
+        want = np.zeros(sizes[c], np.uint8)
+        own = (h >> Sc) == (t >> Sc)
+        want[h[~own]] = 1
+        want[h[own]] = 2
+        assert np.array_equal(code[s.comp_ptr[c]:s.comp_ptr[c + 1]], want)
+
+
+def test_a_component_of_more_than_256_bands_widens_its_own():
+    n = 3000
+    src = np.arange(n)
+    m = Machine.from_arcs(n, 0, {q: 1.0 for q in range(n)}, src, (src + 1) % n, np.ones(n, int),
+                          weight=np.full(n, 0.5))
+    s = schedule_for(m, False)
+    bits = B.band_layout(s.int_head, s.int_tail, s.int_ptr, s.comp_ptr, s.trivial, 2, 2)[0]
+    assert bits.tolist() == [4]          # 3000 rows: 2**3 would make 375 bands, 2**4 makes 188
+    with pytest.raises(ValueError, match="1 to 31 bits"):
+        B.band_layout(s.int_head, s.int_tail, s.int_ptr, s.comp_ptr, s.trivial, 0, 2)
+
+
+def _reference_banded_sweep(y, b, W, h, t, g, S, code):
+    """The four steps of the bands module's docstring, one arc at a time in Python."""
+    n = y.size
+    nb = -(-n // (1 << S))
+    for hb in range(nb):
+        lo, hi = hb << S, min(n, (hb + 1) << S)
+        acc = b[lo:hi].copy()
+        for tb in range(nb):
+            if tb != hb:
+                for e in range(g[hb * nb + tb], g[hb * nb + tb + 1]):
+                    acc[h[e] - lo] += y[t[e]] * W[e]
+        for r in range(lo, hi):
+            if code[r] == 1:
+                y[r] = acc[r - lo]
+        prev = -1
+        run = 0.0
+        for e in range(g[hb * nb + hb], g[hb * nb + hb + 1]):
+            run = (acc[h[e] - lo] if h[e] != prev else run) + y[t[e]] * W[e]
+            y[h[e]] = run
+            prev = h[e]
+    return y
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_the_banded_sweep_is_its_four_steps_and_one_band_is_the_flat_sweep(rng, reverse):
+    m = random_machine(rng, 500, 3000, cyclic=True)
+    for S in (3, 6, 9):
+        s, c, a0, a1, n, Sc, perm, bh, bt, gptr, code = _largest(m, reverse, S)
+        Wp = rng.random(a1 - a0) * 0.2
+        Wb = Wp[perm]
+        b = rng.random(n) * (code > 0)
+        y0 = rng.random(n)
+        y, yold = y0.copy(), np.empty(n)
+        B.banded_sweep1(y, yold, b, Wb, bh, bt, gptr, Sc, code, np.empty(1 << Sc))
+        assert np.array_equal(yold, y0)
+        want = _reference_banded_sweep(y0.copy(), b, Wb, bh.astype(np.int64), bt.astype(np.int64), gptr, Sc, code)
+        np.testing.assert_allclose(y, want, rtol=1e-13, atol=0)
+        if (n - 1) >> Sc == 0:
+            # one band: the flat sweep's order exactly, and the same statistics
+            hasrow = code > 0
+            yf, yfo, st_f = y0.copy(), np.empty(n), np.empty(5)
+            plain_sweep_kernel(0)(yf, yfo, b, Wp, s.int_head.view(np.uint32), s.int_tail.view(np.uint32),
+                                  a0, a1, hasrow, st_f)
+            st_b = np.empty(5)
+            sweep_stats(y, yold, hasrow, True, st_b)
+            assert np.array_equal(y, yf) and np.array_equal(st_b, st_f)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_the_banded_sweeps_fixed_point_is_the_systems_solution(rng, reverse):
+    m = random_machine(rng, 600, 4000, cyclic=True, mass=0.9)
+    s, c, a0, a1, n, Sc, perm, bh, bt, gptr, code = _largest(m, reverse, 4)
+    Wp = np.exp(-m.weight[s.int_arc[a0:a1]])
+    b = np.where(code > 0, 1.0, 0.0)
+    A = sp.csr_matrix((Wp, (s.int_head[a0:a1], s.int_tail[a0:a1])), shape=(n, n))
+    x = sla.spsolve((sp.eye(n) - A).tocsc(), b)
+    y, yold, acc = np.zeros(n), np.empty(n), np.empty(1 << Sc)
+    Wb = Wp[perm]
+    for _ in range(400):
+        B.banded_sweep1(y, yold, b, Wb, bh, bt, gptr, Sc, code, acc)
+    assert np.max(np.abs(y - x) / np.maximum(x, 1e-300)) < 1e-10
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("semiring", ["log", "real"])
+def test_the_solver_with_bands_agrees_with_openfst(rng, small_bands, reverse, semiring):
+    for n, E in ((300, 2400), (2000, 20000)):
+        m = random_machine(rng, n, E, cyclic=True, arc_type="log64")
+        got, info = shortest_distance(m, semiring, reverse=reverse, return_info=True)
+        assert _banded_components(m, reverse)[0].max() >= 4        # the solver took the banded path
+        ref = openfst_distances(m.to_pynini("log64"), reverse, delta=1e-12)
+        if semiring == "real":
+            with np.errstate(divide="ignore"):
+                got = -np.log(got)
+        assert rel_err(got, ref) < 1e-9
+
+
+def test_the_solver_with_and_without_bands_agree_within_the_tolerance(rng, monkeypatch):
+    m = random_machine(rng, 3000, 30000, cyclic=True, mass=0.97)
+    for reverse in (False, True):
+        flat, fi = shortest_distance(m, "log", reverse=reverse, return_info=True, tol=1e-10)
+        monkeypatch.setattr(B, "BAND_BITS", 7)
+        monkeypatch.setattr(B, "BAND_MIN_STATES", 256)
+        banded, bi = shortest_distance(m, "log", reverse=reverse, return_info=True, tol=1e-10)
+        monkeypatch.undo()
+        assert m._cache[("bands", reverse, 7, 256)][0].max() == 7
+        # both stop when their error estimate is below 1e-10 (relative, per state)
+        fin = np.isfinite(flat)
+        assert np.array_equal(fin, np.isfinite(banded))
+        assert np.max(np.abs(np.expm1(flat[fin] - banded[fin]))) < 1e-8
+        assert abs(bi.sweeps - fi.sweeps) <= max(3, fi.sweeps // 4)
+
+
+def _skip_chain(n, back):
+    # as in algo_shortest_test: values spanning e^-825 around one cycle of n states
+    src = np.r_[np.arange(n - 1), np.arange(n - 2)]
+    dst = np.r_[np.arange(1, n), np.arange(2, n)]
+    w = np.ones(src.size)
+    if back:
+        src, dst, w = np.r_[src, n - 1], np.r_[dst, 0], np.r_[w, 5.0]
+    return Machine.from_arcs(n, 0, {q: 1.0 for q in range(n)}, src, dst, np.ones(src.size, int), weight=w)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_values_below_the_float64_range_with_bands(small_bands, reverse):
+    m = _skip_chain(4100, back=True)
+    got, info = shortest_distance(m, "log", reverse=reverse, return_info=True)
+    assert _banded_components(m, reverse)[0].max() >= 4
+    ref = openfst_distances(m.to_pynini(), reverse=reverse)
+    assert rel_err(got, ref) < 1e-9
+    if not reverse:
+        assert ref.max() > 800.0 and info.repotentials > 0   # the potentials were rebuilt on the way
+
+
+@pytest.mark.parametrize("off", [1000.0, -2500.0])
+def test_a_wildly_wrong_warm_start_converges_with_bands(small_bands, off):
+    m = _skip_chain(300, back=True)
+    ref = openfst_distances(m.to_pynini())
+    init = ref.copy()
+    init[100:200] += np.arange(100) * off
+    assert rel_err(forward(m, init=init), ref) < 1e-9
+    assert _banded_components(m, False)[0].max() >= 4
+
+
+def test_divergence_and_the_sweep_limit_with_bands(rng, small_bands):
+    m = random_machine(rng, 400, 4000, cyclic=True, mass=0.9)
+    m = m.replace(weight=m.weight - 0.4)            # each state's arcs now carry 0.9 e^0.4 = 1.34
+    with pytest.raises(DivergenceError):
+        forward(m)
+    m = random_machine(rng, 400, 4000, cyclic=True, mass=0.999)
+    with pytest.raises(NotConvergedError, match="within 3 sweeps"):
+        forward(m, max_sweeps=3)
+
+
+def test_expectation_rows_take_the_flat_sweep(rng, small_bands):
+    # bands are for one-column rows; the expectation semiring's solve is unchanged by them
+    m = random_machine(rng, 500, 4000, cyclic=True)
+    v = rng.random(m.num_arcs)
+    got = shortest_distance(m, "expectation", arc_values=v)
+    ref = openfst_distances(m.to_pynini("log64"), False, delta=1e-12)
+    assert rel_err(got[:, 0], ref) < 1e-9
+    assert not any(isinstance(k, tuple) and k[0] == "bands" for k in m._cache)
