@@ -127,6 +127,7 @@ def _reference_banded_sweep(y, b, W, h, t, g, S, code):
 @pytest.mark.parametrize("reverse", [False, True])
 def test_the_banded_sweep_is_its_four_steps_and_one_band_is_the_flat_sweep(rng, reverse):
     m = random_machine(rng, 500, 3000, cyclic=True)
+    one_band = 0
     for S in (3, 6, 9):
         s, c, a0, a1, n, Sc, perm, bh, bt, gptr, code = _largest(m, reverse, S)
         Wp = rng.random(a1 - a0) * 0.2
@@ -147,6 +148,8 @@ def test_the_banded_sweep_is_its_four_steps_and_one_band_is_the_flat_sweep(rng, 
             st_b = np.empty(5)
             sweep_stats(y, yold, hasrow, True, st_b)
             assert np.array_equal(y, yf) and np.array_equal(st_b, st_f)
+            one_band += 1
+    assert one_band == 1            # bands of 2**9 hold the whole component of at most 500 rows
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -190,6 +193,8 @@ def test_the_solver_with_and_without_bands_agree_within_the_tolerance(rng, monke
         # both stop when their error estimate is below 1e-10 (relative, per state)
         fin = np.isfinite(flat)
         assert np.array_equal(fin, np.isfinite(banded))
+        # the banded sweeps ran: the same sums in another order round differently somewhere
+        assert not np.array_equal(flat, banded)
         assert np.max(np.abs(np.expm1(flat[fin] - banded[fin]))) < 1e-8
         assert abs(bi.sweeps - fi.sweeps) <= max(3, fi.sweeps // 4)
 
@@ -221,8 +226,10 @@ def test_a_wildly_wrong_warm_start_converges_with_bands(small_bands, off):
     ref = openfst_distances(m.to_pynini())
     init = ref.copy()
     init[100:200] += np.arange(100) * off
-    assert rel_err(forward(m, init=init), ref) < 1e-9
+    got, info = forward(m, init=init, return_info=True)
+    assert rel_err(got, ref) < 1e-9
     assert _banded_components(m, False)[0].max() >= 4
+    assert info.repotentials > 0          # the capped factors were replaced by new potentials
 
 
 def test_divergence_and_the_sweep_limit_with_bands(rng, small_bands):
@@ -243,3 +250,25 @@ def test_expectation_rows_take_the_flat_sweep(rng, small_bands):
     ref = openfst_distances(m.to_pynini("log64"), False, delta=1e-12)
     assert rel_err(got[:, 0], ref) < 1e-9
     assert not any(isinstance(k, tuple) and k[0] == "bands" for k in m._cache)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_two_banded_components_and_the_rest_of_the_schedule(rng, small_bands, reverse):
+    # two random cyclic blocks of 300 and 500 states, joined by arcs one way only, and a
+    # tail of 40 acyclic states: two banded components with their own offsets
+    a = random_machine(rng, 300, 2400, cyclic=True)
+    b = random_machine(rng, 500, 4000, cyclic=True)
+    src = np.r_[a.arc_src, b.arc_src + 300, np.arange(0, 300, 10), np.arange(800, 839), [300, 500]]
+    dst = np.r_[a.dst, b.dst + 300, np.arange(300, 600, 10), np.arange(801, 840), [800, 820]]
+    w = np.r_[a.weight, b.weight, np.full(30, 2.0), np.full(39, 0.3), [1.0, 1.0]]
+    final = np.r_[a.final, b.final, np.full(40, 0.5)]
+    m = Machine.from_arcs(840, 0, final, src, dst, np.ones(src.size, int), weight=w)
+    got = shortest_distance(m, "log", reverse=reverse)
+    bits = _banded_components(m, reverse)[0]
+    assert (bits >= 0).sum() == 2
+    assert rel_err(got, openfst_distances(m.to_pynini("log64"), reverse, delta=1e-12)) < 1e-9
+    # a re-weighted copy shares the layout (it depends on the topology only)
+    m2 = m.replace(weight=w * 1.01)
+    assert m2._cache[("bands", reverse, B.BAND_BITS, B.BAND_MIN_STATES)] is _banded_components(m, reverse)
+    got2 = shortest_distance(m2, "log", reverse=reverse)
+    assert rel_err(got2, openfst_distances(m2.to_pynini("log64"), reverse, delta=1e-12)) < 1e-9

@@ -308,14 +308,17 @@ class Machine:
                       arc_type=self.arc_type, openfst_phi=self.openfst_phi)
         fields.update(changes)
         m = Machine(**fields)
-        # structures that depend only on the topology carry over (schedules,
-        # components, label index); failure structures also need the same
+        # structures that depend only on the topology carry over (schedules and
+        # their cache bands, components, label index); failure structures also need the same
         # pattern of final weights that are zero
         same_graph = m.src_start is self.src_start and m.dst is self.dst
         if same_graph:
             for key in ("arc_src", "components", "schedule_fwd", "schedule_bwd"):
                 if key in self._cache:
                     m._cache[key] = self._cache[key]
+            for key, v in self._cache.items():
+                if isinstance(key, tuple) and key[0] == "bands":      # the schedules' cache bands
+                    m._cache[key] = v
             if m.ilabel is self.ilabel:
                 if "label_index" in self._cache:
                     m._cache["label_index"] = self._cache["label_index"]
