@@ -12,11 +12,14 @@ from fsmlearn.algo.schedule import (_build, _radix_sort3, _reached_from, _reachi
 from fsmlearn.algo.solve_linear import plain_sweep_kernel
 
 
-@pytest.mark.parametrize("maxkey", [1, 7, 1023, 1024, 1 << 20, (1 << 33) + 5])
-def test_radix_sort_is_a_stable_sort(maxkey):
+@pytest.mark.parametrize("maxkey, dtype", [(k, d) for k in (1, 7, 1023, 1024, 5000, 1 << 20, (1 << 22) - 1, 1 << 22)
+                                            for d in (np.int32, np.int64)] + [((1 << 33) + 5, np.int64)])
+def test_radix_sort_is_a_stable_sort(maxkey, dtype):
+    # keys of 11 to 22 bits take one pass by the high bits and one per bucket, others LSD passes
     rng = np.random.default_rng(maxkey)
-    n = 5000
-    key = rng.integers(0, maxkey + 1, n).astype(np.int64)
+    n = 20000
+    key = rng.integers(0, maxkey + 1, n).astype(dtype)
+    key[:50] = maxkey
     p1 = np.arange(n, dtype=np.int32)
     p2 = rng.integers(0, 10**9, n).astype(np.int64)
     k, a, b = _sort3(key.copy(), p1.copy(), p2.copy())

@@ -308,6 +308,8 @@ def _radix_sort3(key, p1, p2, kb, pb, qb):
     kbits = 0
     while (maxk >> kbits) > 0:
         kbits += 1
+    if 10 < kbits <= 22:
+        return _msd_lsd_sort3(key, p1, p2, kb, pb, qb, kbits)
     passes = (kbits + 9) // 10
     bits = (kbits + passes - 1) // passes
     nb_ = 1 << bits
@@ -333,6 +335,55 @@ def _radix_sort3(key, p1, p2, kb, pb, qb):
         qa, qb = qb, qa
         shift += bits
     return ka, pa, qa
+
+
+@nb.njit(cache=True)
+def _msd_lsd_sort3(key, p1, p2, kb, pb, qb, kbits):
+    """_radix_sort3 for keys of 11 to 22 bits: one pass by the high bits into the
+    scratch arrays (at most 1,024 buckets), then each bucket by its low 12 bits (or
+    fewer) back into the input arrays, a bucket at a time, so that the second pass's
+    writes stay inside a bucket's few hundred kilobytes instead of spanning all
+    records.  Both passes are stable counting sorts.  On 10M records of 20-bit keys
+    (the forward schedule of the engine benchmark) 290-395 ms against 356-524 ms for
+    two 10-bit LSD passes, runs alternating on this project's busy 2-core machine."""
+    n = key.shape[0]
+    lob = min(12, kbits - 1)
+    if kbits - lob > 10:
+        lob = kbits - 10
+    nh = 1 << (kbits - lob)
+    cnt = np.zeros(nh + 1, np.int64)
+    for i in range(n):
+        cnt[(key[i] >> lob) + 1] += 1
+    for d in range(nh):
+        cnt[d + 1] += cnt[d]
+    pos = cnt[:-1].copy()
+    for i in range(n):
+        d = key[i] >> lob
+        j = pos[d]
+        pos[d] = j + 1
+        kb[j] = key[i]
+        pb[j] = p1[i]
+        qb[j] = p2[i]
+    nl = 1 << lob
+    mask = nl - 1
+    c2 = np.empty(nl + 1, np.int64)
+    for d in range(nh):
+        lo = cnt[d]
+        hi = cnt[d + 1]
+        c2[:] = 0
+        for i in range(lo, hi):
+            c2[(kb[i] & mask) + 1] += 1
+        c2[0] = lo
+        for x in range(nl):
+            c2[x + 1] += c2[x]
+        for i in range(lo, hi):
+            x = kb[i] & mask
+            j = c2[x]
+            c2[x] = j + 1
+            key[j] = kb[i]
+            p1[j] = pb[i]
+            p2[j] = qb[i]
+    return key, p1, p2
 
 
 def _sort3(key, p1, p2):
