@@ -76,12 +76,22 @@ def test_the_layout_lists_each_components_arcs_once_grouped_by_head_band_then_ta
         h, t = bh[bptr[c]:bptr[c + 1]].astype(np.int64), bt[bptr[c]:bptr[c + 1]].astype(np.int64)
         assert np.array_equal(h, s.int_head[a0 + p]) and np.array_equal(t, s.int_tail[a0 + p])
         g = gptr[goff[c]:goff[c + 1]]
-        assert g.size == nb * nb + 1 and g[0] == 0 and g[-1] == a1 - a0
+        sb = B.sub_bits(nb, Sc)
+        assert g.size == (nb * nb << sb) + 1 and g[0] == 0 and g[-1] == a1 - a0
         for k in range(nb * nb):
-            sl = slice(g[k], g[k + 1])
+            sl = slice(g[k << sb], g[(k + 1) << sb])
             assert np.all(h[sl] >> Sc == k // nb) and np.all(t[sl] >> Sc == k % nb)
-            # stable: heads ascending, and the head-grouped order kept within a head
-            assert np.all(np.diff(p[sl]) > 0)
+            if k // nb == k % nb:
+                # the band's own group: the head-grouped order (stable), one block
+                assert np.all(np.diff(p[sl]) > 0) and g[(k << sb) + 1] == g[(k + 1) << sb]
+                continue
+            # another band's arcs: by tail block, each block in the head-grouped order
+            blk = (t[sl] & ((1 << Sc) - 1)) >> (Sc - sb)
+            assert np.all(np.diff(blk) >= 0)
+            for j in range(1 << sb):
+                bl = slice(g[(k << sb) + j], g[(k << sb) + j + 1])
+                assert np.all(blk[bl.start - sl.start:bl.stop - sl.start] == j)
+                assert np.all(np.diff(p[bl]) > 0)
         want = np.zeros(sizes[c], np.uint8)
         own = (h >> Sc) == (t >> Sc)
         want[h[~own]] = 1
@@ -97,6 +107,8 @@ def test_a_component_of_more_than_256_bands_widens_its_own():
     s = schedule_for(m, False)
     bits = B.band_layout(s.int_head, s.int_tail, s.int_ptr, s.comp_ptr, s.trivial, 2, 2)[0]
     assert bits.tolist() == [4]          # 3000 rows: 2**3 would make 375 bands, 2**4 makes 188
+    # tail blocks: 8 bits of them, fewer in narrow bands or where the groups would pass 2**20
+    assert [B.sub_bits(4, 18), B.sub_bits(1, 3), B.sub_bits(188, 4), B.sub_bits(256, 19)] == [8, 3, 4, 4]
     with pytest.raises(ValueError, match="1 to 31 bits"):
         B.band_layout(s.int_head, s.int_tail, s.int_ptr, s.comp_ptr, s.trivial, 0, 2)
 
@@ -105,19 +117,22 @@ def _reference_banded_sweep(y, b, W, h, t, g, S, code):
     """The four steps of the bands module's docstring, one arc at a time in Python."""
     n = y.size
     nb = -(-n // (1 << S))
+    sb = B.sub_bits(nb, S)
     for hb in range(nb):
         lo, hi = hb << S, min(n, (hb + 1) << S)
         acc = b[lo:hi].copy()
         for tb in range(nb):
             if tb != hb:
-                for e in range(g[hb * nb + tb], g[hb * nb + tb + 1]):
+                k = hb * nb + tb
+                for e in range(g[k << sb], g[(k + 1) << sb]):
                     acc[h[e] - lo] += y[t[e]] * W[e]
         for r in range(lo, hi):
             if code[r] == 1:
                 y[r] = acc[r - lo]
         prev = -1
         run = 0.0
-        for e in range(g[hb * nb + hb], g[hb * nb + hb + 1]):
+        k = hb * nb + hb
+        for e in range(g[k << sb], g[(k + 1) << sb]):
             run = (acc[h[e] - lo] if h[e] != prev else run) + y[t[e]] * W[e]
             y[h[e]] = run
             prev = h[e]

@@ -9,8 +9,11 @@ docs/bench-engine.md), and the sweep is bound by them.
 
 The band layout cuts the component's rows (its states in row order) into bands of
 ``2**S`` consecutive rows and lists each band's arcs grouped by the band of their
-tail: head band first, then tail band, heads ascending inside a group (a stable
-counting sort of the head-grouped arcs).  :func:`banded_sweep1` then takes the bands
+tail: head band first, then tail band.  Inside the band's own group heads ascend; a
+group of arcs from another band is further cut by blocks of ``2**(S - 8)`` tails (8 KB
+of values for bands of 2**18), heads ascending inside a block, so that its gathers
+walk the tail band nearly in order (a stable counting sort of the head-grouped arcs by
+(head band, tail band, tail block)).  :func:`banded_sweep1` then takes the bands
 in order; for band ``hb`` with rows ``lo:hi``:
 
 1. ``acc = b[lo:hi]``;
@@ -35,7 +38,7 @@ tail, each uint32) and one byte a row, per direction, cached with the schedule; 
 components of at least ``min_states`` states (:data:`BAND_MIN_STATES`) get bands.
 
 Public names: BAND_BITS, BAND_MIN_STATES, band_layout, no_bands, banded_sweep1,
-build_plain_banded.
+build_plain_banded, sub_bits.
 """
 from __future__ import annotations
 
@@ -44,7 +47,8 @@ import numpy as np
 
 from ..semiring.ops import pow2_capped
 
-__all__ = ["BAND_BITS", "BAND_MIN_STATES", "band_layout", "no_bands", "banded_sweep1", "build_plain_banded"]
+__all__ = ["BAND_BITS", "BAND_MIN_STATES", "band_layout", "no_bands", "banded_sweep1", "build_plain_banded",
+           "sub_bits"]
 
 #: rows a band holds (a power of two): 2**18 float64 values are 2 MB, a window that stays
 #: in the cache on a busy day (docs/bench-engine.md measures 2**17 to 2**19)
@@ -65,6 +69,16 @@ def _band_bits(n, S):
 
 
 @nb.njit(cache=True)
+def sub_bits(nb_, S):
+    """Bits of tail blocks inside a group of a component of nb_ bands of 2**S rows: up to 8
+    (blocks of 2**(S - 8) tails), fewer where nb_**2 groups of 2**bits blocks would pass 2**20."""
+    lg = 0
+    while (1 << lg) < nb_:
+        lg += 1
+    return max(0, min(8, S, 20 - 2 * lg))
+
+
+@nb.njit(cache=True)
 def _plan(int_ptr, comp_ptr, trivial, S, min_states, bits, bptr, goff):
     """Which components get bands, their widths and their offsets in the layout's arrays."""
     C = trivial.shape[0]
@@ -76,7 +90,7 @@ def _plan(int_ptr, comp_ptr, trivial, S, min_states, bits, bptr, goff):
             nb_ = (n + (1 << Sc) - 1) >> Sc
             bits[c] = Sc
             bptr[c + 1] = bptr[c] + m
-            goff[c + 1] = goff[c] + nb_ * nb_ + 1
+            goff[c + 1] = goff[c] + (nb_ * nb_ << sub_bits(nb_, Sc)) + 1
         else:
             bits[c] = -1
             bptr[c + 1] = bptr[c]
@@ -97,21 +111,28 @@ def _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, b
         g0 = goff[c]
         p0 = bptr[c]
         r0 = comp_ptr[c]
+        sb = sub_bits(nb_, Sc)
+        sh = Sc - sb
+        smask = (1 << sb) - 1
+        G = nb_ * nb_ << sb
         for e in range(a0, a1):
             h = np.int64(int_head[e])
             t = np.int64(int_tail[e])
-            gptr[g0 + (h >> Sc) * nb_ + (t >> Sc) + 1] += 1
-            if (h >> Sc) == (t >> Sc):
+            own = (h >> Sc) == (t >> Sc)
+            k = (((h >> Sc) * nb_ + (t >> Sc)) << sb) + (0 if own else (t >> sh) & smask)
+            gptr[g0 + k + 1] += 1
+            if own:
                 code[r0 + h] = 2
             elif code[r0 + h] == 0:
                 code[r0 + h] = 1
-        for k in range(nb_ * nb_):
+        for k in range(G):
             gptr[g0 + k + 1] += gptr[g0 + k]
-        pos = gptr[g0:g0 + nb_ * nb_].copy()
+        pos = gptr[g0:g0 + G].copy()
         for e in range(a0, a1):
             h = np.int64(int_head[e])
             t = np.int64(int_tail[e])
-            k = (h >> Sc) * nb_ + (t >> Sc)
+            own = (h >> Sc) == (t >> Sc)
+            k = (((h >> Sc) * nb_ + (t >> Sc)) << sb) + (0 if own else (t >> sh) & smask)
             p = p0 + pos[k]
             pos[k] += 1
             perm[p] = e - a0
@@ -134,8 +155,9 @@ def band_layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S=None, min_stat
     code)``; ``bits[c]`` is component c's band width in bits or -1 (no bands);
     ``bptr[c]:bptr[c + 1]`` its arcs in band order in ``perm`` (position in the component's
     head-grouped arcs), ``bh`` and ``bt`` (local head and tail, uint32);
-    ``gptr[goff[c]:goff[c + 1]]`` the boundaries of its (head band, tail band) groups
-    relative to ``bptr[c]``; ``code[comp_ptr[c] + i]`` row i's arcs: 0 none, 1 only from
+    ``gptr[goff[c]:goff[c + 1]]`` the boundaries of its (head band, tail band, tail block)
+    groups relative to ``bptr[c]`` (group ``k = hb * nb + tb`` spans ``gptr[k << sb]`` to
+    ``gptr[(k + 1) << sb]``, ``sb`` = :func:`sub_bits`; a band's own group is one block); ``code[comp_ptr[c] + i]`` row i's arcs: 0 none, 1 only from
     other bands, 2 some from its own band.
     """
     S = BAND_BITS if S is None else int(S)
@@ -175,7 +197,7 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
 
     y, yold, b: float64 [n] (values, previous values out, constants); Wp: float64 [m]
     the plain arc factors in band order; bh, bt: uint32 [m] local head and tail in band
-    order; gptr: int64 [nb**2 + 1] the groups' boundaries; S: band width in bits;
+    order; gptr: int64 [(nb**2 << sub_bits) + 1] the groups' boundaries; S: band width in bits;
     code: uint8 [n] (see :func:`band_layout`); acc: float64 scratch of 2**S.
     The statistics are the caller's (:func:`fsmlearn.algo.solve_linear.sweep_stats`).
     """
@@ -183,6 +205,7 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
     for i in range(n):
         yold[i] = y[i]
     nb_ = (n + (1 << S) - 1) >> S
+    sb = sub_bits(nb_, S)
     one = np.uint64(1)
     for hb in range(nb_):
         lo = hb << S
@@ -194,8 +217,8 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
             if tb == hb:
                 continue
             k = hb * nb_ + tb
-            e = np.uint64(gptr[k])
-            end = np.uint64(gptr[k + 1])
+            e = np.uint64(gptr[k << sb])
+            end = np.uint64(gptr[(k + 1) << sb])
             while e < end:
                 acc[np.uint64(bh[e]) - ulo] += y[bt[e]] * Wp[e]
                 e += one
@@ -203,8 +226,8 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
             if code[lo + r] == 1:
                 y[lo + r] = acc[r]
         k = hb * nb_ + hb
-        e = np.uint64(gptr[k])
-        end = np.uint64(gptr[k + 1])
+        e = np.uint64(gptr[k << sb])
+        end = np.uint64(gptr[(k + 1) << sb])
         while e < end:
             # the row's running sum lives in acc (a read-modify-write the store
             # forwarding serves; a select between acc and a register sum took 1.3x
