@@ -17,25 +17,16 @@ from numba import cuda
 
 from ..chain_arith import chain_cost_py, chain_fb_py, chain_forward_py
 from ..flow_arith import retarget
+from . import kernels as K
 from .solve import launch
 
 __all__ = ["chain_fb", "chain_fb_device"]
 
 
-@cuda.jit(device=True)
-def _atomic1(a, i, v):
-    cuda.atomic.add(a, i, v)
-
-
-@cuda.jit(device=True)
-def _atomic2(a, i, j, v):
-    cuda.atomic.add(a, (i, j), v)
-
-
 _forward_dev = cuda.jit(device=True)(chain_forward_py)
 _cost_dev = cuda.jit(device=True)(chain_cost_py)
-_chain_fb_dev = cuda.jit(device=True)(retarget(chain_fb_py, _forward=_forward_dev, _cost=_cost_dev, _add1=_atomic1,
-                                               _add2=_atomic2))
+_chain_fb_dev = cuda.jit(device=True)(retarget(chain_fb_py, _forward=_forward_dev, _cost=_cost_dev, _add1=K.atomic_add1,
+                                               _add2=K.atomic_add2))
 
 
 @cuda.jit

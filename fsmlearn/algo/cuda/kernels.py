@@ -46,7 +46,8 @@ Kernels (grid: one thread per item named first):
   to the machine's arcs; :func:`chain_flows` (exclusion): adds an exclusion
   arc's (negative) flow to every arc of its backoff chain.
 
-Public names: the kernels above, EXP_UNSET, CHUNK.
+Public names: the kernels above, atomic_add1 and atomic_add2 (the device's ``_add1`` /
+``_add2`` for :func:`fsmlearn.algo.flow_arith.retarget`), EXP_UNSET, CHUNK.
 """
 
 from __future__ import annotations
@@ -60,13 +61,25 @@ from ..flow_arith import arc_flow_py, chain_flow_py, final_flow_py, owner_py
 
 __all__ = ["forest_up_rows", "forest_down_rows", "pull_level", "pull_levels_block", "jacobi_sweep", "reduce_change", "chunk_sums", "extrapolate_scaled", "extrapolate_plain",
            "phi_pull", "phi_up_level", "phi_down_level", "plain_change", "arc_flows", "final_flows", "scatter_flows",
-           "chain_flows", "EXP_UNSET", "CHUNK"]
+           "chain_flows", "atomic_add1", "atomic_add2", "EXP_UNSET", "CHUNK"]
 
 CHUNK = 256                  # rows per thread of reduce_change
 _HI = 2.0**64
 _LO = 2.0**-64
 _UNBOUNDED_EXP = 1000.0      # a row this many binary orders above the reference diverges
 _UNBOUNDED = 2.0**1000       # the same bound for plain rows (convergence.measure_change)
+
+
+@cuda.jit(device=True)
+def atomic_add1(a, i, v):
+    """a[i] += v, atomically (the device's ``_add1`` of the shared arithmetic)."""
+    cuda.atomic.add(a, i, v)
+
+
+@cuda.jit(device=True)
+def atomic_add2(a, i, j, v):
+    """a[i, j] += v, atomically (the device's ``_add2`` of the shared arithmetic)."""
+    cuda.atomic.add(a, (i, j), v)
 
 
 @cuda.jit(device=True)

@@ -40,12 +40,7 @@ __all__ = ["relax_block_system_cuda"]
 _entry_weight = cuda.jit(device=True)(entry_weight_py)
 
 
-@cuda.jit(device=True)
-def _atomic2(a, i, j, v):
-    cuda.atomic.add(a, (i, j), v)
-
-
-_apply_arc = cuda.jit(device=True)(retarget(apply_arc_py, _entry_weight=_entry_weight, _add2=_atomic2))
+_apply_arc = cuda.jit(device=True)(retarget(apply_arc_py, _entry_weight=_entry_weight, _add2=K.atomic_add2))
 #: a row times a matrix, the CPU's function (also the tied product's, :mod:`fsmlearn.algo.cuda.tied`)
 row_times = cuda.jit(device=True)(row_times_py)
 _row_times = row_times

@@ -160,13 +160,8 @@ def _block_scores(B, alpha, M, U, logE, es, ed, ek, blk_start, blk_tag, arc_word
 _block_softmax = cuda.jit(device=True)(block_softmax_py)
 
 
-@cuda.jit(device=True)
-def _atomic2(a, i, j, v):
-    cuda.atomic.add(a, (i, j), v)
-
-
-_arc_emit_entropy = cuda.jit(device=True)(retarget(arc_emit_entropy_py, _add2=_atomic2))
-_event_scatter = cuda.jit(device=True)(retarget(event_scatter_py, _add2=_atomic2))
+_arc_emit_entropy = cuda.jit(device=True)(retarget(arc_emit_entropy_py, _add2=K.atomic_add2))
+_event_scatter = cuda.jit(device=True)(retarget(event_scatter_py, _add2=K.atomic_add2))
 _block_scores_arc = cuda.jit(device=True)(block_scores_py)
 
 
