@@ -135,16 +135,15 @@ def _largest_component(m: Machine, reverse: bool):
     with its internal arc range, state count, plain arc factors, uint32 views of the head
     and tail arrays, and ``bands`` = (S, perm, bh, bt, gptr, code) where the solver
     sweeps it in cache bands (fsmlearn.algo.bands), else None."""
-    from fsmlearn.algo import bands as B
+    from fsmlearn.algo.bands import bands_for
     s = schedule_for(m, reverse)
     c = int(np.argmax(np.diff(s.comp_ptr)))
     a0, a1 = int(s.int_ptr[c]), int(s.int_ptr[c + 1])
     n = int(s.comp_ptr[c + 1] - s.comp_ptr[c])
     Wp = np.exp(-m.weight[s.int_arc[a0:a1]])
     bands = None
-    if n >= B.BAND_MIN_STATES:
-        bits, bptr, goff, gptr, perm, bh, bt, code = B.band_layout(s.int_head, s.int_tail, s.int_ptr,
-                                                                    s.comp_ptr, s.trivial)
+    bits, bptr, goff, gptr, perm, bh, bt, code = bands_for(m, s)      # the solver's own layout
+    if bits.shape[0] and bits[c] >= 0:
         p0, p1 = bptr[c], bptr[c + 1]
         bands = (int(bits[c]), perm[p0:p1], bh[p0:p1], bt[p0:p1], gptr[goff[c]:goff[c + 1]],
                  code[s.comp_ptr[c]:s.comp_ptr[c + 1]])

@@ -37,7 +37,7 @@ Memory: 12 bytes an arc (the arc's position in the head-grouped order, its head 
 tail, each uint32) and one byte a row, per direction, cached with the schedule; only
 components of at least ``min_states`` states (:data:`BAND_MIN_STATES`) get bands.
 
-Public names: BAND_BITS, BAND_MIN_STATES, band_layout, no_bands, banded_sweep1,
+Public names: BAND_BITS, BAND_MIN_STATES, band_layout, bands_for, no_bands, banded_sweep1,
 build_plain_banded, sub_bits.
 """
 from __future__ import annotations
@@ -47,7 +47,7 @@ import numpy as np
 
 from ..semiring.ops import pow2_capped
 
-__all__ = ["BAND_BITS", "BAND_MIN_STATES", "band_layout", "no_bands", "banded_sweep1", "build_plain_banded",
+__all__ = ["BAND_BITS", "BAND_MIN_STATES", "band_layout", "bands_for", "no_bands", "banded_sweep1", "build_plain_banded",
            "sub_bits"]
 
 #: rows a band holds (a power of two): 2**18 float64 values are 2 MB, a window that stays
@@ -176,6 +176,18 @@ def band_layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S=None, min_stat
     code = np.zeros(int(comp_ptr[C]) if m else 0, np.uint8)
     _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, bh, bt, code)
     return bits, bptr, goff, gptr, perm, bh, bt, code
+
+
+def bands_for(graph, sched):
+    """The cache bands of a schedule of ``graph`` (its one-column rows' sweeps), cached on
+    the graph beside the schedule (:func:`fsmlearn.algo.schedule.schedule_for`) under the
+    widths in force; :func:`no_bands` where no component reaches :data:`BAND_MIN_STATES`."""
+    S, least = BAND_BITS, BAND_MIN_STATES
+    if not sched.cyclic or int(np.max(np.diff(sched.comp_ptr))) < least:
+        return no_bands()
+    return graph.cached(("bands", sched.backward, S, least),
+                        lambda: band_layout(sched.int_head, sched.int_tail, sched.int_ptr, sched.comp_ptr,
+                                            sched.trivial, S, least))
 
 
 _NONE = None

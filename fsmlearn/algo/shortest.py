@@ -37,7 +37,7 @@ from .convergence import STATUS_NOT_CONVERGED, STATUS_OK, WHY_STAR, raise_for_st
 from .cuda import check_device
 from ._check import require_machine
 from .solve_acyclic import acyclic_neglog, acyclic_neglog_plain, neglog_plain
-from . import bands as _bands_mod
+from .bands import bands_for, no_bands
 from .solve_linear import gather_rows, linear_solver
 from .solve_phi import phi_solver
 from .solve_tropical import tropical_solver
@@ -185,17 +185,6 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
     return gather_rows(W, sched.ext_arc), gather_rows(W, sched.int_arc), gather_rows(W, sched.self_arc)
 
 
-def _band_layout(g, sched: Schedule, sr: Semiring):
-    """The schedule's cache bands (:mod:`fsmlearn.algo.bands`) for one-column rows, cached
-    with it; no bands where no component reaches ``BAND_MIN_STATES`` states."""
-    S, least = _bands_mod.BAND_BITS, _bands_mod.BAND_MIN_STATES
-    if sr.R != 0 or not sched.cyclic or int(np.max(np.diff(sched.comp_ptr))) < least:
-        return _bands_mod.no_bands()
-    return g.cached(("bands", sched.backward, S, least),
-                    lambda: _bands_mod.band_layout(sched.int_head, sched.int_tail, sched.int_ptr,
-                                                   sched.comp_ptr, sched.trivial, S, least))
-
-
 def _plain_weights(w):
     """exp(-w) in plain float64, or False where a weight is out of the plain pass's range."""
     Q = np.empty_like(w)
@@ -312,7 +301,7 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
                                      sched.int_tail, sched.int_head, sched.int_ptr, Wself,
                                      sched.self_loc, sched.self_ptr, sched.comp_ptr, sched.comp_states,
                                      sched.trivial, warm, use_warm, g is not m, float(tol), int(max_sweeps),
-                                     stats, fstats, _band_layout(g, sched, sr))
+                                     stats, fstats, bands_for(g, sched) if sr.R == 0 else no_bands())
         info.sweeps, info.extrapolations, info.repotentials = int(stats[0]), int(stats[1]), int(stats[2])
         info.last_change, info.rate = float(fstats[0]), float(fstats[2])
         if status != STATUS_OK:
