@@ -1,5 +1,6 @@
 """The acyclic one-pass kernels: the plain pass (one exponent per block of states) against
-the scaled pass and OpenFst, and the cases where it must decline."""
+the scaled pass and OpenFst, the cases where it must decline, its check of the numbering,
+and its in-pass conversion of the weights."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pytest
 from conftest import random_machine
 from fsmlearn import Machine
 from fsmlearn.algo import shortest_distance
-from fsmlearn.algo.solve_acyclic import acyclic_neglog, acyclic_neglog_plain, neglog_plain
+from fsmlearn.algo.solve_acyclic import (NOT_ORDERED, PLAIN_DECLINED, PLAIN_DONE, PLAIN_WEIGHTS, acyclic_neglog,
+                                         acyclic_neglog_plain)
+from fsmlearn.semiring.ops import NEGLOG_BLOCK, neglog_block, neglog_plain_block
 from fsmlearn.semiring import get_semiring
 from fsmlearn.testing import openfst_distances
 
@@ -30,15 +33,13 @@ def _neglog(V):
 
 
 def _both(m, reverse, starts=None):
-    """(accepted, plain values, scaled values) as -log."""
+    """(plain pass's status, plain values, scaled values) as -log."""
     w = np.ascontiguousarray(m.weight, np.float64)
-    Q = np.empty_like(w)
-    assert neglog_plain(w, Q)
     V1 = _init(m, reverse, starts)
-    ok = acyclic_neglog_plain(V1, m.src_start, m.dst, Q, reverse)
+    status = acyclic_neglog_plain(V1, m.src_start, m.dst, w, reverse)
     V2 = _init(m, reverse, starts)
     acyclic_neglog(V2, m.src_start, m.dst, w, reverse)
-    return ok, _neglog(V1), _neglog(V2)
+    return status, _neglog(V1), _neglog(V2)
 
 
 def _spread(rng, n, E, span, decay=0.0, zero=0.1, mass=0.9):
@@ -63,8 +64,8 @@ def test_plain_pass_is_the_scaled_pass(reverse, span, decay):
     # far below float64's range (e^-745) over 3000 states (spans 3 and 100)
     rng = np.random.default_rng(span + int(decay))
     m = _spread(rng, 3000, 20000, span, decay)
-    ok, a, b = _both(m, reverse)
-    assert ok
+    status, a, b = _both(m, reverse)
+    assert status == PLAIN_DONE
     fin = np.isfinite(b)
     assert np.array_equal(fin, np.isfinite(a))
     assert np.max(np.abs(a[fin] - b[fin]) / np.maximum(1.0, np.abs(b[fin]))) < 1e-13
@@ -78,8 +79,8 @@ def test_values_falling_steeply_within_a_block_decline():
     # and the solver gives the scaled pass's values (and remembers to go straight there)
     rng = np.random.default_rng(5)
     m = _spread(rng, 3000, 20000, 3, 20.0)
-    ok, _, b = _both(m, False)
-    assert not ok
+    status, _, b = _both(m, False)
+    assert status == PLAIN_DECLINED
     got = shortest_distance(m, "log")
     fin = np.isfinite(b)
     assert np.array_equal(fin, np.isfinite(got)) and np.allclose(got[fin], b[fin], rtol=1e-14, atol=0)
@@ -91,8 +92,8 @@ def test_plain_pass_with_several_start_states():
     rng = np.random.default_rng(3)
     m = _spread(rng, 1500, 8000, 300)
     starts = np.array([0, 17, 600, 1400])
-    ok, a, b = _both(m, False, starts)
-    assert ok
+    status, a, b = _both(m, False, starts)
+    assert status == PLAIN_DONE
     fin = np.isfinite(b)
     assert np.array_equal(fin, np.isfinite(a)) and np.allclose(a[fin], b[fin], rtol=1e-13, atol=1e-13)
 
@@ -107,17 +108,23 @@ def test_solver_results_against_openfst(rng, reverse):
     assert np.max(np.abs(got[fin] - want[fin]) / np.maximum(1.0, np.abs(want[fin]))) < 1e-9
 
 
-def test_weights_out_of_range_keep_the_scaled_pass():
-    # e^-400 < 2^-500: neglog_plain refuses, shortest_distance takes the scaled pass
+@pytest.mark.parametrize("reverse", [False, True])
+def test_weights_out_of_range_keep_the_scaled_pass(reverse):
+    # e^-400 < 2^-500: the plain pass refuses the weight, leaves V as it was, and
+    # shortest_distance takes the scaled pass (and remembers to go straight there)
     n = 600
     src = np.arange(n - 1)
     w = np.ones(n - 1)
     w[300] = 400.0
     m = Machine.from_arcs(n, 0, {n - 1: 0.0}, src, src + 1, np.ones(n - 1, int), weight=w)
-    Q = np.empty(n - 1)
-    assert not neglog_plain(np.ascontiguousarray(m.weight), Q)
-    assert shortest_distance(m, "log")[-1] == pytest.approx(n - 2 + 400.0, abs=1e-9)
-    assert m.cached("plain_weights", lambda: None) is False
+    V = _init(m, reverse)
+    before = V.copy()
+    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), reverse) == PLAIN_WEIGHTS
+    assert np.array_equal(V, before)
+    got = shortest_distance(m, "log", reverse=reverse)
+    assert got[-1 if not reverse else 0] == pytest.approx(n - 2 + 400.0, abs=1e-9)
+    assert m.cached("plain_declined", dict) == {reverse: True}
+    assert m.cached_value("forward_ordered") is True
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -131,11 +138,9 @@ def test_a_value_far_below_its_block_declines(reverse):
     dst = np.array([1, 2, 4, 3, 4, 5, 6, 7])
     w = np.array([1.0, 300.0, 1.0, 300.0, 1.0, 1.0, 1.0, 1.0])
     m = Machine.from_arcs(n, 0, {7: 0.0, 3: 0.0}, src, dst, np.ones(8, int), weight=w)
-    Q = np.empty(8)
-    assert neglog_plain(np.ascontiguousarray(m.weight), Q)
     V = _init(m, reverse)
     before = V.copy()
-    assert not acyclic_neglog_plain(V, m.src_start, m.dst, Q, reverse)
+    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), reverse) == PLAIN_DECLINED
     assert np.array_equal(V, before)
     got = shortest_distance(m, "log", reverse=reverse)
     V2 = _init(m, reverse)
@@ -178,12 +183,127 @@ def test_a_value_that_lost_bits_is_never_returned(case):
                 (255, 300, 490 * LN2)]
         final = {511: 0.0}
     m = _csr_machine(n, arcs, final)
-    ok, a, b = _both(m, reverse)
+    status, a, b = _both(m, reverse)
     fin = np.isfinite(b)
     assert fin.sum() >= 2
-    if ok:
+    assert status in (PLAIN_DONE, PLAIN_DECLINED)
+    if status == PLAIN_DONE:
         assert np.array_equal(fin, np.isfinite(a))
         assert np.max(np.abs(a[fin] - b[fin]) / np.maximum(1.0, np.abs(b[fin]))) < 1e-13
     got = shortest_distance(m, "log", reverse=reverse)
     assert np.array_equal(fin, np.isfinite(got))
     assert np.allclose(got[fin], b[fin], rtol=1e-13, atol=0)
+
+
+def _openfst_check(m, reverse):
+    got = shortest_distance(m, "log", reverse=reverse)
+    want = openfst_distances(m.to_pynini("log64"), reverse, delta=1e-12)
+    fin = np.isfinite(want)
+    assert np.array_equal(fin, np.isfinite(got))
+    assert np.allclose(got[fin], want[fin], rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("case", ["back-arc-late", "self-loop", "back-arc-of-unreached-state"])
+def test_the_plain_pass_finds_a_numbering_that_is_not_topological(reverse, case):
+    # the plain pass is the solver's only check of the numbering: an arc to the state
+    # itself or a lower one, wherever it is (the last states; a state of value zero,
+    # which pushes nothing forward), stops it with V untouched, and the solver falls
+    # through to the schedule (and remembers)
+    rng = np.random.default_rng(11)
+    m0 = _spread(rng, 2000, 12000, 50)
+    src, dst, w = m0.arc_src.copy(), m0.dst.copy(), m0.weight.copy()
+    if case == "back-arc-late":
+        extra = [(1990, 1700, 2.0)]
+    elif case == "self-loop":
+        extra = [(1500, 1500, 3.0)]
+    else:
+        # state 1999 is reached by no arc (forward value zero); its arc goes back
+        keep = dst != 1999
+        src, dst, w = src[keep], dst[keep], w[keep]
+        extra = [(1999, 10, 1.0)]
+    src = np.concatenate([src, [e[0] for e in extra]])
+    dst = np.concatenate([dst, [e[1] for e in extra]])
+    w = np.concatenate([w, [e[2] for e in extra]])
+    order = np.argsort(src, kind="stable")
+    m = Machine.from_arcs(2000, 0, m0.final, src[order], dst[order], np.ones(len(src), int), weight=w[order])
+    V = _init(m, reverse)
+    before = V.copy()
+    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), reverse) == NOT_ORDERED
+    assert np.array_equal(V, before)
+    _openfst_check(m, reverse)
+    assert m.cached_value("forward_ordered") is False
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_pass_that_declines_early_still_checks_the_numbering(reverse):
+    # the plain pass declines around states 2 and 3 (test_a_value_far_below_its_block_declines)
+    # before it reaches a back arc (forward: 6 -> 5; backward, which goes from the last state
+    # down: 1 -> 0): the solver must not take the scaled one-pass kernel
+    n = 8
+    back = (1, 0) if reverse else (6, 5)
+    arcs = [(0, 1, 1.0), (0, 2, 300.0), (1, 4, 1.0), (2, 3, 300.0), (3, 4, 1.0), (4, 5, 1.0), (5, 6, 1.0),
+            (6, 7, 1.0), (back[0], back[1], 2.0)]
+    m = _csr_machine(n, arcs, {7: 0.0, 3: 0.0})
+    V = _init(m, reverse)
+    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), reverse) == PLAIN_DECLINED
+    _openfst_check(m, reverse)
+    assert m.cached_value("forward_ordered") is False
+    assert m.cached("plain_declined", dict) == {}
+
+
+def test_a_re_weighted_copy_keeps_the_numbering_check():
+    rng = np.random.default_rng(4)
+    m = _spread(rng, 900, 5000, 40)
+    shortest_distance(m, "log")
+    assert m.cached_value("forward_ordered") is True
+    m2 = m.replace(weight=m.weight + 0.5)
+    assert m2.cached_value("forward_ordered") is True
+    _openfst_check(m2, False)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_rows_longer_than_a_conversion_window(reverse):
+    # a state with 3 windows of arcs, and rows that straddle windows: the plain pass
+    # converts the weights a window at a time (forward from a row's start, backward from
+    # its end)
+    rng = np.random.default_rng(8)
+    n = 9000
+    big = 3 * NEGLOG_BLOCK + 17
+    src = np.concatenate([np.zeros(big, int), np.sort(rng.integers(1, n - 1, 20000))])
+    dst = np.concatenate([1 + rng.choice(n - 1, big, replace=False), np.zeros(20000, int)])
+    dst[big:] = np.minimum(src[big:] + rng.integers(1, 30, 20000), n - 1)
+    p = rng.random(len(src)) * 0.9 + 0.05
+    p *= 0.9 / np.bincount(src, p, minlength=n)[src]
+    m = Machine.from_arcs(n, 0, -np.log(rng.random(n) * 0.9 + 0.1), src, dst, np.ones(len(src), int),
+                          weight=-np.log(p))
+    status, a, b = _both(m, reverse)
+    assert status == PLAIN_DONE
+    fin = np.isfinite(b)
+    assert np.array_equal(fin, np.isfinite(a))
+    assert np.max(np.abs(a[fin] - b[fin]) / np.maximum(1.0, np.abs(b[fin]))) < 1e-13
+    _openfst_check(m, reverse)
+
+
+def test_the_vectorised_conversion_is_neglog_blocks_bit_for_bit():
+    # exp(-w) as P * 2**K (neglog_block) and as one plain number (neglog_plain_block):
+    # the same float64, every weight inside the +-500 binary exponents; outside them,
+    # -inf and NaN are counted; +inf is a zero weight
+    rng = np.random.default_rng(2)
+    ln2 = np.log(2.0)
+    w = np.concatenate([rng.normal(0, 30, 3000), rng.uniform(-500.4, 500.4, 1000) * ln2,
+                        [0.0, -0.0, np.inf, -500.49 * ln2, 500.49 * ln2, 1e-300, -1e-300]])
+    n = len(w)
+    P, K, Q, T = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    neglog_block(w, 0, n, P, K)
+    assert neglog_plain_block(w, 0, n, Q, T) == 0
+    want = np.where(P == 0.0, 0.0, np.ldexp(P, np.where(P == 0.0, 0, K).astype(int)))
+    assert np.array_equal(Q, want)
+    # exp(-w) has condition number |w|: rounding -w / ln 2 costs up to about |w| ulps
+    x = w[:-7]
+    assert np.all(np.abs(Q[:-7] / np.exp(-x) - 1.0) <= (4.0 + 2.0 * np.abs(x)) * np.finfo(float).eps)
+    assert Q[n - 5] == 0.0
+    bad = np.array([-500.51 * ln2, 500.51 * ln2, 400.0 * 2, -np.inf, np.nan, 2.0])
+    assert neglog_plain_block(bad, 0, 6, Q, T) == 5
+    assert neglog_plain_block(bad, 5, 6, Q, T) == 0
+    assert abs(Q[0] / np.exp(-2.0) - 1.0) < 4 * np.finfo(float).eps

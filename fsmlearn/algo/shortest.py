@@ -36,7 +36,7 @@ from .schedule import Schedule, csr_is_forward_ordered, schedule_for
 from .convergence import STATUS_NOT_CONVERGED, STATUS_OK, WHY_STAR, raise_for_status
 from .cuda import check_device
 from ._check import require_machine
-from .solve_acyclic import acyclic_neglog, acyclic_neglog_plain, neglog_plain
+from .solve_acyclic import NOT_ORDERED, PLAIN_DECLINED, PLAIN_DONE, acyclic_neglog, acyclic_neglog_plain
 from .bands import bands_for, no_bands
 from .solve_linear import gather_rows, linear_solver
 from .solve_phi import phi_solver
@@ -185,12 +185,6 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
     return gather_rows(W, sched.ext_arc), gather_rows(W, sched.int_arc), gather_rows(W, sched.self_arc)
 
 
-def _plain_weights(w):
-    """exp(-w) in plain float64, or False where a weight is out of the plain pass's range."""
-    Q = np.empty_like(w)
-    return Q if neglog_plain(w, Q) else False
-
-
 def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_values=None,
                  tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS, init=None,
                  phi: str = "failure", phi_final: bool = True, arc_rows=None, device: str = "cpu",
@@ -261,22 +255,28 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
                                                       starts)
         return sr, V, info, extra
     if (sr.linear and sr.R == 0 and g is m and arc_rows is None and m.semiring != "real"
-            and m.cached("forward_ordered", lambda: csr_is_forward_ordered(m.src_start, m.dst))):
-        # topologically numbered (acyclic): one fused pass over the CSR arcs
-        info.components = 1
+            and m.cached_value("forward_ordered") is not False):
+        # perhaps topologically numbered (acyclic): one fused pass over the CSR arcs, which
+        # checks the numbering as it goes (a machine found not to be falls through to the
+        # schedule).  The plain pass declines where it could lose a value, and a machine
+        # where it declined once goes straight to the scaled pass after.
         V = F.copy() if reverse else sr.zero_rows(n)
         if not reverse:
             V[m.start if starts is None else starts] = sr.one_row()
         w = np.ascontiguousarray(m.weight, dtype=np.float64)
-        # the arcs' plain weights, converted once per machine (False: some weight is out
-        # of the plain pass's range); the plain pass declines where it could lose a value,
-        # and a machine where it declined once goes straight to the scaled pass after
-        Q = m.cached("plain_weights", lambda: _plain_weights(w))
         declined = m.cached("plain_declined", dict)        # direction -> True
-        if Q is False or declined.get(reverse) or not acyclic_neglog_plain(V, m.src_start, m.dst, Q, reverse):
-            declined[reverse] = Q is not False
-            acyclic_neglog(V, m.src_start, m.dst, w, reverse)
-        return sr, V, info, extra
+        status = PLAIN_DECLINED if declined.get(reverse) else acyclic_neglog_plain(V, m.src_start, m.dst, w,
+                                                                                    reverse)
+        # a pass that stopped early has not seen every arc
+        ordered = status == PLAIN_DONE or (status != NOT_ORDERED and m.cached(
+            "forward_ordered", lambda: csr_is_forward_ordered(m.src_start, m.dst)))
+        m.cached("forward_ordered", lambda: ordered)
+        if ordered:
+            info.components = 1
+            if status != PLAIN_DONE:
+                declined[reverse] = True
+                acyclic_neglog(V, m.src_start, m.dst, w, reverse)
+            return sr, V, info, extra
     sched = schedule_for(g, reverse)
     info.components = sched.num_components
     info.cyclic = sched.cyclic

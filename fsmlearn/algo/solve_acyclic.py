@@ -5,9 +5,12 @@ its arcs (forward or backward).  :func:`acyclic_neglog_plain` sums in plain
 float64 relative to one exponent per block of 256 states and reports where
 that could have lost a value; :func:`acyclic_neglog` sums in scaled rows (an
 exponent per state and per arc) and is exact in range everywhere: the solver
-runs it when the plain pass declines.
+runs it when the plain pass declines.  The plain pass also checks the
+numbering, so the solver needs no separate pass over the arcs to find that a
+machine is topologically numbered.
 
-Public names: acyclic_neglog, acyclic_neglog_plain, neglog_plain.
+Public names: acyclic_neglog, acyclic_neglog_plain, PLAIN_DONE, PLAIN_DECLINED,
+PLAIN_WEIGHTS, NOT_ORDERED.
 """
 
 from __future__ import annotations
@@ -17,45 +20,29 @@ import numpy as np
 
 import math
 
-from ..semiring.ops import EXP_UNSET, NEGLOG_BLOCK, P2, P2X, neglog_block
+from ..semiring.ops import EXP_UNSET, NEGLOG_BLOCK, P2, P2X, neglog_block, neglog_plain_block
 from ..semiring.ops import renorm as _renorm0
 
-__all__ = ["acyclic_neglog", "acyclic_neglog_plain", "neglog_plain"]
+__all__ = ["acyclic_neglog", "acyclic_neglog_plain", "PLAIN_DONE", "PLAIN_DECLINED", "PLAIN_WEIGHTS",
+           "NOT_ORDERED"]
+
+#: acyclic_neglog_plain's results: the values are in V; a value it cannot hold; a weight it
+#: cannot hold; an arc that does not go to a higher state
+PLAIN_DONE = 1
+PLAIN_DECLINED = 0
+PLAIN_WEIGHTS = 2
+NOT_ORDERED = -1
 
 _SHIFT = 8                 # 256 states share an exponent
 # Bounds of the plain pass (see acyclic_neglog_plain): weights within 2**+-500, a pushing
 # source at 2**-500 or more of its block's scale, a pulled value at 2**-400 or more when it
 # is computed, no stored value below 2**-1000 (so none is subnormal), and a block whose
 # values pass 2**100 while it is being pulled has its finished part rescaled at once.
-_WMIN = -500.0
-_WMAX = 500.0
 _VMIN = 2.0**-400
 _VMIN_READ = 2.0**-500
 _VSTORE = 2.0**-1000
 _VMAX = 2.0**100
 _NOEXP = -(2**62)          # a block without an exponent yet
-
-
-@nb.njit(cache=True)
-def neglog_plain(w, Q):
-    """Q = exp(-w) in plain float64 (neglog_block's polynomial); False when some
-    exp(-w) of a finite w lies outside about [2**-500, 2**500] (the exponent
-    rounded to the nearest integer lies outside +-500), or a weight is -inf or NaN:
-    the plain pass is not for such machines."""
-    E = w.shape[0]
-    B = NEGLOG_BLOCK
-    P = np.empty(B)
-    K = np.empty(B)
-    ok = True
-    for lo in range(0, E, B):
-        hi = min(E, lo + B)
-        neglog_block(w, lo, hi, P, K)
-        for i in range(hi - lo):
-            k = K[i]
-            inside = (k >= _WMIN) & (k <= _WMAX)
-            ok &= inside | (P[i] == 0.0)
-            Q[lo + i] = P[i] * P2X[int(min(max(k, -1000.0), 1000.0)) + 1000]
-    return ok
 
 
 @nb.njit(inline="always")
@@ -98,23 +85,35 @@ def _renorm_block(v, lo, hi, E, c):
 
 
 @nb.njit(cache=True)
-def acyclic_neglog_plain(V, src_start, dst, Q, backward):
-    """:func:`acyclic_neglog` in plain float64; False (and ``V`` untouched) where it declines.
+def acyclic_neglog_plain(V, src_start, dst, w, backward):
+    """:func:`acyclic_neglog` in plain float64, checking the numbering as it goes.
 
-    ``Q``: the arcs' plain weights (:func:`neglog_plain`, which must have returned
-    True).  The values of each block of 256 consecutive states are plain numbers
-    times one power of two ``2**E[block]``, so an arc's term is one product and one
-    add, where the scaled pass aligns two exponents and renormalises a row per arc.
-    A block is rescaled once, when its values are complete (forward: when its first
-    state is about to push; backward: after its last state has pulled), so that its
-    largest value lies in [0.5, 1); terms between blocks of different exponents are
-    scaled by the difference (forward, a source's arcs into its own block and the
-    next one need no scaling when the next one has its exponent, as it has unless an
-    arc from further back reached it first).
+    Returns PLAIN_DONE (``V`` holds the values), or leaves ``V`` untouched and
+    returns NOT_ORDERED (some arc goes from a state to itself or to a lower
+    number: the machine is not topologically numbered), PLAIN_WEIGHTS (a weight
+    this pass cannot hold) or PLAIN_DECLINED (a value it cannot hold).
 
-    Declines (returns False) where plain arithmetic could have lost a value:
+    The weights are converted a block of arcs at a time inside the pass
+    (``neglog_plain_block``: exp(-w) in plain float64, vectorised), so no
+    converted copy of the arcs is written and read back.  The values of each
+    block of 256 consecutive states are plain numbers times one power of two
+    ``2**E[block]``, so an arc's term is one product and one add, where the
+    scaled pass aligns two exponents and renormalises a row per arc.  A block
+    is rescaled once, when its values are complete (forward: when its first
+    state is about to push; backward: after its last state has pulled), so that
+    its largest value lies in [0.5, 1); terms between blocks of different
+    exponents are scaled by the difference (forward, a source's arcs into its
+    own block and the next one need no scaling when the next one has its
+    exponent, as it has unless an arc from further back reached it first).
 
-    * a weight outside about 2**+-500 (:func:`neglog_plain` refuses the machine);
+    Every arc is checked to go to a higher state, on the arc's own path (a
+    state of value zero, which pushes nothing forward, has its arcs scanned), so
+    PLAIN_DONE also proves the numbering topological.
+
+    Declines where plain arithmetic could have lost a value:
+
+    * PLAIN_WEIGHTS: a weight that takes part in the pass outside about
+      2**+-500 (its binary exponent rounded beyond +-500), -inf or NaN;
     * a stored value that is not finite, or non-zero below 2**-1000 of its block's
       scale, before or after a rescaling (so no value is ever subnormal);
     * forward: a source below 2**-500 of its block's scale when it pushes.  With
@@ -132,11 +131,17 @@ def acyclic_neglog_plain(V, src_start, dst, Q, backward):
     of per-row scaled arithmetic.
     """
     n = src_start.shape[0] - 1
+    E = dst.shape[0]
     nblk = (n >> _SHIFT) + 1
     v = np.zeros(n)
     Eb = np.full(nblk, _NOEXP, np.int64)
     mask = (1 << _SHIFT) - 1
+    C = NEGLOG_BLOCK
+    Qb = np.empty(C)                            # the plain weights of arcs qlo..qhi-1
+    Tb = np.empty(C)
     if not backward:
+        qlo = 0
+        qhi = 0
         reached = np.zeros(n, np.bool_)
         for s in range(n):                      # the start rows
             if V[s, 0] != 0.0:
@@ -152,31 +157,48 @@ def acyclic_neglog_plain(V, src_start, dst, Q, backward):
             c = s >> _SHIFT
             if (s & mask) == 0 and Eb[c] != _NOEXP:
                 if not _renorm_block(v, s, min(n, s + mask + 1), Eb, c):
-                    return False
+                    return PLAIN_DECLINED
                 if c + 1 < nblk and Eb[c + 1] == _NOEXP:
                     Eb[c + 1] = Eb[c]
                 same = c + 1 >= nblk or Eb[c + 1] == Eb[c]
                 lim = min(n, (c + 2) << _SHIFT)
             ps = v[s]
+            a = src_start[s]
+            a1 = src_start[s + 1]
             if ps == 0.0:
                 if reached[s]:
-                    return False
+                    return PLAIN_DECLINED
+                for b in range(a, a1):
+                    if dst[b] <= s:
+                        return NOT_ORDERED
                 continue
             if not (ps >= _VMIN_READ and ps < np.inf):
-                return False
+                return PLAIN_DECLINED
             es = Eb[c]
-            for a in range(src_start[s], src_start[s + 1]):
-                h = dst[a]
-                q = Q[a]
-                if same and h < lim:
-                    v[h] += ps * q
-                elif q != 0.0:
-                    ch = h >> _SHIFT
-                    if Eb[ch] == _NOEXP:
-                        Eb[ch] = es
-                    v[h] += ps * q * _factor(es - Eb[ch])
-                    reached[h] = True
+            while a < a1:
+                if a >= qhi:
+                    qlo = a
+                    qhi = min(E, a + C)
+                    if neglog_plain_block(w, qlo, qhi, Qb, Tb) != 0:
+                        return PLAIN_WEIGHTS
+                e = min(a1, qhi)
+                for b in range(a, e):
+                    h = dst[b]
+                    q = Qb[b - qlo]
+                    if same and h > s and h < lim:
+                        v[h] += ps * q
+                    elif h <= s:
+                        return NOT_ORDERED
+                    elif q != 0.0:
+                        ch = h >> _SHIFT
+                        if Eb[ch] == _NOEXP:
+                            Eb[ch] = es
+                        v[h] += ps * q * _factor(es - Eb[ch])
+                        reached[h] = True
+                a = e
     else:
+        qlo = E
+        qhi = E
         for i in range(n):
             s = n - 1 - i
             c = s >> _SHIFT
@@ -198,25 +220,38 @@ def acyclic_neglog_plain(V, src_start, dst, Q, backward):
             if V[s, 0] != 0.0:
                 acc = V[s, 0] * _factor(int(V[s, 1]) - ec)
                 touched = True
-            for a in range(src_start[s], src_start[s + 1]):
-                h = dst[a]
-                vh = v[h]
-                q = Q[a]
-                if same and h < lim:
-                    acc += q * vh
-                else:
-                    acc += q * vh * _factor(Eb[h >> _SHIFT] - ec)
-                    touched |= (vh != 0.0) & (q != 0.0)
+            a0 = src_start[s]
+            a = src_start[s + 1]
+            while a > a0:                       # the row in windows, from its end
+                if a > qhi or a - 1 < qlo:
+                    qhi = a
+                    qlo = max(0, a - C)
+                    if neglog_plain_block(w, qlo, qhi, Qb, Tb) != 0:
+                        return PLAIN_WEIGHTS
+                b0 = max(a0, qlo)
+                for b in range(b0, a):
+                    h = dst[b]
+                    vh = v[h]
+                    q = Qb[b - qlo]
+                    if same and h > s and h < lim:
+                        acc += q * vh
+                    elif h <= s:
+                        return NOT_ORDERED
+                    else:
+                        acc += q * vh * _factor(Eb[h >> _SHIFT] - ec)
+                        touched |= (vh != 0.0) & (q != 0.0)
+                a = b0
             if acc == 0.0:
                 if touched:
-                    return False
+                    return PLAIN_DECLINED
                 # zero: right only if no term had non-zero inputs (a rare case: the
-                # fast path does not track it per arc)
-                for a in range(src_start[s], src_start[s + 1]):
-                    if v[dst[a]] != 0.0 and Q[a] != 0.0:
-                        return False
+                # fast path does not track it per arc; a weight that passed the
+                # conversion is non-zero unless it is +inf)
+                for b in range(a0, src_start[s + 1]):
+                    if v[dst[b]] != 0.0 and w[b] != np.inf:
+                        return PLAIN_DECLINED
             elif not (acc >= _VMIN and acc < np.inf):
-                return False
+                return PLAIN_DECLINED
             elif acc >= _VMAX:
                 # values growing down the block: rescale its finished part now, so that a
                 # rescaling never takes a checked value by more than 2**-100
@@ -227,20 +262,20 @@ def acyclic_neglog_plain(V, src_start, dst, Q, backward):
                 for t in range(s + 1, top):
                     v[t] *= f
                     if v[t] != 0.0 and not v[t] >= _VSTORE:
-                        return False
+                        return PLAIN_DECLINED
                 Eb[c] += e
                 ec = Eb[c]
                 same = c + 1 >= nblk or Eb[c + 1] == ec
             v[s] = acc
             if (s & mask) == 0:
                 if not _renorm_block(v, s, min(n, s + mask + 1), Eb, c):
-                    return False
+                    return PLAIN_DECLINED
     for s in range(n):
         x = v[s]
         V[s, 0] = x
         V[s, 1] = float(Eb[s >> _SHIFT]) if x != 0.0 else EXP_UNSET
         _renorm0(V, s)
-    return True
+    return PLAIN_DONE
 
 
 @nb.njit(cache=True)

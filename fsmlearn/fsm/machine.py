@@ -230,6 +230,10 @@ class Machine:
             v = self._cache[key] = build()
         return v
 
+    def cached_value(self, key):
+        """What :meth:`cached` holds under ``key``, or None when nothing is built yet."""
+        return self._cache.get(key)
+
     def forget_cached(self) -> int:
         """Drop every derived structure :meth:`cached` holds (they are rebuilt on demand);
         returns how many there were.  For a large machine whose schedules and signed
@@ -313,7 +317,7 @@ class Machine:
         # pattern of final weights that are zero
         same_graph = m.src_start is self.src_start and m.dst is self.dst
         if same_graph:
-            for key in ("arc_src", "components", "schedule_fwd", "schedule_bwd"):
+            for key in ("arc_src", "components", "forward_ordered", "schedule_fwd", "schedule_bwd"):
                 if key in self._cache:
                     m._cache[key] = self._cache[key]
             for key, v in self._cache.items():

@@ -21,7 +21,7 @@ the cache (numba issue 6264).
 
 Public names: scaled_ops, tropical_ops, LinearOps, TropicalOps, renorm, fma, to_plain,
 from_plain, times_plain, star_plain, times_scaled, neg_scaled, tropical_fma,
-neglog_block, neglog_to_scaled, real_to_scaled, scaled_to_neglog, scaled_to_real, P2, P2X,
+neglog_block, neglog_plain_block, neglog_to_scaled, real_to_scaled, scaled_to_neglog, scaled_to_real, P2, P2X,
 EXP_UNSET.
 """
 
@@ -245,6 +245,59 @@ def neglog_block(w, lo, hi, P, K):
         zero = x == np.inf
         P[i] = 0.0 if zero else p
         K[i] = EXP_UNSET if zero else k
+
+
+#: 2**52 + 1023: a float64 whose low mantissa bits hold k + 1023 after adding an integer k
+_EXP_MAGIC = 2.0**52 + 1023.0
+#: the binary exponents neglog_plain_block accepts
+PLAIN_KMAX = 500.0
+
+
+@nb.njit(cache=True, fastmath={"contract"})
+def neglog_plain_block(w, lo, hi, Q, T):
+    """Q[i] = exp(-w[lo + i]) in plain float64 for i < hi - lo; returns how many
+    weights it could not convert (``T``: scratch of the same length as ``Q``).
+
+    ``neglog_block``'s reduction and polynomial (the same values, bit for bit,
+    as P * 2**K), with the power of two built from its bits instead of read from
+    a table, so the whole conversion is vectorised: k + 1023 sits in the low bits
+    of ``k + 2**52 + 1023`` and a shift by 52 moves it into the exponent field.
+    A weight whose rounded binary exponent lies outside +-500 (so exp(-w) is
+    outside about [2**-500, 2**500]), -inf or NaN is counted and its Q is
+    meaningless; ``w = +inf`` (no weight) gives Q = 0.
+    """
+    TI = T.view(np.int64)
+    bad = 0
+    for i in range(hi - lo):
+        x = w[lo + i]
+        y = -x * _INV_LN2
+        k = math.floor(y + 0.5)
+        z = (y - k) * _LN2
+        p = _E13
+        p = p * z + _E12
+        p = p * z + _E11
+        p = p * z + _E10
+        p = p * z + _E9
+        p = p * z + _E8
+        p = p * z + _E7
+        p = p * z + _E6
+        p = p * z + _E5
+        p = p * z + _E4
+        p = p * z + _E3
+        p = p * z + _E2
+        p = p * z + _E1
+        p = p * z + _E0
+        inside = (k >= -PLAIN_KMAX) & (k <= PLAIN_KMAX)
+        zero = x == np.inf
+        if not (inside | zero):
+            bad += 1
+        Q[i] = 0.0 if zero else p
+        T[i] = (k if inside else 0.0) + _EXP_MAGIC
+    for i in range(hi - lo):
+        TI[i] = TI[i] << 52
+    for i in range(hi - lo):
+        Q[i] *= T[i]
+    return bad
 
 
 @nb.njit(cache=True)
