@@ -11,12 +11,13 @@ from conftest import random_machine
 from fsmlearn import Machine
 from fsmlearn.algo import shortest_distance
 from fsmlearn.algo.solve_acyclic import (NOT_ORDERED, PLAIN_DECLINED, PLAIN_DONE, PLAIN_WEIGHTS, acyclic_neglog,
-                                         acyclic_neglog_plain)
+                                         acyclic_neglog_plain, neglog_plain)
 from fsmlearn.semiring.ops import NEGLOG_BLOCK, neglog_block, neglog_plain_block
 from fsmlearn.semiring import get_semiring
 from fsmlearn.testing import openfst_distances
 
 LOG = get_semiring("log")
+NONE = np.empty(0)          # no converted copy: the plain pass converts in windows
 
 
 def _init(m, reverse, starts=None):
@@ -36,7 +37,13 @@ def _both(m, reverse, starts=None):
     """(plain pass's status, plain values, scaled values) as -log."""
     w = np.ascontiguousarray(m.weight, np.float64)
     V1 = _init(m, reverse, starts)
-    status = acyclic_neglog_plain(V1, m.src_start, m.dst, w, reverse)
+    status = acyclic_neglog_plain(V1, m.src_start, m.dst, w, NONE, reverse)
+    Q = np.empty_like(w)
+    if neglog_plain(w, Q):
+        # from a converted copy: the same values in the same order, so the same result
+        V3 = _init(m, reverse, starts)
+        assert acyclic_neglog_plain(V3, m.src_start, m.dst, w, Q, reverse) == status
+        assert status != PLAIN_DONE or np.array_equal(V3, V1)
     V2 = _init(m, reverse, starts)
     acyclic_neglog(V2, m.src_start, m.dst, w, reverse)
     return status, _neglog(V1), _neglog(V2)
@@ -119,7 +126,7 @@ def test_weights_out_of_range_keep_the_scaled_pass(reverse):
     m = Machine.from_arcs(n, 0, {n - 1: 0.0}, src, src + 1, np.ones(n - 1, int), weight=w)
     V = _init(m, reverse)
     before = V.copy()
-    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), reverse) == PLAIN_WEIGHTS
+    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == PLAIN_WEIGHTS
     assert np.array_equal(V, before)
     got = shortest_distance(m, "log", reverse=reverse)
     assert got[-1 if not reverse else 0] == pytest.approx(n - 2 + 400.0, abs=1e-9)
@@ -140,7 +147,7 @@ def test_a_value_far_below_its_block_declines(reverse):
     m = Machine.from_arcs(n, 0, {7: 0.0, 3: 0.0}, src, dst, np.ones(8, int), weight=w)
     V = _init(m, reverse)
     before = V.copy()
-    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), reverse) == PLAIN_DECLINED
+    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == PLAIN_DECLINED
     assert np.array_equal(V, before)
     got = shortest_distance(m, "log", reverse=reverse)
     V2 = _init(m, reverse)
@@ -229,7 +236,7 @@ def test_the_plain_pass_finds_a_numbering_that_is_not_topological(reverse, case)
     m = Machine.from_arcs(2000, 0, m0.final, src[order], dst[order], np.ones(len(src), int), weight=w[order])
     V = _init(m, reverse)
     before = V.copy()
-    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), reverse) == NOT_ORDERED
+    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == NOT_ORDERED
     assert np.array_equal(V, before)
     _openfst_check(m, reverse)
     assert m.cached_value("forward_ordered") is False
@@ -246,7 +253,7 @@ def test_a_pass_that_declines_early_still_checks_the_numbering(reverse):
             (6, 7, 1.0), (back[0], back[1], 2.0)]
     m = _csr_machine(n, arcs, {7: 0.0, 3: 0.0})
     V = _init(m, reverse)
-    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), reverse) == PLAIN_DECLINED
+    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == PLAIN_DECLINED
     _openfst_check(m, reverse)
     assert m.cached_value("forward_ordered") is False
     assert m.cached("plain_declined", dict) == {}
@@ -307,3 +314,54 @@ def test_the_vectorised_conversion_is_neglog_blocks_bit_for_bit():
     assert neglog_plain_block(bad, 0, 6, Q, T) == 5
     assert neglog_plain_block(bad, 5, 6, Q, T) == 0
     assert abs(Q[0] / np.exp(-2.0) - 1.0) < 4 * np.finfo(float).eps
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_machine_solved_again_reads_a_converted_copy(reverse):
+    # the first solve converts in windows and keeps nothing; the second converts the arcs once
+    # into a cached copy (over numba's threads) and reads it, as do later ones: the same values
+    rng = np.random.default_rng(6)
+    m = _spread(rng, 5000, 40000, 100, 0.5)
+    first = shortest_distance(m, "log", reverse=reverse)
+    assert m.cached_value("plain_weights") is None
+    second = shortest_distance(m, "log", reverse=reverse)
+    Q = m.cached_value("plain_weights")
+    assert Q is not None and Q is not False and Q.shape == m.weight.shape
+    P, K = np.empty_like(Q), np.empty_like(Q)
+    neglog_block(np.ascontiguousarray(m.weight), 0, len(Q), P, K)
+    assert np.array_equal(Q, np.where(P == 0.0, 0.0, np.ldexp(P, np.where(P == 0.0, 0, K).astype(int))))
+    assert np.array_equal(first, second)
+    assert np.array_equal(shortest_distance(m, "log", reverse=not reverse),
+                          shortest_distance(m.replace(weight=m.weight.copy()), "log", reverse=not reverse))
+    _openfst_check(m, reverse)
+
+
+def test_a_copy_refused_for_its_weights_keeps_the_scaled_pass():
+    # a weight out of the plain range on an arc the forward pass never converts (states
+    # 3000-5999 are unreachable, and its arc lies past the last window of the reachable
+    # ones): the first forward solve never meets it; the copy of the second is refused, and
+    # the scaled pass answers, to the same values
+    n = 6000
+    arcs = [(s, s + 1, 1.0) for s in range(2999)] + [(s, s + 1, 1.0) for s in range(3000, n - 1)]
+    arcs[5500 - 1] = (5500, 5501, 400.0)
+    m = _csr_machine(n, arcs, {2999: 0.0, n - 1: 0.0})
+    first = shortest_distance(m, "log")
+    assert m.cached("plain_declined", dict) == {}
+    second = shortest_distance(m, "log")
+    assert m.cached_value("plain_weights") is False
+    assert m.cached("plain_declined", dict) == {False: True}
+    assert np.allclose(first, second, rtol=1e-14, atol=0)
+    assert second[2999] == pytest.approx(2999.0, abs=1e-9) and np.isinf(second[3000:]).all()
+
+
+def test_the_parallel_conversion_is_the_windowed_one():
+    rng = np.random.default_rng(9)
+    w = np.concatenate([rng.normal(2, 20, 3 * NEGLOG_BLOCK + 5), [np.inf]])
+    Q = np.empty_like(w)
+    assert neglog_plain(w, Q)
+    want = np.empty_like(w)
+    T = np.empty_like(w)
+    assert neglog_plain_block(w, 0, len(w), want, T) == 0
+    assert np.array_equal(Q, want)
+    w[NEGLOG_BLOCK + 3] = -np.inf
+    assert not neglog_plain(w, Q)

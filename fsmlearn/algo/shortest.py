@@ -36,7 +36,8 @@ from .schedule import Schedule, csr_is_forward_ordered, schedule_for
 from .convergence import STATUS_NOT_CONVERGED, STATUS_OK, WHY_STAR, raise_for_status
 from .cuda import check_device
 from ._check import require_machine
-from .solve_acyclic import NOT_ORDERED, PLAIN_DECLINED, PLAIN_DONE, acyclic_neglog, acyclic_neglog_plain
+from .solve_acyclic import (NOT_ORDERED, PLAIN_DECLINED, PLAIN_DONE, acyclic_neglog, acyclic_neglog_plain,
+                            neglog_plain)
 from .bands import bands_for, no_bands
 from .solve_linear import gather_rows, linear_solver
 from .solve_phi import phi_solver
@@ -185,6 +186,23 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
     return gather_rows(W, sched.ext_arc), gather_rows(W, sched.int_arc), gather_rows(W, sched.self_arc)
 
 
+_NO_COPY = np.empty(0)
+
+
+def _plain_copy(m: Machine, w):
+    """The arcs' plain weights for the acyclic plain pass: none (an empty array: the pass
+    converts them in windows as it goes) the first time a machine is solved, a cached
+    converted copy (8 bytes an arc) from the second time on, and False where a weight is
+    outside the plain pass's range.  A machine solved once (a fresh re-weighting in EM, say)
+    never holds the copy; one solved again reads it instead of converting each time."""
+    Q = m.cached_value("plain_weights")
+    if Q is None and m.cached_value("plain_solved"):
+        Q = np.empty_like(w)
+        Q = m.cached("plain_weights", lambda: Q if neglog_plain(w, Q) else False)
+    m.cached("plain_solved", lambda: True)
+    return _NO_COPY if Q is None else Q
+
+
 def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_values=None,
                  tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS, init=None,
                  phi: str = "failure", phi_final: bool = True, arc_rows=None, device: str = "cpu",
@@ -265,8 +283,11 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
             V[m.start if starts is None else starts] = sr.one_row()
         w = np.ascontiguousarray(m.weight, dtype=np.float64)
         declined = m.cached("plain_declined", dict)        # direction -> True
-        status = PLAIN_DECLINED if declined.get(reverse) else acyclic_neglog_plain(V, m.src_start, m.dst, w,
-                                                                                    reverse)
+        Q = _plain_copy(m, w)
+        if Q is False or declined.get(reverse):
+            status = PLAIN_DECLINED
+        else:
+            status = acyclic_neglog_plain(V, m.src_start, m.dst, w, Q, reverse)
         # a pass that stopped early has not seen every arc
         ordered = status == PLAIN_DONE or (status != NOT_ORDERED and m.cached(
             "forward_ordered", lambda: csr_is_forward_ordered(m.src_start, m.dst)))

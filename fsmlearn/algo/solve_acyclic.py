@@ -9,7 +9,7 @@ runs it when the plain pass declines.  The plain pass also checks the
 numbering, so the solver needs no separate pass over the arcs to find that a
 machine is topologically numbered.
 
-Public names: acyclic_neglog, acyclic_neglog_plain, PLAIN_DONE, PLAIN_DECLINED,
+Public names: acyclic_neglog, acyclic_neglog_plain, neglog_plain, PLAIN_DONE, PLAIN_DECLINED,
 PLAIN_WEIGHTS, NOT_ORDERED.
 """
 
@@ -23,7 +23,7 @@ import math
 from ..semiring.ops import EXP_UNSET, NEGLOG_BLOCK, P2, P2X, neglog_block, neglog_plain_block
 from ..semiring.ops import renorm as _renorm0
 
-__all__ = ["acyclic_neglog", "acyclic_neglog_plain", "PLAIN_DONE", "PLAIN_DECLINED", "PLAIN_WEIGHTS",
+__all__ = ["acyclic_neglog", "acyclic_neglog_plain", "neglog_plain", "PLAIN_DONE", "PLAIN_DECLINED", "PLAIN_WEIGHTS",
            "NOT_ORDERED"]
 
 #: acyclic_neglog_plain's results: the values are in V; a value it cannot hold; a weight it
@@ -43,6 +43,22 @@ _VMIN_READ = 2.0**-500
 _VSTORE = 2.0**-1000
 _VMAX = 2.0**100
 _NOEXP = -(2**62)          # a block without an exponent yet
+
+
+@nb.njit(cache=True, parallel=True)
+def neglog_plain(w, Q):
+    """Q = exp(-w) in plain float64 over numba's threads (``neglog_plain_block`` on
+    windows of NEGLOG_BLOCK arcs); False when some weight is outside its range (then
+    Q is meaningless): the plain pass is not for such machines."""
+    E = w.shape[0]
+    B = NEGLOG_BLOCK
+    bad = 0
+    for j in nb.prange((E + B - 1) // B):
+        lo = j * B
+        hi = min(E, lo + B)
+        T = np.empty(hi - lo)
+        bad += neglog_plain_block(w, lo, hi, Q[lo:hi], T)
+    return bad == 0
 
 
 @nb.njit(inline="always")
@@ -85,7 +101,7 @@ def _renorm_block(v, lo, hi, E, c):
 
 
 @nb.njit(cache=True)
-def acyclic_neglog_plain(V, src_start, dst, w, backward):
+def acyclic_neglog_plain(V, src_start, dst, w, Q, backward):
     """:func:`acyclic_neglog` in plain float64, checking the numbering as it goes.
 
     Returns PLAIN_DONE (``V`` holds the values), or leaves ``V`` untouched and
@@ -93,9 +109,11 @@ def acyclic_neglog_plain(V, src_start, dst, w, backward):
     number: the machine is not topologically numbered), PLAIN_WEIGHTS (a weight
     this pass cannot hold) or PLAIN_DECLINED (a value it cannot hold).
 
-    The weights are converted a block of arcs at a time inside the pass
-    (``neglog_plain_block``: exp(-w) in plain float64, vectorised), so no
-    converted copy of the arcs is written and read back.  The values of each
+    ``Q``: the arcs' plain weights exp(-w) (:func:`neglog_plain`, which must
+    have accepted them), or an empty array: then the weights are converted a
+    window of arcs at a time inside the pass (``neglog_plain_block``, the same
+    values, vectorised), so no converted copy of the arcs is written and read
+    back.  The values of each
     block of 256 consecutive states are plain numbers times one power of two
     ``2**E[block]``, so an arc's term is one product and one add, where the
     scaled pass aligns two exponents and renormalises a row per arc.  A block
@@ -112,8 +130,10 @@ def acyclic_neglog_plain(V, src_start, dst, w, backward):
 
     Declines where plain arithmetic could have lost a value:
 
-    * PLAIN_WEIGHTS: a weight that takes part in the pass outside about
-      2**+-500 (its binary exponent rounded beyond +-500), -inf or NaN;
+    * PLAIN_WEIGHTS (converting in windows): a weight in a window the pass
+      converts (NEGLOG_BLOCK arcs from the first one a state needs, forward; ending
+      with a state's row, backward) outside about 2**+-500 (its binary exponent
+      rounded beyond +-500), -inf or NaN;
     * a stored value that is not finite, or non-zero below 2**-1000 of its block's
       scale, before or after a rescaling (so no value is ever subnormal);
     * forward: a source below 2**-500 of its block's scale when it pushes.  With
@@ -139,9 +159,12 @@ def acyclic_neglog_plain(V, src_start, dst, w, backward):
     C = NEGLOG_BLOCK
     Qb = np.empty(C)                            # the plain weights of arcs qlo..qhi-1
     Tb = np.empty(C)
+    whole = Q.shape[0] == E                     # a converted copy: one window of every arc
+    if whole:
+        Qb = Q
     if not backward:
         qlo = 0
-        qhi = 0
+        qhi = E if whole else 0
         reached = np.zeros(n, np.bool_)
         for s in range(n):                      # the start rows
             if V[s, 0] != 0.0:
@@ -197,7 +220,7 @@ def acyclic_neglog_plain(V, src_start, dst, w, backward):
                         reached[h] = True
                 a = e
     else:
-        qlo = E
+        qlo = 0 if whole else E
         qhi = E
         for i in range(n):
             s = n - 1 - i
@@ -221,15 +244,18 @@ def acyclic_neglog_plain(V, src_start, dst, w, backward):
                 acc = V[s, 0] * _factor(int(V[s, 1]) - ec)
                 touched = True
             a0 = src_start[s]
-            a = src_start[s + 1]
-            while a > a0:                       # the row in windows, from its end
-                if a > qhi or a - 1 < qlo:
-                    qhi = a
-                    qlo = max(0, a - C)
+            a1 = src_start[s + 1]
+            a = a0
+            while a < a1:                       # the row in order, as from a whole copy
+                if a < qlo or a >= qhi:
+                    # a window that ends with the row (so it holds the rows below too),
+                    # or the next part of a row longer than a window
+                    qhi = a1 if a1 - a <= C else a + C
+                    qlo = max(0, qhi - C)
                     if neglog_plain_block(w, qlo, qhi, Qb, Tb) != 0:
                         return PLAIN_WEIGHTS
-                b0 = max(a0, qlo)
-                for b in range(b0, a):
+                e = min(a1, qhi)
+                for b in range(a, e):
                     h = dst[b]
                     vh = v[h]
                     q = Qb[b - qlo]
@@ -240,14 +266,14 @@ def acyclic_neglog_plain(V, src_start, dst, w, backward):
                     else:
                         acc += q * vh * _factor(Eb[h >> _SHIFT] - ec)
                         touched |= (vh != 0.0) & (q != 0.0)
-                a = b0
+                a = e
             if acc == 0.0:
                 if touched:
                     return PLAIN_DECLINED
                 # zero: right only if no term had non-zero inputs (a rare case: the
                 # fast path does not track it per arc; a weight that passed the
                 # conversion is non-zero unless it is +inf)
-                for b in range(a0, src_start[s + 1]):
+                for b in range(a0, a1):
                     if v[dst[b]] != 0.0 and w[b] != np.inf:
                         return PLAIN_DECLINED
             elif not (acc >= _VMIN and acc < np.inf):
