@@ -24,8 +24,11 @@ $(STAMP): setup.cfg pyproject.toml scripts/build_kenlm.sh
 warm: $(STAMP)
 	$(PY) -m fsmlearn.experiments.warm
 
+# the suite on TEST_WORKERS processes (pytest-xdist; default: one per core), a test file at a
+# time on each, so a file's module fixtures are built once; TEST_WORKERS=0 runs it in one process
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=30
+	$(PY) -m pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadfile
 
 # the readers' fuzz suite (issue 16) at FUZZ_EXAMPLES inputs per reader; prints the tally;
 # then the model files' fuzz tests (TRF and MRF models)

@@ -66,10 +66,15 @@ def tiny_machines(draw, max_states=4, max_arcs=6, cyclic=True, max_weight=0.3, m
     return Machine.from_arcs(n, 0, np.array(final), src, dst, lab, weight=w, semiring="real")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session):
     """Kernels compiled from numba modules edited since the cache was filled are removed first:
     numba keys a kernel on its own file only, and one that inlines another module's kernel
-    would run the old code (fsmlearn.testing.numba_cache)."""
+    would run the old code (fsmlearn.testing.numba_cache).  Under pytest-xdist the controlling
+    process does it before it starts the workers (they skip it: one of them would remove what
+    another had just compiled)."""
+    if hasattr(session.config, "workerinput"):
+        return
     from fsmlearn.testing.numba_cache import clear_stale_cache
     clear_stale_cache()
 
