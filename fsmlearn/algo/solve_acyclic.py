@@ -113,10 +113,13 @@ def acyclic_neglog_plain(V, src_start, dst, w, Q, backward):
     have accepted them), or an empty array: then the weights are converted a
     window of arcs at a time inside the pass (``neglog_plain_block``, the same
     values, vectorised), so no converted copy of the arcs is written and read
-    back.  The values of each
-    block of 256 consecutive states are plain numbers times one power of two
-    ``2**E[block]``, so an arc's term is one product and one add, where the
-    scaled pass aligns two exponents and renormalises a row per arc.  A block
+    back.  Either way each row is summed in arc order, so the results are the
+    same, bit for bit.
+
+    The values of each block of 256 consecutive states are plain numbers times
+    one power of two ``2**E[block]``, so an arc's term is one product and one
+    add, where the scaled pass aligns two exponents and renormalises a row per
+    arc.  A block
     is rescaled once, when its values are complete (forward: when its first
     state is about to push; backward: after its last state has pulled), so that
     its largest value lies in [0.5, 1); terms between blocks of different
