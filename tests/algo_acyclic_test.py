@@ -211,7 +211,8 @@ def _openfst_check(m, reverse):
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-@pytest.mark.parametrize("case", ["back-arc-late", "self-loop", "back-arc-of-unreached-state"])
+@pytest.mark.parametrize("case", ["back-arc-late", "self-loop", "back-arc-of-unreached-state",
+                                  "back-arc-of-weight-zero"])
 def test_the_plain_pass_finds_a_numbering_that_is_not_topological(reverse, case):
     # the plain pass is the solver's only check of the numbering: an arc to the state
     # itself or a lower one, wherever it is (the last states; a state of value zero,
@@ -224,6 +225,8 @@ def test_the_plain_pass_finds_a_numbering_that_is_not_topological(reverse, case)
         extra = [(1990, 1700, 2.0)]
     elif case == "self-loop":
         extra = [(1500, 1500, 3.0)]
+    elif case == "back-arc-of-weight-zero":
+        extra = [(1200, 300, np.inf)]               # it changes no value, but it is an arc
     else:
         # state 1999 is reached by no arc (forward value zero); its arc goes back
         keep = dst != 1999
@@ -240,6 +243,7 @@ def test_the_plain_pass_finds_a_numbering_that_is_not_topological(reverse, case)
     assert np.array_equal(V, before)
     _openfst_check(m, reverse)
     assert m.cached_value("forward_ordered") is False
+    assert m.replace(weight=m.weight + 0.25).cached_value("forward_ordered") is False
 
 
 @pytest.mark.parametrize("reverse", [False, True])

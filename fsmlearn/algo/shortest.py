@@ -283,8 +283,8 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
             V[m.start if starts is None else starts] = sr.one_row()
         w = np.ascontiguousarray(m.weight, dtype=np.float64)
         declined = m.cached("plain_declined", dict)        # direction -> True
-        Q = _plain_copy(m, w)
-        if Q is False or declined.get(reverse):
+        Q = False if declined.get(reverse) else _plain_copy(m, w)
+        if Q is False:
             status = PLAIN_DECLINED
         else:
             status = acyclic_neglog_plain(V, m.src_start, m.dst, w, Q, reverse)
