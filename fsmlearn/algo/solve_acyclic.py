@@ -119,13 +119,12 @@ def acyclic_neglog_plain(V, src_start, dst, w, Q, backward):
     The values of each block of 256 consecutive states are plain numbers times
     one power of two ``2**E[block]``, so an arc's term is one product and one
     add, where the scaled pass aligns two exponents and renormalises a row per
-    arc.  A block
-    is rescaled once, when its values are complete (forward: when its first
-    state is about to push; backward: after its last state has pulled), so that
-    its largest value lies in [0.5, 1); terms between blocks of different
-    exponents are scaled by the difference (forward, a source's arcs into its
-    own block and the next one need no scaling when the next one has its
-    exponent, as it has unless an arc from further back reached it first).
+    arc.  A block is rescaled once, when its values are complete (forward: when
+    its first state is about to push; backward: after its last state has
+    pulled), so that its largest value lies in [0.5, 1); terms between blocks of
+    different exponents are scaled by the difference (forward, a source's arcs
+    into its own block and the next one need no scaling when the next one has
+    its exponent, as it has unless an arc from further back reached it first).
 
     Every arc is checked to go to a higher state, on the arc's own path (a
     state of value zero, which pushes nothing forward, has its arcs scanned), so
