@@ -189,6 +189,12 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
 _NO_COPY = np.empty(0)
 
 
+def _plain_weights(w):
+    """exp(-w) in plain float64, or False where a weight is out of the plain pass's range."""
+    Q = np.empty_like(w)
+    return Q if neglog_plain(w, Q) else False
+
+
 def _plain_copy(m: Machine, w):
     """The arcs' plain weights for the acyclic plain pass: none (an empty array: the pass
     converts them in windows as it goes) the first time a machine is solved, a cached
@@ -197,8 +203,7 @@ def _plain_copy(m: Machine, w):
     never holds the copy; one solved again reads it instead of converting each time."""
     Q = m.cached_value("plain_weights")
     if Q is None and m.cached_value("plain_solved"):
-        Q = np.empty_like(w)
-        Q = m.cached("plain_weights", lambda: Q if neglog_plain(w, Q) else False)
+        Q = m.cached("plain_weights", lambda: _plain_weights(w))
     m.cached("plain_solved", lambda: True)
     return _NO_COPY if Q is None else Q
 
