@@ -10,8 +10,11 @@ import pytest
 from conftest import random_machine
 from fsmlearn import Machine
 from fsmlearn.algo import shortest_distance
+import numba
+
+import fsmlearn.algo.shortest as shortest_module
 from fsmlearn.algo.solve_acyclic import (NOT_ORDERED, PLAIN_DECLINED, PLAIN_DONE, PLAIN_WEIGHTS, acyclic_neglog,
-                                         acyclic_neglog_plain, neglog_plain)
+                                         acyclic_neglog_piped, acyclic_neglog_plain, neglog_plain)
 from fsmlearn.semiring.ops import NEGLOG_BLOCK, neglog_block, neglog_plain_block
 from fsmlearn.semiring import get_semiring
 from fsmlearn.testing import openfst_distances
@@ -33,19 +36,64 @@ def _neglog(V):
         return -(np.log(V[:, 0]) + V[:, 1] * np.log(2.0))
 
 
+#: chunks of the two-thread pass in these tests: a few rows each, and a few windows each
+CHUNKS = (64, 997, 3 * NEGLOG_BLOCK + 5)
+
+
+def _piped_statuses(m, reverse, want, starts=None, want_V=None):
+    """Run the two-thread plain pass over several chunk sizes, with and without a copy
+    made on the way; each must return ``want`` (a status or a set of them), leave V
+    untouched unless it is done, and give ``want_V`` (the one-thread pass's rows) bit for
+    bit when both are done.  Returns the statuses and their rows."""
+    w = np.ascontiguousarray(m.weight, np.float64)
+    Q = np.empty_like(w)
+    all_in = neglog_plain(w, Q)
+    out = []
+    for chunk in CHUNKS:
+        for copy in (False, True):
+            V = _init(m, reverse, starts)
+            before = V.copy()
+            Qp = np.full_like(w, np.nan) if copy else NONE
+            status, converted = acyclic_neglog_piped(V, m.src_start, m.dst, w, Qp, reverse, chunk)
+            assert status in (want if isinstance(want, set) else {want}), (chunk, copy, status)
+            if status != PLAIN_DONE:
+                assert np.array_equal(V, before)
+            else:
+                assert converted == all_in
+                if copy and converted:
+                    assert np.array_equal(Qp, Q)       # the copy made on the way
+                if want_V is not None:
+                    assert np.array_equal(V, want_V)
+            out.append((status, V))
+    return out
+
+
 def _both(m, reverse, starts=None):
-    """(plain pass's status, plain values, scaled values) as -log."""
+    """(plain pass's status, plain values, scaled values) as -log; the plain pass from a
+    converted copy and on two threads must give the same status and values."""
     w = np.ascontiguousarray(m.weight, np.float64)
     V1 = _init(m, reverse, starts)
     status = acyclic_neglog_plain(V1, m.src_start, m.dst, w, NONE, reverse)
     Q = np.empty_like(w)
+    V2 = _init(m, reverse, starts)
+    acyclic_neglog(V2, m.src_start, m.dst, w, reverse)
     if neglog_plain(w, Q):
         # from a converted copy: the same values in the same order, so the same result
         V3 = _init(m, reverse, starts)
         assert acyclic_neglog_plain(V3, m.src_start, m.dst, w, Q, reverse) == status
         assert status != PLAIN_DONE or np.array_equal(V3, V1)
-    V2 = _init(m, reverse, starts)
-    acyclic_neglog(V2, m.src_start, m.dst, w, reverse)
+        _piped_statuses(m, reverse, status, starts, V1 if status == PLAIN_DONE else None)
+    else:
+        # a weight out of range: the two-thread pass converts the chunks that hold one
+        # in windows of its own, so it may meet that weight where one thread does not,
+        # or not meet it; where it is done, it is the scaled pass to rounding
+        for st, V in _piped_statuses(m, reverse, {status, PLAIN_DONE, PLAIN_WEIGHTS}, starts,
+                                     V1 if status == PLAIN_DONE else None):
+            if st == PLAIN_DONE:
+                a, b = _neglog(V), _neglog(V2)
+                fin = np.isfinite(b)
+                assert np.array_equal(fin, np.isfinite(a))
+                assert np.max(np.abs(a[fin] - b[fin]) / np.maximum(1.0, np.abs(b[fin])), initial=0) < 1e-13
     return status, _neglog(V1), _neglog(V2)
 
 
@@ -128,6 +176,9 @@ def test_weights_out_of_range_keep_the_scaled_pass(reverse):
     before = V.copy()
     assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == PLAIN_WEIGHTS
     assert np.array_equal(V, before)
+    # on two threads the chunk that holds the weight is met later (the chunks before it are
+    # converted whole, ahead): backward, the values falling e^-1 a state decline first
+    _piped_statuses(m, reverse, {PLAIN_WEIGHTS, PLAIN_DECLINED})
     got = shortest_distance(m, "log", reverse=reverse)
     assert got[-1 if not reverse else 0] == pytest.approx(n - 2 + 400.0, abs=1e-9)
     assert m.cached("plain_declined", dict) == {reverse: True}
@@ -149,6 +200,7 @@ def test_a_value_far_below_its_block_declines(reverse):
     before = V.copy()
     assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == PLAIN_DECLINED
     assert np.array_equal(V, before)
+    _piped_statuses(m, reverse, PLAIN_DECLINED)
     got = shortest_distance(m, "log", reverse=reverse)
     V2 = _init(m, reverse)
     acyclic_neglog(V2, m.src_start, m.dst, np.ascontiguousarray(m.weight), reverse)
@@ -241,6 +293,7 @@ def test_the_plain_pass_finds_a_numbering_that_is_not_topological(reverse, case)
     before = V.copy()
     assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == NOT_ORDERED
     assert np.array_equal(V, before)
+    _piped_statuses(m, reverse, NOT_ORDERED)
     _openfst_check(m, reverse)
     assert m.cached_value("forward_ordered") is False
     assert m.replace(weight=m.weight + 0.25).cached_value("forward_ordered") is False
@@ -258,6 +311,7 @@ def test_a_pass_that_declines_early_still_checks_the_numbering(reverse):
     m = _csr_machine(n, arcs, {7: 0.0, 3: 0.0})
     V = _init(m, reverse)
     assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == PLAIN_DECLINED
+    _piped_statuses(m, reverse, PLAIN_DECLINED)
     _openfst_check(m, reverse)
     assert m.cached_value("forward_ordered") is False
     assert m.cached("plain_declined", dict) == {}
@@ -340,11 +394,12 @@ def test_a_machine_solved_again_reads_a_converted_copy(reverse):
     _openfst_check(m, reverse)
 
 
-def test_a_copy_refused_for_its_weights_keeps_the_scaled_pass():
+def test_a_copy_refused_for_its_weights_leaves_the_windowed_pass():
     # a weight out of the plain range on an arc the forward pass never converts (states
     # 3000-5999 are unreachable, and its arc lies past the last window of the reachable
-    # ones): the first forward solve never meets it; the copy of the second is refused, and
-    # the scaled pass answers, to the same values
+    # ones): the first forward solve never meets it; the copy of the second is refused
+    # (cached as False), and that solve and later ones convert in windows as the first did,
+    # to the same values
     n = 6000
     arcs = [(s, s + 1, 1.0) for s in range(2999)] + [(s, s + 1, 1.0) for s in range(3000, n - 1)]
     arcs[5500 - 1] = (5500, 5501, 400.0)
@@ -353,9 +408,14 @@ def test_a_copy_refused_for_its_weights_keeps_the_scaled_pass():
     assert m.cached("plain_declined", dict) == {}
     second = shortest_distance(m, "log")
     assert m.cached_value("plain_weights") is False
-    assert m.cached("plain_declined", dict) == {False: True}
-    assert np.allclose(first, second, rtol=1e-14, atol=0)
+    third = shortest_distance(m, "log")
+    assert m.cached("plain_declined", dict) == {}
+    assert np.array_equal(first, second) and np.array_equal(first, third)
     assert second[2999] == pytest.approx(2999.0, abs=1e-9) and np.isinf(second[3000:]).all()
+    # the scaled pass, which the backward solve needs (it meets the weight), agrees
+    back = shortest_distance(m, "log", reverse=True)
+    assert m.cached("plain_declined", dict) == {True: True}
+    assert back[5500] == pytest.approx(400.0 + 498.0, rel=1e-14)
 
 
 def test_the_parallel_conversion_is_the_windowed_one():
@@ -369,3 +429,89 @@ def test_the_parallel_conversion_is_the_windowed_one():
     assert np.array_equal(Q, want)
     w[NEGLOG_BLOCK + 3] = -np.inf
     assert not neglog_plain(w, Q)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_the_solver_on_two_threads_makes_the_copy_on_the_way(monkeypatch, reverse):
+    # a machine as large as _PIPE_MIN_ARCS (lowered here) is solved on two threads: the
+    # first solve keeps nothing, the second makes the converted copy as it goes (the same
+    # copy as neglog_plain's), the third reads it on one thread; the same values each time
+    monkeypatch.setattr(shortest_module, "_PIPE_MIN_ARCS", 1000)
+    monkeypatch.setattr(shortest_module, "acyclic_neglog_piped", _small_chunks)
+    rng = np.random.default_rng(12)
+    m = _spread(rng, 5000, 40000, 100, 0.5)
+    first = shortest_distance(m, "log", reverse=reverse)
+    assert m.cached_value("plain_weights") is None
+    second = shortest_distance(m, "log", reverse=reverse)
+    Q = m.cached_value("plain_weights")
+    want = np.empty_like(m.weight)
+    assert neglog_plain(np.ascontiguousarray(m.weight), want)
+    assert np.array_equal(Q, want)
+    third = shortest_distance(m, "log", reverse=reverse)
+    assert np.array_equal(first, second) and np.array_equal(first, third)
+    with monkeypatch.context() as mp:
+        mp.setattr(shortest_module, "_PIPE_MIN_ARCS", 1 << 62)     # the one-thread pass
+        assert np.array_equal(shortest_distance(m.replace(weight=m.weight.copy()), "log", reverse=reverse), first)
+    _openfst_check(m, reverse)
+
+
+def _small_chunks(V, src_start, dst, w, Qout, backward):
+    """The two-thread pass in chunks of 997 arcs (many chunks on a small machine)."""
+    return acyclic_neglog_piped(V, src_start, dst, w, Qout, backward, 997)
+
+
+def test_the_solver_on_two_threads_refuses_a_copy_for_its_weights(monkeypatch):
+    # test_a_copy_refused_for_its_weights_leaves_the_windowed_pass, with the two-thread
+    # pass: the weight of 400 lies on an arc of an unreached state in a chunk of its own
+    monkeypatch.setattr(shortest_module, "_PIPE_MIN_ARCS", 1000)
+    monkeypatch.setattr(shortest_module, "acyclic_neglog_piped", _small_chunks)
+    n = 6000
+    arcs = [(s, s + 1, 1.0) for s in range(2999)] + [(s, s + 1, 1.0) for s in range(3000, n - 1)]
+    arcs[5500 - 1] = (5500, 5501, 400.0)
+    m = _csr_machine(n, arcs, {2999: 0.0, n - 1: 0.0})
+    first = shortest_distance(m, "log")
+    second = shortest_distance(m, "log")
+    assert m.cached_value("plain_weights") is False
+    third = shortest_distance(m, "log")
+    assert m.cached("plain_declined", dict) == {}
+    assert np.array_equal(first, second) and np.array_equal(first, third)
+    assert first[2999] == pytest.approx(2999.0, abs=1e-9) and np.isinf(first[3000:]).all()
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_the_two_thread_pass_on_one_thread_is_the_same(reverse):
+    # the two steps of each chunk run in turn on one thread: the same values and copy
+    rng = np.random.default_rng(13)
+    m = _spread(rng, 20000, 150000, 80, 0.1)
+    w = np.ascontiguousarray(m.weight)
+    got = []
+    threads = numba.get_num_threads()
+    try:
+        for k in (1, threads):
+            numba.set_num_threads(k)
+            V = _init(m, reverse)
+            Q = np.empty_like(w)
+            assert acyclic_neglog_piped(V, m.src_start, m.dst, w, Q, reverse, 2 * NEGLOG_BLOCK) == (PLAIN_DONE, True)
+            got.append((V, Q))
+    finally:
+        numba.set_num_threads(threads)
+    assert np.array_equal(got[0][0], got[1][0]) and np.array_equal(got[0][1], got[1][1])
+
+
+def test_the_two_threads_share_each_chunks_conversion_without_a_gap():
+    # each chunk's conversion is shared: one thread from its start, the other (after its
+    # pass) from its end, meeting wherever the timing puts them; over many chunks and runs
+    # every weight of the copy must be converted, to neglog_plain's values
+    rng = np.random.default_rng(14)
+    m = _spread(rng, 60000, 600000, 60, 0.05)
+    w = np.ascontiguousarray(m.weight)
+    want = np.empty_like(w)
+    assert neglog_plain(w, want)
+    V0 = _init(m, False)
+    assert acyclic_neglog_plain(V0, m.src_start, m.dst, w, NONE, False) == PLAIN_DONE
+    for chunk in (NEGLOG_BLOCK // 2, 3 * NEGLOG_BLOCK, 8 * NEGLOG_BLOCK + 7):
+        for _ in range(3):
+            V = _init(m, False)
+            Q = np.full_like(w, np.nan)
+            assert acyclic_neglog_piped(V, m.src_start, m.dst, w, Q, False, chunk) == (PLAIN_DONE, True)
+            assert np.array_equal(Q, want) and np.array_equal(V, V0)

@@ -271,7 +271,7 @@ def fb_core(m: Machine, starts, state_ptr, tol, max_sweeps, init_alpha, init_bet
     if empty.all():
         return sr, A, Bt, costs, np.zeros(m.num_arcs), np.zeros(n), (ia, ib)
     g = ex["graph"]
-    F = ex["F"]
+    F = exb["F"]            # the backward solve's final rows (the forward one may not make them)
     if device == "cuda":
         from .cuda.solve import final_flows_cuda, flows_cuda
         if g is m:

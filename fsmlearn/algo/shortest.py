@@ -36,7 +36,8 @@ from .schedule import Schedule, csr_is_forward_ordered, schedule_for
 from .convergence import STATUS_NOT_CONVERGED, STATUS_OK, WHY_STAR, raise_for_status
 from .cuda import check_device
 from ._check import require_machine
-from .solve_acyclic import (NOT_ORDERED, PLAIN_DECLINED, PLAIN_DONE, acyclic_neglog, acyclic_neglog_plain,
+from .solve_acyclic import (NOT_ORDERED, PLAIN_DECLINED, PLAIN_DONE, acyclic_neglog, acyclic_neglog_piped,
+                            acyclic_neglog_plain,
                             neglog_plain)
 from .bands import bands_for, no_bands
 from .solve_linear import gather_rows, linear_solver
@@ -187,6 +188,9 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
 
 
 _NO_COPY = np.empty(0)
+#: machines with this many arcs or more are solved on two threads the first time (one
+#: converts the weights, the other passes over them: acyclic_neglog_piped)
+_PIPE_MIN_ARCS = 1 << 20
 
 
 def _plain_weights(w):
@@ -195,17 +199,32 @@ def _plain_weights(w):
     return Q if neglog_plain(w, Q) else False
 
 
-def _plain_copy(m: Machine, w):
-    """The arcs' plain weights for the acyclic plain pass: none (an empty array: the pass
-    converts them in windows as it goes) the first time a machine is solved, a cached
-    converted copy (8 bytes an arc) from the second time on, and False where a weight is
-    outside the plain pass's range.  A machine solved once (a fresh re-weighting in EM, say)
-    never holds the copy; one solved again reads it instead of converting each time."""
+def _plain_pass(m: Machine, V, w, reverse):
+    """The acyclic plain pass (``acyclic_neglog_plain``) on ``V``; its result.
+
+    The first time a machine is solved, its weights are converted as the pass goes (on
+    two threads for a large machine, ``acyclic_neglog_piped``) and nothing is kept; the
+    second time, the converted weights are kept too (8 bytes an arc, made on the way
+    for a large machine), and later solves read them.  A machine solved once (a fresh
+    re-weighting in EM, say) never holds the copy.  A copy that cannot be made (a
+    weight outside the plain pass's range) is cached as False, and later solves
+    convert as they go."""
     Q = m.cached_value("plain_weights")
-    if Q is None and m.cached_value("plain_solved"):
-        Q = m.cached("plain_weights", lambda: _plain_weights(w))
+    if Q is not None and Q is not False:
+        return acyclic_neglog_plain(V, m.src_start, m.dst, w, Q, reverse)
+    keep = Q is None and bool(m.cached_value("plain_solved"))
     m.cached("plain_solved", lambda: True)
-    return _NO_COPY if Q is None else Q
+    if m.num_arcs >= _PIPE_MIN_ARCS and nb.get_num_threads() >= 2:
+        out = np.empty_like(w) if keep else _NO_COPY
+        status, converted = acyclic_neglog_piped(V, m.src_start, m.dst, w, out, reverse)
+        if keep and status == PLAIN_DONE:
+            m.cached("plain_weights", lambda: out if converted else False)
+        return status
+    if keep:
+        Q = m.cached("plain_weights", lambda: _plain_weights(w))
+        if Q is not False:
+            return acyclic_neglog_plain(V, m.src_start, m.dst, w, Q, reverse)
+    return acyclic_neglog_plain(V, m.src_start, m.dst, w, _NO_COPY, reverse)
 
 
 def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_values=None,
@@ -229,7 +248,8 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
     Returns:
         (sr, V, info, extra): the semiring; float64 [N, K] rows (scaled for
         linear semirings, costs for tropical); a SolveInfo; and a dict with
-        ``graph`` (the machine or its phi system), ``F`` (final rows),
+        ``graph`` (the machine or its phi system), ``F`` (final rows; None for
+        a forward solve of a machine without phi arcs on the CPU),
         ``arc_values`` (checked [E, R] array or None), a ``system_rows()``
         callable giving the graph's arc rows, and for the tropical semiring
         ``bp`` (int64 [N] back-pointer arc of each state, -1 for none).
@@ -247,7 +267,8 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
         raise SemiringError(f"max_sweeps must be at least 1, got {max_sweeps!r}")
     n = m.num_states
     arc_values = _check_arc_values(m, sr, arc_values)
-    F = sr.final_rows(m.final, m.semiring)
+    # (a forward solve of a machine without phi arcs on the CPU never reads the final rows)
+    F = sr.final_rows(m.final, m.semiring) if reverse or g is not m or device == "cuda" else None
     W = None
     if g is not m:
         W, F = _system_rows(g, m, sr, arc_values)
@@ -288,11 +309,7 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
             V[m.start if starts is None else starts] = sr.one_row()
         w = np.ascontiguousarray(m.weight, dtype=np.float64)
         declined = m.cached("plain_declined", dict)        # direction -> True
-        Q = False if declined.get(reverse) else _plain_copy(m, w)
-        if Q is False:
-            status = PLAIN_DECLINED
-        else:
-            status = acyclic_neglog_plain(V, m.src_start, m.dst, w, Q, reverse)
+        status = PLAIN_DECLINED if declined.get(reverse) else _plain_pass(m, V, w, reverse)
         # a pass that stopped early has not seen every arc
         ordered = status == PLAIN_DONE or (status != NOT_ORDERED and m.cached(
             "forward_ordered", lambda: csr_is_forward_ordered(m.src_start, m.dst)))

@@ -9,8 +9,8 @@ runs it when the plain pass declines.  The plain pass also checks the
 numbering, so the solver needs no separate pass over the arcs to find that a
 machine is topologically numbered.
 
-Public names: acyclic_neglog, acyclic_neglog_plain, neglog_plain, PLAIN_DONE, PLAIN_DECLINED,
-PLAIN_WEIGHTS, NOT_ORDERED.
+Public names: acyclic_neglog, acyclic_neglog_plain, acyclic_neglog_piped, neglog_plain,
+PLAIN_DONE, PLAIN_DECLINED, PLAIN_WEIGHTS, NOT_ORDERED, PIPE_CHUNK.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import math
 from ..semiring.ops import EXP_UNSET, NEGLOG_BLOCK, P2, P2X, neglog_block, neglog_plain_block
 from ..semiring.ops import renorm as _renorm0
 
-__all__ = ["acyclic_neglog", "acyclic_neglog_plain", "neglog_plain", "PLAIN_DONE", "PLAIN_DECLINED", "PLAIN_WEIGHTS",
-           "NOT_ORDERED"]
+__all__ = ["acyclic_neglog", "acyclic_neglog_plain", "acyclic_neglog_piped", "neglog_plain", "PLAIN_DONE",
+           "PLAIN_DECLINED", "PLAIN_WEIGHTS", "NOT_ORDERED", "PIPE_CHUNK"]
 
 #: acyclic_neglog_plain's results: the values are in V; a value it cannot hold; a weight it
 #: cannot hold; an arc that does not go to a higher state
@@ -100,6 +100,190 @@ def _renorm_block(v, lo, hi, E, c):
     return True
 
 
+_GOING = 3                 # a range of states done, the pass goes on
+
+
+@nb.njit(cache=True)
+def _forward_rows(s0, s1, V, src_start, dst, w, v, Eb, reached, Qb, Tb, st):
+    """The forward plain pass over states s0..s1-1 (see :func:`acyclic_neglog_plain`).
+
+    ``Qb`` holds the plain weights of arcs ``st[0]``..``st[1]-1``; the pass converts the
+    next window of NEGLOG_BLOCK arcs into ``Qb`` (which must hold that many) when a state
+    needs an arc beyond them.  ``st[2]``, ``st[3]``: whether the current block and the next
+    share an exponent, and the first state past the next block, carried from one range of
+    states to the next.  Returns _GOING or the pass's result."""
+    n = src_start.shape[0] - 1
+    E = dst.shape[0]
+    nblk = Eb.shape[0]
+    mask = (1 << _SHIFT) - 1
+    C = NEGLOG_BLOCK
+    qlo = st[0]
+    qhi = st[1]
+    same = st[2] != 0
+    lim = st[3]
+    for s in range(s0, s1):
+        c = s >> _SHIFT
+        if (s & mask) == 0 and Eb[c] != _NOEXP:
+            if not _renorm_block(v, s, min(n, s + mask + 1), Eb, c):
+                return PLAIN_DECLINED
+            if c + 1 < nblk and Eb[c + 1] == _NOEXP:
+                Eb[c + 1] = Eb[c]
+            same = c + 1 >= nblk or Eb[c + 1] == Eb[c]
+            lim = min(n, (c + 2) << _SHIFT)
+        ps = v[s]
+        a = src_start[s]
+        a1 = src_start[s + 1]
+        if ps == 0.0:
+            if reached[s]:
+                return PLAIN_DECLINED
+            for b in range(a, a1):
+                if dst[b] <= s:
+                    return NOT_ORDERED
+            continue
+        if not (ps >= _VMIN_READ and ps < np.inf):
+            return PLAIN_DECLINED
+        es = Eb[c]
+        while a < a1:
+            if a >= qhi:
+                qlo = a
+                qhi = min(E, a + C)
+                if neglog_plain_block(w, qlo, qhi, Qb, Tb) != 0:
+                    return PLAIN_WEIGHTS
+            e = min(a1, qhi)
+            for b in range(a, e):
+                h = dst[b]
+                q = Qb[b - qlo]
+                if same and h > s and h < lim:
+                    v[h] += ps * q
+                elif h <= s:
+                    return NOT_ORDERED
+                elif q != 0.0:
+                    ch = h >> _SHIFT
+                    if Eb[ch] == _NOEXP:
+                        Eb[ch] = es
+                    v[h] += ps * q * _factor(es - Eb[ch])
+                    reached[h] = True
+            a = e
+    st[0] = qlo
+    st[1] = qhi
+    st[2] = 1 if same else 0
+    st[3] = lim
+    return _GOING
+
+
+@nb.njit(cache=True)
+def _backward_rows(s0, s1, V, src_start, dst, w, v, Eb, Qb, Tb, st):
+    """The backward plain pass over states s1-1 down to s0 (see
+    :func:`acyclic_neglog_plain`).  ``Qb`` holds the plain weights of arcs
+    ``st[0]``..``st[1]-1``; a row outside them is converted into ``Qb`` (which must hold
+    NEGLOG_BLOCK) in a window that ends with it.  Returns _GOING or the pass's result."""
+    n = src_start.shape[0] - 1
+    nblk = Eb.shape[0]
+    mask = (1 << _SHIFT) - 1
+    C = NEGLOG_BLOCK
+    qlo = st[0]
+    qhi = st[1]
+    for i in range(s1 - s0):
+        s = s1 - 1 - i
+        c = s >> _SHIFT
+        if s == n - 1 or (s & mask) == mask:
+            # the block's exponent: its successor's, or its largest final weight's
+            if c + 1 < nblk and Eb[c + 1] != _NOEXP:
+                Eb[c] = Eb[c + 1]
+            else:
+                kmax = _NOEXP
+                for t in range(c << _SHIFT, s + 1):
+                    if V[t, 0] != 0.0:
+                        kmax = max(kmax, int(V[t, 1]))
+                Eb[c] = 0 if kmax == _NOEXP else kmax
+        ec = Eb[c]
+        same = c + 1 >= nblk or Eb[c + 1] == ec
+        lim = min(n, (c + 2) << _SHIFT)
+        acc = 0.0
+        touched = False
+        if V[s, 0] != 0.0:
+            acc = V[s, 0] * _factor(int(V[s, 1]) - ec)
+            touched = True
+        a0 = src_start[s]
+        a1 = src_start[s + 1]
+        a = a0
+        while a < a1:                       # the row in order, as from a whole copy
+            if a < qlo or a >= qhi:
+                # a window that ends with the row (so it holds the rows below too),
+                # or the next part of a row longer than a window
+                qhi = a1 if a1 - a <= C else a + C
+                qlo = max(0, qhi - C)
+                if neglog_plain_block(w, qlo, qhi, Qb, Tb) != 0:
+                    return PLAIN_WEIGHTS
+            e = min(a1, qhi)
+            for b in range(a, e):
+                h = dst[b]
+                vh = v[h]
+                q = Qb[b - qlo]
+                if same and h > s and h < lim:
+                    acc += q * vh
+                elif h <= s:
+                    return NOT_ORDERED
+                else:
+                    acc += q * vh * _factor(Eb[h >> _SHIFT] - ec)
+                    touched |= (vh != 0.0) & (q != 0.0)
+            a = e
+        if acc == 0.0:
+            if touched:
+                return PLAIN_DECLINED
+            # zero: right only if no term had non-zero inputs (a rare case: the
+            # fast path does not track it per arc; a weight that passed the
+            # conversion is non-zero unless it is +inf)
+            for b in range(a0, a1):
+                if v[dst[b]] != 0.0 and w[b] != np.inf:
+                    return PLAIN_DECLINED
+        elif not (acc >= _VMIN and acc < np.inf):
+            return PLAIN_DECLINED
+        elif acc >= _VMAX:
+            # values growing down the block: rescale its finished part now, so that a
+            # rescaling never takes a checked value by more than 2**-100
+            _, e = math.frexp(acc)
+            f = math.ldexp(1.0, -e)
+            acc *= f
+            top = min(n, (c + 1) << _SHIFT)
+            for t in range(s + 1, top):
+                v[t] *= f
+                if v[t] != 0.0 and not v[t] >= _VSTORE:
+                    return PLAIN_DECLINED
+            Eb[c] += e
+        v[s] = acc
+        if (s & mask) == 0:
+            if not _renorm_block(v, s, min(n, s + mask + 1), Eb, c):
+                return PLAIN_DECLINED
+    st[0] = qlo
+    st[1] = qhi
+    return _GOING
+
+
+@nb.njit(cache=True)
+def _start_rows(V, v, Eb, reached):
+    """The forward pass's start values, each in its block's exponent (the first start
+    state's of the block)."""
+    for s in range(v.shape[0]):
+        if V[s, 0] != 0.0:
+            c = s >> _SHIFT
+            k = int(V[s, 1])
+            if Eb[c] == _NOEXP:
+                Eb[c] = k
+            v[s] += V[s, 0] * _factor(k - Eb[c])
+            reached[s] = True
+
+
+@nb.njit(inline="always")
+def _store_rows(V, v, Eb, lo, hi):
+    """V's scaled rows lo..hi-1 from the plain values and their blocks' exponents."""
+    for s in range(lo, hi):
+        x = v[s]
+        V[s, 0] = x
+        V[s, 1] = float(Eb[s >> _SHIFT]) if x != 0.0 else EXP_UNSET
+        _renorm0(V, s)
+
+
 @nb.njit(cache=True)
 def acyclic_neglog_plain(V, src_start, dst, w, Q, backward):
     """:func:`acyclic_neglog` in plain float64, checking the numbering as it goes.
@@ -154,156 +338,197 @@ def acyclic_neglog_plain(V, src_start, dst, w, Q, backward):
     """
     n = src_start.shape[0] - 1
     E = dst.shape[0]
-    nblk = (n >> _SHIFT) + 1
     v = np.zeros(n)
-    Eb = np.full(nblk, _NOEXP, np.int64)
-    mask = (1 << _SHIFT) - 1
-    C = NEGLOG_BLOCK
-    Qb = np.empty(C)                            # the plain weights of arcs qlo..qhi-1
-    Tb = np.empty(C)
+    Eb = np.full((n >> _SHIFT) + 1, _NOEXP, np.int64)
+    Tb = np.empty(NEGLOG_BLOCK)
     whole = Q.shape[0] == E                     # a converted copy: one window of every arc
-    if whole:
-        Qb = Q
+    Qb = Q if whole else np.empty(NEGLOG_BLOCK)
+    st = np.zeros(4, np.int64)
     if not backward:
-        qlo = 0
-        qhi = E if whole else 0
+        st[1] = E if whole else 0
         reached = np.zeros(n, np.bool_)
-        for s in range(n):                      # the start rows
-            if V[s, 0] != 0.0:
-                c = s >> _SHIFT
-                k = int(V[s, 1])
-                if Eb[c] == _NOEXP:
-                    Eb[c] = k
-                v[s] += V[s, 0] * _factor(k - Eb[c])
-                reached[s] = True
-        same = False
-        lim = 0
-        for s in range(n):
-            c = s >> _SHIFT
-            if (s & mask) == 0 and Eb[c] != _NOEXP:
-                if not _renorm_block(v, s, min(n, s + mask + 1), Eb, c):
-                    return PLAIN_DECLINED
-                if c + 1 < nblk and Eb[c + 1] == _NOEXP:
-                    Eb[c + 1] = Eb[c]
-                same = c + 1 >= nblk or Eb[c + 1] == Eb[c]
-                lim = min(n, (c + 2) << _SHIFT)
-            ps = v[s]
-            a = src_start[s]
-            a1 = src_start[s + 1]
-            if ps == 0.0:
-                if reached[s]:
-                    return PLAIN_DECLINED
-                for b in range(a, a1):
-                    if dst[b] <= s:
-                        return NOT_ORDERED
-                continue
-            if not (ps >= _VMIN_READ and ps < np.inf):
-                return PLAIN_DECLINED
-            es = Eb[c]
-            while a < a1:
-                if a >= qhi:
-                    qlo = a
-                    qhi = min(E, a + C)
-                    if neglog_plain_block(w, qlo, qhi, Qb, Tb) != 0:
-                        return PLAIN_WEIGHTS
-                e = min(a1, qhi)
-                for b in range(a, e):
-                    h = dst[b]
-                    q = Qb[b - qlo]
-                    if same and h > s and h < lim:
-                        v[h] += ps * q
-                    elif h <= s:
-                        return NOT_ORDERED
-                    elif q != 0.0:
-                        ch = h >> _SHIFT
-                        if Eb[ch] == _NOEXP:
-                            Eb[ch] = es
-                        v[h] += ps * q * _factor(es - Eb[ch])
-                        reached[h] = True
-                a = e
+        _start_rows(V, v, Eb, reached)
+        r = _forward_rows(0, n, V, src_start, dst, w, v, Eb, reached, Qb, Tb, st)
     else:
-        qlo = 0 if whole else E
-        qhi = E
-        for i in range(n):
-            s = n - 1 - i
-            c = s >> _SHIFT
-            if s == n - 1 or (s & mask) == mask:
-                # the block's exponent: its successor's, or its largest final weight's
-                if c + 1 < nblk and Eb[c + 1] != _NOEXP:
-                    Eb[c] = Eb[c + 1]
-                else:
-                    kmax = _NOEXP
-                    for t in range(c << _SHIFT, s + 1):
-                        if V[t, 0] != 0.0:
-                            kmax = max(kmax, int(V[t, 1]))
-                    Eb[c] = 0 if kmax == _NOEXP else kmax
-            ec = Eb[c]
-            same = c + 1 >= nblk or Eb[c + 1] == ec
-            lim = min(n, (c + 2) << _SHIFT)
-            acc = 0.0
-            touched = False
-            if V[s, 0] != 0.0:
-                acc = V[s, 0] * _factor(int(V[s, 1]) - ec)
-                touched = True
-            a0 = src_start[s]
-            a1 = src_start[s + 1]
-            a = a0
-            while a < a1:                       # the row in order, as from a whole copy
-                if a < qlo or a >= qhi:
-                    # a window that ends with the row (so it holds the rows below too),
-                    # or the next part of a row longer than a window
-                    qhi = a1 if a1 - a <= C else a + C
-                    qlo = max(0, qhi - C)
-                    if neglog_plain_block(w, qlo, qhi, Qb, Tb) != 0:
-                        return PLAIN_WEIGHTS
-                e = min(a1, qhi)
-                for b in range(a, e):
-                    h = dst[b]
-                    vh = v[h]
-                    q = Qb[b - qlo]
-                    if same and h > s and h < lim:
-                        acc += q * vh
-                    elif h <= s:
-                        return NOT_ORDERED
-                    else:
-                        acc += q * vh * _factor(Eb[h >> _SHIFT] - ec)
-                        touched |= (vh != 0.0) & (q != 0.0)
-                a = e
-            if acc == 0.0:
-                if touched:
-                    return PLAIN_DECLINED
-                # zero: right only if no term had non-zero inputs (a rare case: the
-                # fast path does not track it per arc; a weight that passed the
-                # conversion is non-zero unless it is +inf)
-                for b in range(a0, a1):
-                    if v[dst[b]] != 0.0 and w[b] != np.inf:
-                        return PLAIN_DECLINED
-            elif not (acc >= _VMIN and acc < np.inf):
-                return PLAIN_DECLINED
-            elif acc >= _VMAX:
-                # values growing down the block: rescale its finished part now, so that a
-                # rescaling never takes a checked value by more than 2**-100
-                _, e = math.frexp(acc)
-                f = math.ldexp(1.0, -e)
-                acc *= f
-                top = min(n, (c + 1) << _SHIFT)
-                for t in range(s + 1, top):
-                    v[t] *= f
-                    if v[t] != 0.0 and not v[t] >= _VSTORE:
-                        return PLAIN_DECLINED
-                Eb[c] += e
-                ec = Eb[c]
-                same = c + 1 >= nblk or Eb[c + 1] == ec
-            v[s] = acc
-            if (s & mask) == 0:
-                if not _renorm_block(v, s, min(n, s + mask + 1), Eb, c):
-                    return PLAIN_DECLINED
-    for s in range(n):
-        x = v[s]
-        V[s, 0] = x
-        V[s, 1] = float(Eb[s >> _SHIFT]) if x != 0.0 else EXP_UNSET
-        _renorm0(V, s)
+        st[0] = 0 if whole else E
+        st[1] = E
+        r = _backward_rows(0, n, V, src_start, dst, w, v, Eb, Qb, Tb, st)
+    if r != _GOING:
+        return r
+    _store_rows(V, v, Eb, 0, n)
     return PLAIN_DONE
+
+
+#: arcs per chunk of the two-thread plain pass
+PIPE_CHUNK = 1 << 16
+
+
+@nb.njit(cache=True)
+def _chunk_cuts(src_start, chunk):
+    """State boundaries 0 = c_0 < c_1 < ... < c_K = n such that each range of states
+    starts at the first state whose row begins at or past a multiple of ``chunk`` arcs
+    (whole rows, so a range can hold more than ``chunk`` arcs)."""
+    n = src_start.shape[0] - 1
+    E = src_start[n]
+    cuts = np.empty(E // chunk + 2, np.int64)
+    cuts[0] = 0
+    K = 1
+    for j in range(1, E // chunk + 1):
+        s = min(n, np.searchsorted(src_start, j * chunk))
+        if s > cuts[K - 1]:
+            cuts[K] = s
+            K += 1
+    if cuts[K - 1] < n:
+        cuts[K] = n
+        K += 1
+    return cuts[:K]
+
+
+@nb.njit(cache=True)
+def _convert_chunk(w, lo, hi, B, T):
+    """B[i] = exp(-w[lo + i]) for the arcs lo..hi-1, a window of NEGLOG_BLOCK at a
+    time; returns how many weights were out of range."""
+    bad = 0
+    for a in range(lo, hi, NEGLOG_BLOCK):
+        e = min(hi, a + NEGLOG_BLOCK)
+        bad += neglog_plain_block(w, a, e, B[a - lo:e - lo], T)
+    return bad
+
+
+@nb.njit(cache=True)
+def _pipe_step(t, i, V, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb, bad, prog, st, res, backward):
+    """Step i of :func:`acyclic_neglog_piped` on thread t.
+
+    t = 0 passes over chunk i (in pass order) from buffer i % 2 (or its part of
+    ``Qout``), then helps convert chunk i + 1 from its end; t = 1 converts chunk i + 1
+    into the other buffer from its start.  Each converts a window of NEGLOG_BLOCK arcs
+    at a time into its own scratch (``T[t]``), copies it into the buffer, and then
+    posts how far it has come (``prog``: the first arc not yet converted from the
+    start, the last one converted from the end), and stops where the other has been.
+    A post read late only makes a thread convert a window the other has converted
+    too; the buffer receives only finished values (the conversion itself works in
+    place, in steps), so the two write the same values there, and every weight of
+    the chunk is converted once the two meet, whatever the timing.  Out-of-range
+    weights are counted in ``bad[t, chunk]``."""
+    K = cuts.shape[0] - 1
+    whole = Qout.shape[0] == dst.shape[0]
+    C = NEGLOG_BLOCK
+    if t == 0:
+        k = K - 1 - i if backward else i
+        lo = src_start[cuts[k]]
+        hi = src_start[cuts[k + 1]]
+        if bad[0, k] + bad[1, k] == 0:
+            Qb = Qout[lo:hi] if whole else B[i % 2, :hi - lo]
+            st[0] = lo
+            st[1] = hi
+        else:
+            # a weight out of range somewhere in the chunk: convert in windows, as the
+            # one-thread pass does, so the pass meets only the weights it needs
+            Qb = Wb
+            st[0] = lo if not backward else 0
+            st[1] = lo if not backward else 0
+        if backward:
+            res[0] = _backward_rows(cuts[k], cuts[k + 1], V, src_start, dst, w, v, Eb, Qb, T[0, 1], st)
+        else:
+            res[0] = _forward_rows(cuts[k], cuts[k + 1], V, src_start, dst, w, v, Eb, reached, Qb, T[0, 1], st)
+    if i + 1 >= K:
+        return
+    k = K - 2 - i if backward else i + 1
+    lo = src_start[cuts[k]]
+    hi = src_start[cuts[k + 1]]
+    Qn = Qout[lo:hi] if whole else B[(i + 1) % 2, :hi - lo]
+    nbad = 0
+    P = T[t, 0]
+    if t == 1:
+        a = lo
+        while a < prog[1]:
+            e = min(hi, a + C)
+            nbad += neglog_plain_block(w, a, e, P, T[t, 1])
+            Qn[a - lo:e - lo] = P[:e - a]
+            a = e
+            prog[0] = a
+    else:
+        b = hi
+        while b > prog[0]:
+            a = max(lo, b - C)
+            nbad += neglog_plain_block(w, a, b, P, T[t, 1])
+            Qn[a - lo:b - lo] = P[:b - a]
+            b = a
+            prog[1] = b
+    bad[t, k] = nbad
+
+
+@nb.njit(cache=True, parallel=True)
+def _pipe_pair(i, V, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb, bad, prog, st, res, backward):
+    """One step of :func:`acyclic_neglog_piped`, the pass and the conversion on two
+    threads (in turn on one); they meet at its end."""
+    for t in nb.prange(2):
+        _pipe_step(t, i, V, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb, bad, prog, st, res, backward)
+
+
+@nb.njit(cache=True, parallel=True)
+def _store_rows_par(V, v, Eb):
+    """:func:`_store_rows` of every state, a block at a time over numba's threads."""
+    n = v.shape[0]
+    for c in nb.prange((n >> _SHIFT) + 1):
+        _store_rows(V, v, Eb, c << _SHIFT, min(n, (c + 1) << _SHIFT))
+
+
+@nb.njit(cache=True)
+def acyclic_neglog_piped(V, src_start, dst, w, Qout, backward, chunk=PIPE_CHUNK):
+    """:func:`acyclic_neglog_plain` (converting as it goes) on two threads: one
+    converts the next chunk of about ``chunk`` arcs (whole rows) while the other
+    passes over the current one, from two buffers in turn, or, when ``Qout`` has a
+    place for every arc, into ``Qout`` (a converted copy made on the way, as
+    :func:`neglog_plain` makes it).
+
+    Returns (the plain pass's result, whether every weight was converted: then, with
+    PLAIN_DONE, ``Qout`` is the whole converted copy).
+
+    The pass is the one-thread pass, over the same states in the same order, reading
+    the same values (``neglog_plain_block`` converts each weight on its own), so the
+    results are the same, bit for bit, and so are its checks: a chunk holding a weight
+    out of range is converted in windows by the pass itself, as in one thread.  The two
+    threads meet at the end of each chunk (a ``prange`` of two, ``_pipe_pair``); with
+    one thread the steps run in turn and the results do not change.  The stored rows
+    are written over both threads.
+    """
+    n = src_start.shape[0] - 1
+    cuts = _chunk_cuts(src_start, chunk)
+    K = cuts.shape[0] - 1
+    whole = Qout.shape[0] == dst.shape[0]
+    mx = 0
+    if not whole:
+        for k in range(K):
+            mx = max(mx, src_start[cuts[k + 1]] - src_start[cuts[k]])
+    B = np.empty((2, mx))
+    T = np.empty((2, 2, NEGLOG_BLOCK))         # each thread's scratch: results, exponents
+    Wb = np.empty(NEGLOG_BLOCK)
+    bad = np.zeros((2, K), np.int64)
+    prog = np.zeros(2, np.int64)
+    st = np.zeros(4, np.int64)
+    res = np.zeros(1, np.int64)
+    v = np.zeros(n)
+    Eb = np.full((n >> _SHIFT) + 1, _NOEXP, np.int64)
+    reached = np.zeros(n if not backward else 0, np.bool_)
+    if not backward:
+        _start_rows(V, v, Eb, reached)
+    if K == 0:
+        return PLAIN_DONE, True
+    k0 = K - 1 if backward else 0
+    lo = src_start[cuts[k0]]
+    hi = src_start[cuts[k0 + 1]]
+    bad[0, k0] = _convert_chunk(w, lo, hi, Qout[lo:hi] if whole else B[0, :hi - lo], T[0, 1])
+    for i in range(K):
+        if i + 1 < K:                           # chunk i + 1: nothing converted yet
+            k = K - 2 - i if backward else i + 1
+            prog[0] = src_start[cuts[k]]
+            prog[1] = src_start[cuts[k + 1]]
+        _pipe_pair(i, V, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb, bad, prog, st, res, backward)
+        if res[0] != _GOING:
+            return res[0], False
+    _store_rows_par(V, v, Eb)
+    return PLAIN_DONE, not np.any(bad)
 
 
 @nb.njit(cache=True)

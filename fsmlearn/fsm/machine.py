@@ -46,24 +46,28 @@ _OK, _BAD_DST, _BAD_ILABEL, _BAD_OLABEL, _BAD_WEIGHT = 0, 1, 2, 3, 4
 
 @nb.njit(cache=True)
 def _validate_arcs(src_start, dst, ilabel, olabel, weight, n, real):
-    """First bad arc and a reason code (0 = all good)."""
+    """First bad arc, its state and a reason code (0 = all good), and whether some arc's
+    input label is PHI (counted on the way: the machine's ``has_phi``)."""
+    phi = False
     for s in range(src_start.shape[0] - 1):
         for a in range(src_start[s], src_start[s + 1]):
             d = dst[a]
             if d < 0 or d >= n:
-                return a, s, _BAD_DST
-            if ilabel[a] < 0 and ilabel[a] != PHI:
-                return a, s, _BAD_ILABEL
+                return a, s, _BAD_DST, phi
+            if ilabel[a] < 0:
+                if ilabel[a] != PHI:
+                    return a, s, _BAD_ILABEL, phi
+                phi = True
             if olabel[a] < 0 and olabel[a] != PHI:
-                return a, s, _BAD_OLABEL
+                return a, s, _BAD_OLABEL, phi
             w = weight[a]
             if real:
                 if not (w >= 0.0 and w < np.inf):
-                    return a, s, _BAD_WEIGHT
+                    return a, s, _BAD_WEIGHT, phi
             else:
                 if not (w > -np.inf):
-                    return a, s, _BAD_WEIGHT
-    return -1, -1, _OK
+                    return a, s, _BAD_WEIGHT, phi
+    return -1, -1, _OK, phi
 
 
 @nb.njit(cache=True)
@@ -106,7 +110,7 @@ class Machine:
 
     __slots__ = ("num_states", "start", "final", "src_start", "dst", "ilabel", "olabel",
                  "weight", "isyms", "osyms", "semiring", "arc_type", "openfst_phi",
-                 "_acceptor", "_cache", "__weakref__")
+                 "_acceptor", "_has_phi", "_cache", "__weakref__")
 
     def __init__(self, *, start: int, final, src_start, dst, ilabel, olabel=None, weight,
                  isyms: SymbolTable | None = None, osyms: SymbolTable | None = None,
@@ -141,7 +145,7 @@ class Machine:
         if not -1 <= start < n:
             raise MachineError(f"start state {start} is out of range for {n} states")
         real = semiring == "real"
-        a, s, why = _validate_arcs(src_start, dst, ilabel, olabel, weight, n, real)
+        a, s, why, phi = _validate_arcs(src_start, dst, ilabel, olabel, weight, n, real)
         if why != _OK:
             desc = _describe_arc(a, s, dst, ilabel, olabel, isyms, osyms, acceptor)
             if why == _BAD_DST:
@@ -184,6 +188,7 @@ class Machine:
         self.arc_type = arc_type or {"log": "log64", "tropical": "standard", "real": "log64"}[semiring]
         self.openfst_phi = int(openfst_phi)
         self._acceptor = acceptor
+        self._has_phi = bool(phi)
         self._cache: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ basic
@@ -203,11 +208,9 @@ class Machine:
 
     @property
     def has_phi(self) -> bool:
-        """True when some arc has input label PHI."""
-        v = self._cache.get("has_phi")
-        if v is None:
-            v = self._cache["has_phi"] = bool(np.any(self.ilabel == PHI))
-        return v
+        """True when some arc has input label PHI (found by the checks of the arcs when
+        the machine was built)."""
+        return self._has_phi
 
     @property
     def arc_src(self) -> np.ndarray:

@@ -31,8 +31,8 @@ import math
 import numpy as np
 
 from ..errors import SemiringError
-from .ops import (EXP_UNSET, neglog_to_scaled, real_to_scaled, scaled_ops, scaled_to_neglog,
-                  scaled_to_real, tropical_ops)
+from .ops import (EXP_UNSET, PAR_ROWS, neglog_to_scaled, real_to_scaled, scaled_ops, scaled_to_neglog,
+                  scaled_to_neglog_par, scaled_to_real, tropical_ops)
 
 
 def _logaddexp_neg(a: float, b: float) -> float:
@@ -172,7 +172,7 @@ class Log(_LinearBase):
 
     def output(self, V: np.ndarray) -> np.ndarray:
         out = np.empty(V.shape[0])
-        scaled_to_neglog(V, out)
+        (scaled_to_neglog_par if V.shape[0] >= PAR_ROWS else scaled_to_neglog)(V, out)
         return out
 
 
