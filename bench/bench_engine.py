@@ -11,7 +11,7 @@ final weight 0.1.  In the same run:
   third time: what a machine solved repeatedly costs), median of runs.  The
   cyclic machine's schedule is cached by its first solve; the acyclic
   machine's converted weights by its second (fsmlearn.algo.shortest
-  _plain_copy), so its second solve pays that conversion;
+  _plain_pass; on two threads, the copy is made as the pass goes);
 * pynini.shortestdistance (delta 1e-6) forward and reverse on the same
   machine as a log64 FST, single-threaded, and the ratio pynini / fsmlearn;
 * accuracy: the largest relative difference from pynini's values, and a
@@ -23,7 +23,7 @@ final weight 0.1.  In the same run:
   the sweep's loads alone (the same streams and gathers in the same order, no
   row arithmetic), a floor for any sweep in this layout.
 
-Usage: python bench/bench_engine.py [--states N] [--degree D] [--pynini-runs K]
+Usage: python bench/bench_engine.py [--states N] [--degree D] [--pynini-runs K] [--only acyclic]
 Writes reports/bench_engine.json.
 """
 
@@ -237,6 +237,7 @@ def main(argv=None) -> int:
     ap.add_argument("--our-runs", type=int, default=3)
     ap.add_argument("--pynini-runs", type=int, default=1)
     ap.add_argument("--skip-pynini", action="store_true")
+    ap.add_argument("--only", choices=("cyclic", "acyclic"), help="time one of the two machines only")
     ap.add_argument("--out", default="reports/bench_engine.json")
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -248,6 +249,8 @@ def main(argv=None) -> int:
     import pynini  # noqa: F401
     for cyclic in (True, False):
         kind = "cyclic" if cyclic else "acyclic"
+        if args.only and args.only != kind:
+            continue
         t = time.perf_counter()
         m = build(args.states, args.degree, cyclic)
         print(f"\n{kind}: {m.num_states} states, {m.num_arcs} arcs (built in {time.perf_counter() - t:.1f} s)",

@@ -436,8 +436,7 @@ def test_the_solver_on_two_threads_makes_the_copy_on_the_way(monkeypatch, revers
     # a machine as large as _PIPE_MIN_ARCS (lowered here) is solved on two threads: the
     # first solve keeps nothing, the second makes the converted copy as it goes (the same
     # copy as neglog_plain's), the third reads it on one thread; the same values each time
-    monkeypatch.setattr(shortest_module, "_PIPE_MIN_ARCS", 1000)
-    monkeypatch.setattr(shortest_module, "acyclic_neglog_piped", _small_chunks)
+    calls = _force_two_threads(monkeypatch)
     rng = np.random.default_rng(12)
     m = _spread(rng, 5000, 40000, 100, 0.5)
     first = shortest_distance(m, "log", reverse=reverse)
@@ -448,6 +447,7 @@ def test_the_solver_on_two_threads_makes_the_copy_on_the_way(monkeypatch, revers
     assert neglog_plain(np.ascontiguousarray(m.weight), want)
     assert np.array_equal(Q, want)
     third = shortest_distance(m, "log", reverse=reverse)
+    assert calls == [True, True]                # the first two solves ran it, the third read the copy
     assert np.array_equal(first, second) and np.array_equal(first, third)
     with monkeypatch.context() as mp:
         mp.setattr(shortest_module, "_PIPE_MIN_ARCS", 1 << 62)     # the one-thread pass
@@ -455,16 +455,26 @@ def test_the_solver_on_two_threads_makes_the_copy_on_the_way(monkeypatch, revers
     _openfst_check(m, reverse)
 
 
-def _small_chunks(V, src_start, dst, w, Qout, backward):
-    """The two-thread pass in chunks of 997 arcs (many chunks on a small machine)."""
-    return acyclic_neglog_piped(V, src_start, dst, w, Qout, backward, 997)
+def _force_two_threads(monkeypatch):
+    """Send the solver's first and second solves of any machine of 1,000 arcs or more to
+    the two-thread pass (whatever numba's threads), in chunks of 997 arcs (many chunks
+    on a small machine); returns a list that gets an entry per call."""
+    calls = []
+
+    def small_chunks(V, src_start, dst, w, Qout, backward, chunk):
+        calls.append(True)
+        return acyclic_neglog_piped(V, src_start, dst, w, Qout, backward, 997)
+
+    monkeypatch.setattr(shortest_module, "_PIPE_MIN_ARCS", 1000)
+    monkeypatch.setattr(shortest_module, "_PIPE_MIN_THREADS", 1)
+    monkeypatch.setattr(shortest_module, "acyclic_neglog_piped", small_chunks)
+    return calls
 
 
 def test_the_solver_on_two_threads_refuses_a_copy_for_its_weights(monkeypatch):
     # test_a_copy_refused_for_its_weights_leaves_the_windowed_pass, with the two-thread
     # pass: the weight of 400 lies on an arc of an unreached state in a chunk of its own
-    monkeypatch.setattr(shortest_module, "_PIPE_MIN_ARCS", 1000)
-    monkeypatch.setattr(shortest_module, "acyclic_neglog_piped", _small_chunks)
+    calls = _force_two_threads(monkeypatch)
     n = 6000
     arcs = [(s, s + 1, 1.0) for s in range(2999)] + [(s, s + 1, 1.0) for s in range(3000, n - 1)]
     arcs[5500 - 1] = (5500, 5501, 400.0)
@@ -473,9 +483,29 @@ def test_the_solver_on_two_threads_refuses_a_copy_for_its_weights(monkeypatch):
     second = shortest_distance(m, "log")
     assert m.cached_value("plain_weights") is False
     third = shortest_distance(m, "log")
+    assert len(calls) == 3                      # no copy: every solve converts as it goes
     assert m.cached("plain_declined", dict) == {}
     assert np.array_equal(first, second) and np.array_equal(first, third)
     assert first[2999] == pytest.approx(2999.0, abs=1e-9) and np.isinf(first[3000:]).all()
+
+
+def test_a_second_solve_that_declines_keeps_no_copy(monkeypatch):
+    # the forward pass declines on its values (test_a_value_far_below_its_block_declines,
+    # longer): the first solve takes the scaled pass and remembers; the second goes straight
+    # there, so no copy is made; the backward solve, which the plain pass can do, makes it
+    calls = _force_two_threads(monkeypatch)
+    n = 3000
+    arcs = [(0, 1, 1.0), (0, 2, 300.0), (1, 4, 1.0), (2, 3, 300.0), (3, 4, 1.0)] + [
+        (s, s + 1, 0.01) for s in range(4, n - 1)]
+    m = _csr_machine(n, arcs, {n - 1: 0.0, 3: 0.0})
+    first = shortest_distance(m, "log")
+    assert m.cached("plain_declined", dict) == {False: True} and len(calls) == 1
+    assert np.array_equal(shortest_distance(m, "log"), first)
+    assert m.cached_value("plain_weights") is None and len(calls) == 1
+    back = shortest_distance(m, "log", reverse=True)
+    assert len(calls) == 2 and m.cached_value("plain_weights") is not None
+    _openfst_check(m, False)
+    assert np.array_equal(shortest_distance(m, "log", reverse=True), back)
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -496,9 +526,13 @@ def test_the_two_thread_pass_on_one_thread_is_the_same(reverse):
     finally:
         numba.set_num_threads(threads)
     assert np.array_equal(got[0][0], got[1][0]) and np.array_equal(got[0][1], got[1][1])
+    V = _init(m, reverse)
+    assert acyclic_neglog_plain(V, m.src_start, m.dst, w, NONE, reverse) == PLAIN_DONE
+    assert np.array_equal(V, got[0][0])
 
 
-def test_the_two_threads_share_each_chunks_conversion_without_a_gap():
+@pytest.mark.parametrize("reverse", [False, True])
+def test_the_two_threads_share_each_chunks_conversion_without_a_gap(reverse):
     # each chunk's conversion is shared: one thread from its start, the other (after its
     # pass) from its end, meeting wherever the timing puts them; over many chunks and runs
     # every weight of the copy must be converted, to neglog_plain's values
@@ -507,11 +541,43 @@ def test_the_two_threads_share_each_chunks_conversion_without_a_gap():
     w = np.ascontiguousarray(m.weight)
     want = np.empty_like(w)
     assert neglog_plain(w, want)
-    V0 = _init(m, False)
-    assert acyclic_neglog_plain(V0, m.src_start, m.dst, w, NONE, False) == PLAIN_DONE
+    V0 = _init(m, reverse)
+    assert acyclic_neglog_plain(V0, m.src_start, m.dst, w, NONE, reverse) == PLAIN_DONE
     for chunk in (NEGLOG_BLOCK // 2, 3 * NEGLOG_BLOCK, 8 * NEGLOG_BLOCK + 7):
         for _ in range(3):
-            V = _init(m, False)
+            V = _init(m, reverse)
             Q = np.full_like(w, np.nan)
-            assert acyclic_neglog_piped(V, m.src_start, m.dst, w, Q, False, chunk) == (PLAIN_DONE, True)
+            assert acyclic_neglog_piped(V, m.src_start, m.dst, w, Q, reverse, chunk) == (PLAIN_DONE, True)
             assert np.array_equal(Q, want) and np.array_equal(V, V0)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_the_two_thread_pass_on_empty_and_late_starting_machines(reverse):
+    # no arcs (one state; states without arcs), and a start state in the last chunk
+    for n, arcs in ((1, []), (5, [])):
+        m = _csr_machine(n, arcs, {n - 1: 0.5}) if arcs else Machine.from_arcs(
+            n, 0, {n - 1: 0.5}, np.zeros(0, int), np.zeros(0, int), np.zeros(0, int), weight=np.zeros(0))
+        V = _init(m, reverse)
+        want = V.copy()
+        assert acyclic_neglog_plain(want, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE,
+                                    reverse) == PLAIN_DONE
+        assert acyclic_neglog_piped(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE,
+                                    reverse, 64)[0] == PLAIN_DONE
+        assert np.array_equal(V, want)
+    rng = np.random.default_rng(15)
+    m = _spread(rng, 4000, 30000, 40, 0.05)
+    starts = np.array([3900])
+    status, a, b = _both(m, reverse, None if reverse else starts)
+    assert status == PLAIN_DONE
+
+
+def test_the_threaded_neglog_of_rows_is_the_one_thread_one():
+    from fsmlearn.semiring.ops import scaled_to_neglog, scaled_to_neglog_par
+    rng = np.random.default_rng(16)
+    V = np.stack([rng.random(10001) + 0.5, rng.integers(-900, 900, 10001).astype(float)], axis=1)
+    V[::7, 0] = 0.0
+    V[5, 0] = -1.0
+    a, b = np.empty(10001), np.empty(10001)
+    scaled_to_neglog(V, a)
+    scaled_to_neglog_par(V, b)
+    assert np.array_equal(a, b, equal_nan=True) and np.isnan(a[5]) and np.isinf(a[7])

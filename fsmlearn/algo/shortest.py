@@ -36,9 +36,8 @@ from .schedule import Schedule, csr_is_forward_ordered, schedule_for
 from .convergence import STATUS_NOT_CONVERGED, STATUS_OK, WHY_STAR, raise_for_status
 from .cuda import check_device
 from ._check import require_machine
-from .solve_acyclic import (NOT_ORDERED, PLAIN_DECLINED, PLAIN_DONE, acyclic_neglog, acyclic_neglog_piped,
-                            acyclic_neglog_plain,
-                            neglog_plain)
+from .solve_acyclic import (NOT_ORDERED, PIPE_CHUNK, PLAIN_DECLINED, PLAIN_DONE, acyclic_neglog,
+                            acyclic_neglog_piped, acyclic_neglog_plain, neglog_plain)
 from .bands import bands_for, no_bands
 from .solve_linear import gather_rows, linear_solver
 from .solve_phi import phi_solver
@@ -188,9 +187,10 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
 
 
 _NO_COPY = np.empty(0)
-#: machines with this many arcs or more are solved on two threads the first time (one
-#: converts the weights, the other passes over them: acyclic_neglog_piped)
+#: machines with this many arcs or more are solved on two threads (one converts the weights,
+#: the other passes over them: acyclic_neglog_piped) when numba has this many threads
 _PIPE_MIN_ARCS = 1 << 20
+_PIPE_MIN_THREADS = 2
 
 
 def _plain_weights(w):
@@ -214,9 +214,9 @@ def _plain_pass(m: Machine, V, w, reverse):
         return acyclic_neglog_plain(V, m.src_start, m.dst, w, Q, reverse)
     keep = Q is None and bool(m.cached_value("plain_solved"))
     m.cached("plain_solved", lambda: True)
-    if m.num_arcs >= _PIPE_MIN_ARCS and nb.get_num_threads() >= 2:
+    if m.num_arcs >= _PIPE_MIN_ARCS and nb.get_num_threads() >= _PIPE_MIN_THREADS:
         out = np.empty_like(w) if keep else _NO_COPY
-        status, converted = acyclic_neglog_piped(V, m.src_start, m.dst, w, out, reverse)
+        status, converted = acyclic_neglog_piped(V, m.src_start, m.dst, w, out, reverse, PIPE_CHUNK)
         if keep and status == PLAIN_DONE:
             m.cached("plain_weights", lambda: out if converted else False)
         return status

@@ -431,6 +431,8 @@ def _pipe_step(t, i, V, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb,
             res[0] = _backward_rows(cuts[k], cuts[k + 1], V, src_start, dst, w, v, Eb, Qb, T[0, 1], st)
         else:
             res[0] = _forward_rows(cuts[k], cuts[k + 1], V, src_start, dst, w, v, Eb, reached, Qb, T[0, 1], st)
+        if res[0] != _GOING:
+            return                              # the pass has ended: no next chunk
     if i + 1 >= K:
         return
     k = K - 2 - i if backward else i + 1
@@ -486,12 +488,18 @@ def acyclic_neglog_piped(V, src_start, dst, w, Qout, backward, chunk=PIPE_CHUNK)
     PLAIN_DONE, ``Qout`` is the whole converted copy).
 
     The pass is the one-thread pass, over the same states in the same order, reading
-    the same values (``neglog_plain_block`` converts each weight on its own), so the
-    results are the same, bit for bit, and so are its checks: a chunk holding a weight
-    out of range is converted in windows by the pass itself, as in one thread.  The two
-    threads meet at the end of each chunk (a ``prange`` of two, ``_pipe_pair``); with
-    one thread the steps run in turn and the results do not change.  The stored rows
-    are written over both threads.
+    the same values (``neglog_plain_block`` converts each weight on its own), so where
+    every weight is in the plain range the result and the values are the one-thread
+    pass's, bit for bit.  A chunk holding a weight out of range is converted in windows
+    by the pass itself, as in one thread, but its windows start at the chunk: forward,
+    where a window is converted only for a state of non-zero value, the two may differ
+    in whether they meet a weight out of range on an arc of an unreached state (one
+    answers PLAIN_WEIGHTS, the other PLAIN_DONE), and the chunks before one that holds
+    such a weight are converted whole, so the pass can meet a value it cannot hold
+    (PLAIN_DECLINED) before that weight.  Every such answer sends the solver to the
+    scaled pass, which agrees to rounding.  The two threads meet at the end of each
+    chunk (a ``prange`` of two, ``_pipe_pair``); with one thread the steps run in turn
+    and the results do not change.  The stored rows are written over both threads.
     """
     n = src_start.shape[0] - 1
     cuts = _chunk_cuts(src_start, chunk)

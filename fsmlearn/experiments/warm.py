@@ -100,6 +100,20 @@ def warm_engine(tmp: Path) -> None:
             shortest_distance(big.replace(), "log", reverse=reverse)
     finally:
         bands.BAND_BITS, bands.BAND_MIN_STATES = keep
+    # the two-thread acyclic pass (machines of 2**20 arcs or more: lowered here), solved three
+    # times (no copy, the copy made on the way, the copy read), and -log over the threads
+    from ..algo import shortest as shortest_module
+    from ..semiring.ops import scaled_to_neglog_par
+    keep_pipe = shortest_module._PIPE_MIN_ARCS, shortest_module._PIPE_MIN_THREADS
+    shortest_module._PIPE_MIN_ARCS = shortest_module._PIPE_MIN_THREADS = 1
+    try:
+        for reverse in (False, True):
+            dag = _random_machine(np.random.default_rng(2), 3000, 20000, cyclic=False, mass=0.9)
+            for _ in range(3):
+                shortest_distance(dag, "log", reverse=reverse)
+    finally:
+        shortest_module._PIPE_MIN_ARCS, shortest_module._PIPE_MIN_THREADS = keep_pipe
+    scaled_to_neglog_par(np.ones((10, 2)), np.empty(10))
     # normalised backoff machines whose backoff weights stay below 1 and which also converge
     # with failure arcs read as epsilons (the warm step runs that too): seeds found so
     phis = [backoff_machine(np.random.default_rng(seed), V=V, order=3, p_final=0.3)
