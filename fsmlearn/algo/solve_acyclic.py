@@ -142,6 +142,27 @@ def _forward_rows(s0, s1, V, src_start, dst, w, v, Eb, reached, Qb, Tb, st):
             continue
         if not (ps >= _VMIN_READ and ps < np.inf):
             return PLAIN_DECLINED
+        # arcs to s+1 .. lim-1 when the next block shares this one's exponent, by one
+        # unsigned compare (an arc to s or below wraps around to a large number)
+        span = np.uint64(lim - s - 1) if same else np.uint64(0)
+        if a >= qlo and a1 <= qhi:
+            # the row's weights are converted already (always so in a chunk's buffer):
+            # the loop below without its window
+            for b in range(a, a1):
+                h = dst[b]
+                q = Qb[b - qlo]
+                if np.uint64(h - s - 1) < span:
+                    v[h] += ps * q
+                elif h <= s:
+                    return NOT_ORDERED
+                elif q != 0.0:
+                    es = Eb[c]
+                    ch = h >> _SHIFT
+                    if Eb[ch] == _NOEXP:
+                        Eb[ch] = es
+                    v[h] += ps * q * _factor(es - Eb[ch])
+                    reached[h] = True
+            continue
         es = Eb[c]
         while a < a1:
             if a >= qhi:
