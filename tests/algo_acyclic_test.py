@@ -374,10 +374,14 @@ def test_the_vectorised_conversion_is_neglog_blocks_bit_for_bit():
     assert abs(Q[0] / np.exp(-2.0) - 1.0) < 4 * np.finfo(float).eps
 
 
+@pytest.mark.parametrize("two_threads", [False, True])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_a_machine_solved_again_reads_a_converted_copy(reverse):
-    # the first solve converts in windows and keeps nothing; the second converts the arcs once
-    # into a cached copy (over numba's threads) and reads it, as do later ones: the same values
+def test_a_machine_solved_again_reads_a_converted_copy(monkeypatch, reverse, two_threads):
+    # the first solve converts as it goes and keeps nothing; the second converts the arcs
+    # once into a cached copy (over numba's threads; on two threads, as it goes: the
+    # machine is then as large as _PIPE_MIN_ARCS, lowered here) and later ones read it on
+    # one thread: the copy is neglog_block's weights, and the values are the same each time
+    calls = _force_two_threads(monkeypatch) if two_threads else []
     rng = np.random.default_rng(6)
     m = _spread(rng, 5000, 40000, 100, 0.5)
     first = shortest_distance(m, "log", reverse=reverse)
@@ -388,7 +392,12 @@ def test_a_machine_solved_again_reads_a_converted_copy(reverse):
     P, K = np.empty_like(Q), np.empty_like(Q)
     neglog_block(np.ascontiguousarray(m.weight), 0, len(Q), P, K)
     assert np.array_equal(Q, np.where(P == 0.0, 0.0, np.ldexp(P, np.where(P == 0.0, 0, K).astype(int))))
-    assert np.array_equal(first, second)
+    third = shortest_distance(m, "log", reverse=reverse)
+    assert calls == ([True, True] if two_threads else [])
+    assert np.array_equal(first, second) and np.array_equal(first, third)
+    with monkeypatch.context() as mp:
+        mp.setattr(shortest_module, "_PIPE_MIN_ARCS", 1 << 62)     # the one-thread pass
+        assert np.array_equal(shortest_distance(m.replace(weight=m.weight.copy()), "log", reverse=reverse), first)
     assert np.array_equal(shortest_distance(m, "log", reverse=not reverse),
                           shortest_distance(m.replace(weight=m.weight.copy()), "log", reverse=not reverse))
     _openfst_check(m, reverse)
@@ -429,30 +438,6 @@ def test_the_parallel_conversion_is_the_windowed_one():
     assert np.array_equal(Q, want)
     w[NEGLOG_BLOCK + 3] = -np.inf
     assert not neglog_plain(w, Q)
-
-
-@pytest.mark.parametrize("reverse", [False, True])
-def test_the_solver_on_two_threads_makes_the_copy_on_the_way(monkeypatch, reverse):
-    # a machine as large as _PIPE_MIN_ARCS (lowered here) is solved on two threads: the
-    # first solve keeps nothing, the second makes the converted copy as it goes (the same
-    # copy as neglog_plain's), the third reads it on one thread; the same values each time
-    calls = _force_two_threads(monkeypatch)
-    rng = np.random.default_rng(12)
-    m = _spread(rng, 5000, 40000, 100, 0.5)
-    first = shortest_distance(m, "log", reverse=reverse)
-    assert m.cached_value("plain_weights") is None
-    second = shortest_distance(m, "log", reverse=reverse)
-    Q = m.cached_value("plain_weights")
-    want = np.empty_like(m.weight)
-    assert neglog_plain(np.ascontiguousarray(m.weight), want)
-    assert np.array_equal(Q, want)
-    third = shortest_distance(m, "log", reverse=reverse)
-    assert calls == [True, True]                # the first two solves ran it, the third read the copy
-    assert np.array_equal(first, second) and np.array_equal(first, third)
-    with monkeypatch.context() as mp:
-        mp.setattr(shortest_module, "_PIPE_MIN_ARCS", 1 << 62)     # the one-thread pass
-        assert np.array_equal(shortest_distance(m.replace(weight=m.weight.copy()), "log", reverse=reverse), first)
-    _openfst_check(m, reverse)
 
 
 def _force_two_threads(monkeypatch):
