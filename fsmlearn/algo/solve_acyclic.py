@@ -103,6 +103,29 @@ def _renorm_block(v, lo, hi, E, c):
 _GOING = 3                 # a range of states done, the pass goes on
 
 
+@nb.njit(inline="always")
+def _push_arcs(b0, b1, s, ps, span, es, dst, Qb, qlo, v, Eb, reached):
+    """State s (value ps, in its block's exponent es) pushes along its arcs b0..b1-1
+    (plain weights ``Qb[b - qlo]``); False at an arc to s or a lower state.  An arc within
+    ``span`` states ahead (the next block shares s's exponent) is one product and add;
+    one to a block of another exponent is scaled, gives that block an exponent if it
+    has none, and marks its head reached."""
+    for b in range(b0, b1):
+        h = dst[b]
+        q = Qb[b - qlo]
+        if np.uint64(h - s - 1) < span:
+            v[h] += ps * q
+        elif h <= s:
+            return False
+        elif q != 0.0:
+            ch = h >> _SHIFT
+            if Eb[ch] == _NOEXP:
+                Eb[ch] = es
+            v[h] += ps * q * _factor(es - Eb[ch])
+            reached[h] = True
+    return True
+
+
 @nb.njit(cache=True)
 def _forward_rows(s0, s1, V, src_start, dst, w, v, Eb, reached, Qb, Tb, st):
     """The forward plain pass over states s0..s1-1 (see :func:`acyclic_neglog_plain`).
@@ -145,25 +168,6 @@ def _forward_rows(s0, s1, V, src_start, dst, w, v, Eb, reached, Qb, Tb, st):
         # arcs to s+1 .. lim-1 when the next block shares this one's exponent, by one
         # unsigned compare (an arc to s or below wraps around to a large number)
         span = np.uint64(lim - s - 1) if same else np.uint64(0)
-        if a >= qlo and a1 <= qhi:
-            # the row's weights are converted already (always so in a chunk's buffer):
-            # the loop below without its window
-            for b in range(a, a1):
-                h = dst[b]
-                q = Qb[b - qlo]
-                if np.uint64(h - s - 1) < span:
-                    v[h] += ps * q
-                elif h <= s:
-                    return NOT_ORDERED
-                elif q != 0.0:
-                    es = Eb[c]
-                    ch = h >> _SHIFT
-                    if Eb[ch] == _NOEXP:
-                        Eb[ch] = es
-                    v[h] += ps * q * _factor(es - Eb[ch])
-                    reached[h] = True
-            continue
-        es = Eb[c]
         while a < a1:
             if a >= qhi:
                 qlo = a
@@ -171,19 +175,8 @@ def _forward_rows(s0, s1, V, src_start, dst, w, v, Eb, reached, Qb, Tb, st):
                 if neglog_plain_block(w, qlo, qhi, Qb, Tb) != 0:
                     return PLAIN_WEIGHTS
             e = min(a1, qhi)
-            for b in range(a, e):
-                h = dst[b]
-                q = Qb[b - qlo]
-                if same and h > s and h < lim:
-                    v[h] += ps * q
-                elif h <= s:
-                    return NOT_ORDERED
-                elif q != 0.0:
-                    ch = h >> _SHIFT
-                    if Eb[ch] == _NOEXP:
-                        Eb[ch] = es
-                    v[h] += ps * q * _factor(es - Eb[ch])
-                    reached[h] = True
+            if not _push_arcs(a, e, s, ps, span, Eb[c], dst, Qb, qlo, v, Eb, reached):
+                return NOT_ORDERED
             a = e
     st[0] = qlo
     st[1] = qhi
