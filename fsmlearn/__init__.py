@@ -39,9 +39,13 @@ them; 2 ``semiring/``; 3 ``algo/`` (the engine); 4 the models, ``lm/``,
 ``tag/``, ``rcm/``, ``trf/``, ``mrf/``; 5 ``experiments/``; 6 ``cli/``.
 """
 
-from ._lazy import lazy_exports
-from .errors import FsmError, NoAcceptingPathError, NotAMachineError, SymbolTableError
-from .fsm import DEFAULT_OPENFST_PHI, EPSILON, PHI, ChainBatch, Machine, MachineBatch, SymbolTable
+from ._threads import prefer_tbb
+
+prefer_tbb()     # numba's fork-safe threading layer first, before any parallel kernel runs
+
+from ._lazy import lazy_exports  # noqa: E402
+from .errors import FsmError, NoAcceptingPathError, NotAMachineError, SymbolTableError  # noqa: E402
+from .fsm import DEFAULT_OPENFST_PHI, EPSILON, PHI, ChainBatch, Machine, MachineBatch, SymbolTable  # noqa: E402
 
 __version__ = "0.1.0"
 
