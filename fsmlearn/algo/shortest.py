@@ -39,7 +39,7 @@ from ._check import require_machine
 from .solve_acyclic import (NOT_ORDERED, PIPE_CHUNK, PLAIN_DECLINED, PLAIN_DONE, acyclic_neglog,
                             acyclic_neglog_piped, acyclic_neglog_plain, neglog_plain)
 from .bands import bands_for, no_bands
-from .solve_linear import gather_rows, linear_solver
+from .solve_linear import gather, gather_rows, linear_solver
 from .solve_phi import phi_solver
 from .solve_tropical import tropical_solver
 
@@ -165,8 +165,8 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
             if sched.forward_ordered and not sched.backward:
                 we = m.weight
             else:
-                we = m.weight[sched.ext_arc]
-            return we, m.weight[sched.int_arc], m.weight[sched.self_arc]
+                we = gather(m.weight, sched.ext_arc)
+            return we, gather(m.weight, sched.int_arc), gather(m.weight, sched.self_arc)
         if arc_values is None:
             # the machine's own weights: converted once per schedule and semiring (machines
             # are immutable; the CUDA path keeps its converted rows on the device likewise)
