@@ -349,3 +349,14 @@ def test_empty_machine():
     m = Machine(start=-1, final=[], src_start=[0], dst=[], ilabel=[], weight=[])
     assert total_weight(m) == math.inf
     assert forward(m).shape == (0,)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 1000])
+def test_gather_is_fancy_indexing(n):
+    """The numba gather that permutes weights into a schedule's order is a[idx]."""
+    from fsmlearn.algo.solve_linear import gather
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal(max(n, 1))
+    idx = rng.integers(0, a.shape[0], n)
+    got = gather(a, idx)
+    assert got.dtype == a.dtype and np.array_equal(got, a[idx])
