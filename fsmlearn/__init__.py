@@ -39,9 +39,9 @@ them; 2 ``semiring/``; 3 ``algo/`` (the engine); 4 the models, ``lm/``,
 ``tag/``, ``rcm/``, ``trf/``, ``mrf/``; 5 ``experiments/``; 6 ``cli/``.
 """
 
-from ._threads import prefer_tbb
+from ._threads import load_tbb
 
-prefer_tbb()     # numba's fork-safe threading layer first, before any parallel kernel runs
+load_tbb()       # numba's fork-safe TBB layer loadable, before any parallel kernel runs
 
 from ._lazy import lazy_exports  # noqa: E402
 from .errors import FsmError, NoAcceptingPathError, NotAMachineError, SymbolTableError  # noqa: E402

@@ -1,27 +1,27 @@
-"""The threading layer numba's parallel kernels run on: TBB first, so that a process may fork.
+"""numba's TBB threading layer made loadable, so that a process that ran a parallel kernel may fork.
 
 Several kernels run on numba's threads: the acyclic pass on two threads
 (:func:`fsmlearn.algo.solve_acyclic.acyclic_neglog_piped`), ``-log`` of long value
-vectors, LM scoring and the TRF's sampling.  numba picks its threading layer at the
-first such call.  On a pip-installed numba for Linux its default is GNU OpenMP, and a
-process that has run an OpenMP parallel region cannot fork safely: the child that runs
-one again is terminated ("fork() called from a process already using GNU OpenMP"), so
-a ``multiprocessing`` pool with the ``fork`` start method (Python's default on Linux
-before 3.14, and what the RCM decipherment and speech experiments use for ``--jobs``)
-waits forever on its dead workers.  numba's TBB layer is fork-safe and thread-safe
-(numba's documentation, "The Threading Layers"), and runs these kernels as fast here
-(docs/bench-engine.md).
+vectors, LM scoring and the TRF's sampling.  numba picks its threading layer once a
+process, at the first parallel kernel (or the first call that asks for its thread
+count), trying TBB, then OpenMP, then its own workqueue unless told otherwise.  With
+TBB missing, a pip-installed numba on Linux takes GNU OpenMP, and a process that has run
+an OpenMP parallel region cannot fork safely: a child that runs one again is terminated
+("fork() called from a process already using GNU OpenMP"), so a ``multiprocessing``
+pool with the ``fork`` start method (Python's default on Linux before 3.14, and what
+the RCM decipherment and speech experiments use for ``--jobs``) waits forever on its
+dead workers.  numba's TBB layer is fork-safe and thread-safe (numba's documentation,
+"The Threading Layers"), and runs these kernels as fast here (docs/bench-engine.md).
 
 The ``tbb`` package (a dependency on Linux x86-64) installs ``libtbb.so.12`` into the
-environment's ``lib/``, which a virtual environment's loader does not search: numba's
-TBB layer would then fail to load and numba would fall back to OpenMP.  So
-:func:`prefer_tbb`, run when ``fsmlearn`` is imported, loads that library first and puts
-``tbb`` ahead of ``omp`` in numba's list.  It does nothing where the user chose a layer
-(``NUMBA_THREADING_LAYER`` or ``NUMBA_THREADING_LAYER_PRIORITY`` set), and it cannot
-change a layer that a parallel kernel already started before ``fsmlearn`` was imported.
-Without TBB numba keeps its own order (OpenMP where it loads).
+environment's ``lib/``, which a virtual environment's loader does not search, so
+numba's TBB layer fails to load and numba falls back to OpenMP.  :func:`load_tbb`, run
+when ``fsmlearn`` is imported, loads that library first (numba's TBB module then finds
+it by its name).  It changes no numba setting: ``NUMBA_THREADING_LAYER`` and the rest
+choose as numba documents.  A layer that numba started before ``fsmlearn`` was imported
+stays.
 
-Public names: LAYER_PRIORITY, prefer_tbb.
+Public names: load_tbb.
 """
 
 from __future__ import annotations
@@ -30,19 +30,14 @@ import ctypes
 import os
 import sys
 
-import numba
+__all__ = ["load_tbb"]
 
-__all__ = ["LAYER_PRIORITY", "prefer_tbb"]
-
-#: the order numba tries its threading layers in, once :func:`prefer_tbb` ran
-LAYER_PRIORITY = ("tbb", "omp", "workqueue")
 _TBB_LIB = "libtbb.so.12"
 
 
-def prefer_tbb() -> bool:
-    """Put numba's TBB layer first where it can load; True when it did (see the module docstring)."""
-    if os.environ.get("NUMBA_THREADING_LAYER") or os.environ.get("NUMBA_THREADING_LAYER_PRIORITY"):
-        return False
+def load_tbb() -> bool:
+    """Load the environment's ``lib/libtbb.so.12`` where there is one; True when it did
+    (see the module docstring)."""
     lib = os.path.join(sys.prefix, "lib", _TBB_LIB)
     if not os.path.exists(lib):
         return False
@@ -50,5 +45,4 @@ def prefer_tbb() -> bool:
         ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
     except OSError:
         return False
-    numba.config.THREADING_LAYER_PRIORITY = list(LAYER_PRIORITY)
     return True

@@ -357,6 +357,7 @@ def test_gather_is_fancy_indexing(n):
     from fsmlearn.algo.solve_linear import gather
     rng = np.random.default_rng(n)
     a = rng.standard_normal(max(n, 1))
-    idx = rng.integers(0, a.shape[0], n)
-    got = gather(a, idx)
-    assert got.dtype == a.dtype and np.array_equal(got, a[idx])
+    a.setflags(write=False)                          # as a machine's weights are
+    for idx in (rng.integers(0, a.shape[0], n), rng.integers(0, a.shape[0], n).astype(np.int32)):
+        got = gather(a, idx)
+        assert got.dtype == a.dtype and got.flags.writeable and np.array_equal(got, a[idx])

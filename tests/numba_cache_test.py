@@ -59,6 +59,11 @@ def test_a_second_process_compiles_nothing(tmp_path):
     second = _compiled(tmp_path)
     assert ("__main__", "<lambda>") in second          # the uncached kernel of the script itself
     ours = [c for c in second if c[0].startswith("fsmlearn")]
+    if ours:
+        # numba rewrites a cache index without a lock: another test process saving into the
+        # same index at once can drop an entry this one wrote.  A kernel whose entry was lost
+        # is saved again by the second run; one that is not cached compiles in every run.
+        ours = [c for c in _compiled(tmp_path) if c[0].startswith("fsmlearn")]
     assert not ours, ours[:10]
 
 

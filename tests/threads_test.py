@@ -1,5 +1,6 @@
-"""Tests of fsmlearn._threads: numba's parallel kernels run on the TBB layer, and a process
-that ran them can fork a child that runs them again.
+"""Tests of fsmlearn._threads: numba's parallel kernels run on the TBB layer (Linux x86-64,
+where ``tbb`` is a dependency), and a process that ran them can fork a child that runs them
+again.
 
 Each case runs in a fresh interpreter (the layer is chosen once a process, at its first
 parallel kernel).  On numba's GNU OpenMP layer the forked child of the second case is
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # a parallel kernel of the package (-log of values, on two threads), then a forked child
 # that runs it again; the parent reports the layer and the child's exit status
 _SCRIPT = textwrap.dedent("""
-    import os, sys
+    import os, signal, sys
     import numpy as np
     import fsmlearn, numba
     from fsmlearn.semiring.ops import scaled_to_neglog, scaled_to_neglog_par
@@ -39,6 +40,7 @@ _SCRIPT = textwrap.dedent("""
     if len(sys.argv) > 1:
         pid = os.fork()
         if pid == 0:
+            signal.alarm(120)                 # a hung child dies instead of outliving the test
             os._exit(0 if run() else 3)
         _, status = os.waitpid(pid, 0)
         print("child", os.waitstatus_to_exitcode(status), flush=True)
@@ -47,7 +49,7 @@ _SCRIPT = textwrap.dedent("""
 
 
 def _run(*args, **env):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_THREADING_LAYER")}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_THREADING_LAYER") and k != "NUMBA_DISABLE_JIT"}
     e.update(NUMBA_NUM_THREADS="2", **env)
     return subprocess.run([sys.executable, "-c", _SCRIPT, *args], cwd=ROOT, env=e, capture_output=True, text=True,
                           timeout=300)

@@ -77,7 +77,7 @@ _MAX_ROUNDS = 8
 def gather(a, idx):
     """a[idx] for a 1-D array and valid indices, in numba: one loop of independent loads,
     about twice as fast as numpy's fancy indexing on the 10M random internal arcs of the
-    engine benchmark (127-142 against 265-269 ms; docs/bench-engine.md)."""
+    engine benchmark (127-142 against 265-269 ms, docs/bench-engine.md); no bounds check."""
     out = np.empty(idx.shape[0], a.dtype)
     for i in range(idx.shape[0]):
         out[i] = a[idx[i]]
