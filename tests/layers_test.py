@@ -24,7 +24,7 @@ PKG = ROOT / "fsmlearn"
 # rank of each top-level part of fsmlearn: a module may import its own part and lower ranks
 RANKS = {
     "errors": 1.0, "fsm": 1.0, "_lazy": 1.0,     # _lazy: the packages' PEP 562 exports, beside errors
-    "_threads": 1.0,    # _threads: numba's threading layer, chosen when fsmlearn is imported
+    "_threads": 1.0,    # _threads: numba's TBB library, loaded when fsmlearn is imported
     "data": 1.5,
     "semiring": 2.0,
     "algo": 3.0, "testing": 3.0,
