@@ -39,7 +39,7 @@ def small_bands(monkeypatch):
 
 def _banded_components(m, reverse):
     """The band layout the solver cached for m (the small_bands fixture's)."""
-    return m._cache[("bands", reverse, B.BAND_BITS, B.BAND_MIN_STATES)]
+    return m._cache[("bands", reverse, B.BAND_BITS, B.BAND_MIN_STATES)][0]
 
 
 def _largest(m, reverse, S, least=2):
@@ -204,7 +204,7 @@ def test_the_solver_with_and_without_bands_agree_within_the_tolerance(rng, monke
         monkeypatch.setattr(B, "BAND_MIN_STATES", 256)
         banded, bi = shortest_distance(m, "log", reverse=reverse, return_info=True, tol=1e-10)
         monkeypatch.undo()
-        assert m._cache[("bands", reverse, 7, 256)][0].max() == 7
+        assert m._cache[("bands", reverse, 7, 256)][0][0].max() == 7
         # both stop when their error estimate is below 1e-10 (relative, per state)
         fin = np.isfinite(flat)
         assert np.array_equal(fin, np.isfinite(banded))
@@ -222,6 +222,76 @@ def _skip_chain(n, back):
     if back:
         src, dst, w = np.r_[src, n - 1], np.r_[dst, 0], np.r_[w, 5.0]
     return Machine.from_arcs(n, 0, {q: 1.0 for q in range(n)}, src, dst, np.ones(src.size, int), weight=w)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_band_order_puts_each_banded_components_arc_ids_in_band_order(rng, small_bands, reverse):
+    # two cyclic blocks, of 700 states (banded) and of 20 (too small), and a path between
+    a = random_machine(rng, 700, 4000, cyclic=True)
+    b = random_machine(rng, 20, 60, cyclic=True)
+    m = Machine.from_arcs(720, 0, np.r_[a.final, b.final], np.r_[a.arc_src, b.arc_src + 700, 5],
+                          np.r_[a.dst, b.dst + 700, 700], np.ones(a.num_arcs + b.num_arcs + 1, int),
+                          weight=np.r_[a.weight, b.weight, 1.0])
+    s = schedule_for(m, reverse)
+    bits, bptr, goff, gptr, perm, bh, bt, code = B.bands_for(m, s)
+    ids = B.band_order(m, s)
+    assert ids.dtype == s.int_arc.dtype and (bits >= 0).sum() == 1 and (bits < 0).sum() > 1
+    assert B.band_order(m, s) is ids                        # cached with the layout
+    head_of, tail_of = (m.arc_src, m.dst) if reverse else (m.dst, m.arc_src)
+    for c in range(s.num_components):
+        a0, a1 = s.int_ptr[c], s.int_ptr[c + 1]
+        if bits[c] < 0:
+            assert np.array_equal(ids[a0:a1], s.int_arc[a0:a1])
+            continue
+        # the arc at band position p is the one whose local head and tail the layout lists there
+        states = s.comp_states[s.comp_ptr[c]:s.comp_ptr[c + 1]]
+        assert np.array_equal(head_of[ids[a0:a1]], states[bh[bptr[c]:bptr[c + 1]]])
+        assert np.array_equal(tail_of[ids[a0:a1]], states[bt[bptr[c]:bptr[c + 1]]])
+        assert np.array_equal(ids[a0:a1], s.int_arc[a0 + perm[bptr[c]:bptr[c + 1]].astype(np.int64)])
+    acyclic = random_machine(rng, 100, 300, cyclic=False)
+    s = schedule_for(acyclic, reverse)
+    assert B.band_order(acyclic, s) is s.int_arc
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_one_machine_under_two_band_widths_reads_each_layouts_own_order(rng, monkeypatch, reverse):
+    # the converted rows are cached in band order: a second layout must not read the first's
+    m = random_machine(rng, 600, 5000, cyclic=True)
+    ref = openfst_distances(m.to_pynini("log64"), reverse, delta=1e-12)
+    for bits in (4, 6, 4):
+        monkeypatch.setattr(B, "BAND_BITS", bits)
+        monkeypatch.setattr(B, "BAND_MIN_STATES", 64)
+        assert rel_err(shortest_distance(m, "log", reverse=reverse), ref) < 1e-9
+        assert _banded_components(m, reverse)[0].max() == bits
+
+
+def test_the_scaled_sweep_reads_band_ordered_rows_through_the_inverse_of_perm(rng):
+    # the solver's scaled sweeps (a capped warm start, the verification) walk the arcs by
+    # head; a banded component's rows are in band order, found through _rows_at
+    from fsmlearn.algo.solve_linear import _rows_at, scaled_sweep
+    from fsmlearn.semiring import get_semiring
+    m = random_machine(rng, 600, 5000, cyclic=True)
+    s, c, a0, a1, n, Sc, perm, bh, bt, gptr, code = _largest(m, False, 4)
+    assert Sc >= 0
+    sr = get_semiring("log")
+    Wh = sr.arc_rows(m.weight[s.int_arc], "log")            # head order, as without bands
+    Wb = Wh.copy()
+    Wb[a0:a1] = Wh[a0 + perm.astype(np.int64)]               # band order, as the solver gets them
+    wpos = _rows_at(np.empty(0, np.uint32), perm, Sc)
+    assert np.array_equal(perm[wpos], np.arange(a1 - a0))
+    assert _rows_at(wpos, perm, Sc) is wpos and _rows_at(wpos[:0], perm, -1).size == 0
+    Vl = sr.arc_rows(rng.random(n) * 5.0, "log")
+    Bv = sr.arc_rows(np.where(rng.random(n) < 0.2, 1.0, np.inf), "log")
+    S = np.ones((n, 1))
+    ih, it = s.int_head, s.int_tail
+    want = Vl.copy()
+    scaled_sweep(want, Bv, S, Wh, ih, it, a0, a1, np.zeros(1), wpos[:0])
+    got = Vl.copy()
+    scaled_sweep(got, Bv, S, Wb, ih, it, a0, a1, np.zeros(1), wpos)
+    assert np.array_equal(got, want)
+    wrong = Vl.copy()
+    scaled_sweep(wrong, Bv, S, Wb, ih, it, a0, a1, np.zeros(1), wpos[:0])
+    assert not np.array_equal(wrong, want)                  # (the rows' order matters)
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -284,6 +354,7 @@ def test_two_banded_components_and_the_rest_of_the_schedule(rng, small_bands, re
     assert rel_err(got, openfst_distances(m.to_pynini("log64"), reverse, delta=1e-12)) < 1e-9
     # a re-weighted copy shares the layout (it depends on the topology only)
     m2 = m.replace(weight=w * 1.01)
-    assert m2._cache[("bands", reverse, B.BAND_BITS, B.BAND_MIN_STATES)] is _banded_components(m, reverse)
+    key = ("bands", reverse, B.BAND_BITS, B.BAND_MIN_STATES)
+    assert m2._cache[key] is m._cache[key]
     got2 = shortest_distance(m2, "log", reverse=reverse)
     assert rel_err(got2, openfst_distances(m2.to_pynini("log64"), reverse, delta=1e-12)) < 1e-9

@@ -33,12 +33,21 @@ the system's, and on the benchmark machine the error falls as fast a sweep as th
 flat sweep's (docs/bench-engine.md).  The solver's stopping rule, extrapolation and
 potentials are unchanged; only the order of the arcs' reads differs.
 
-Memory: 12 bytes an arc (the arc's position in the head-grouped order, its head and
-tail, each uint32) and one byte a row, per direction, cached with the schedule; only
-components of at least ``min_states`` states (:data:`BAND_MIN_STATES`) get bands.
+The solver is given a banded component's internal rows in band order too
+(:func:`band_order`: the schedule's arc ids permuted once, when the layout is made), so
+that :func:`build_plain_banded`, which writes the plain factors under each round of
+potentials, streams them instead of gathering each arc's row from the head-grouped rows
+(on the engine benchmark's 10M arcs 92-154 ms against 328-432 ms; docs/bench-engine.md).
+The solver's rare scaled sweeps, which walk the arcs by head, find each row through the
+inverse of ``perm``.
 
-Public names: BAND_BITS, BAND_MIN_STATES, band_layout, bands_for, no_bands, banded_sweep1,
-build_plain_banded, sub_bits.
+Memory: 20 bytes an arc (the arc's position in the head-grouped order, its head and
+tail, each uint32; its arc id, int64) and one byte a row, per direction, cached with the
+schedule; only components of at least ``min_states`` states (:data:`BAND_MIN_STATES`) get
+bands.
+
+Public names: BAND_BITS, BAND_MIN_STATES, band_layout, band_order, band_widths, bands_for, no_bands,
+banded_sweep1, build_plain_banded, sub_bits.
 """
 from __future__ import annotations
 
@@ -47,8 +56,8 @@ import numpy as np
 
 from ..semiring.ops import pow2_capped
 
-__all__ = ["BAND_BITS", "BAND_MIN_STATES", "band_layout", "bands_for", "no_bands", "banded_sweep1", "build_plain_banded",
-           "sub_bits"]
+__all__ = ["BAND_BITS", "BAND_MIN_STATES", "band_layout", "band_order", "band_widths", "bands_for", "no_bands",
+           "banded_sweep1", "build_plain_banded", "sub_bits"]
 
 #: rows a band holds (a power of two): 2**18 float64 values are 2 MB, a window that stays
 #: in the cache on a busy day (docs/bench-engine.md measures 2**17 to 2**19)
@@ -98,8 +107,10 @@ def _plan(int_ptr, comp_ptr, trivial, S, min_states, bits, bptr, goff):
 
 
 @nb.njit(cache=True)
-def _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, bh, bt, code):
-    """The banded components' groups (a stable counting sort by head band, then tail band)."""
+def _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, bh, bt, code, int_arc, ids):
+    """The banded components' groups (a stable counting sort by head band, then tail band);
+    with ``ids`` not empty (a copy of ``int_arc``) also each banded arc's id in band order."""
+    want_ids = ids.shape[0] > 0
     for c in range(bits.shape[0]):
         if bits[c] < 0:
             continue
@@ -138,6 +149,8 @@ def _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, b
             perm[p] = e - a0
             bh[p] = h
             bt[p] = t
+            if want_ids:
+                ids[a0 + pos[k] - 1] = int_arc[e]
 
 
 def band_layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S=None, min_states=None):
@@ -160,6 +173,12 @@ def band_layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S=None, min_stat
     ``gptr[(k + 1) << sb]``, ``sb`` = :func:`sub_bits`; a band's own group is one block); ``code[comp_ptr[c] + i]`` row i's arcs: 0 none, 1 only from
     other bands, 2 some from its own band.
     """
+    return _layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S, min_states, None)[0]
+
+
+def _layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S, min_states, int_arc):
+    """(:func:`band_layout`'s tuple, the arc ids of :func:`band_order`); with ``int_arc``
+    None the ids are not made (None comes back)."""
     S = BAND_BITS if S is None else int(S)
     min_states = BAND_MIN_STATES if min_states is None else int(min_states)
     if S < 1 or S > 31:
@@ -174,20 +193,46 @@ def band_layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S=None, min_stat
     perm, bh, bt = np.empty(m, np.uint32), np.empty(m, np.uint32), np.empty(m, np.uint32)
     gptr = np.zeros(int(goff[C]), np.int64)
     code = np.zeros(int(comp_ptr[C]) if m else 0, np.uint8)
-    _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, bh, bt, code)
-    return bits, bptr, goff, gptr, perm, bh, bt, code
+    ids = int_arc.copy() if (int_arc is not None and m) else np.empty(0, np.int64)
+    _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, bh, bt, code,
+          int_arc if int_arc is not None else ids, ids)
+    return (bits, bptr, goff, gptr, perm, bh, bt, code), (ids if m else int_arc)
+
+
+def band_widths():
+    """(:data:`BAND_BITS`, :data:`BAND_MIN_STATES`) in force: part of the key under which a
+    layout, and anything laid out in its order, is cached."""
+    return BAND_BITS, BAND_MIN_STATES
+
+
+def _cached(graph, sched):
+    """The layout and band-ordered arc ids of ``sched``, cached on ``graph``; None where no
+    component reaches :data:`BAND_MIN_STATES`."""
+    S, least = band_widths()
+    if not sched.cyclic or int(np.max(np.diff(sched.comp_ptr))) < least:
+        return None
+    return graph.cached(("bands", sched.backward, S, least),
+                        lambda: _layout(sched.int_head, sched.int_tail, sched.int_ptr, sched.comp_ptr,
+                                        sched.trivial, S, least, sched.int_arc))
 
 
 def bands_for(graph, sched):
     """The cache bands of a schedule of ``graph`` (its one-column rows' sweeps), cached on
     the graph beside the schedule (:func:`fsmlearn.algo.schedule.schedule_for`) under the
     widths in force; :func:`no_bands` where no component reaches :data:`BAND_MIN_STATES`."""
-    S, least = BAND_BITS, BAND_MIN_STATES
-    if not sched.cyclic or int(np.max(np.diff(sched.comp_ptr))) < least:
-        return no_bands()
-    return graph.cached(("bands", sched.backward, S, least),
-                        lambda: band_layout(sched.int_head, sched.int_tail, sched.int_ptr, sched.comp_ptr,
-                                            sched.trivial, S, least))
+    got = _cached(graph, sched)
+    return no_bands() if got is None else got[0]
+
+
+def band_order(graph, sched):
+    """The schedule's internal arc ids (``sched.int_arc``, grouped by head) with each banded
+    component's range in band order, the order in which the linear solver reads that
+    component's internal rows (one-column rows): ``ids[a0 + p] = int_arc[a0 + perm[p]]``
+    for the component's arcs ``a0:a1`` and its slice of the layout's ``perm``; other
+    components keep their order.  Made with the layout (:func:`bands_for`) and cached
+    with it (8 bytes an arc); ``sched.int_arc`` itself where nothing is banded."""
+    got = _cached(graph, sched)
+    return sched.int_arc if got is None or got[0][4].shape[0] == 0 else got[1]
 
 
 _NONE = None
@@ -252,24 +297,27 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
 
 
 @nb.njit(cache=True)
-def build_plain_banded(Wint, a0, perm, bh, bt, pot, star, Wp):
-    """The plain arc factors of a banded component in band order; True when one was capped.
+def build_plain_banded(Wint, a0, bh, bt, pot, star, Wp):
+    """The plain arc factors of a banded component; True when one was capped.
 
-    Wp[p] = W_e * 2**(k_e - (pot[head] - pot[tail])) * star[head] for the arc e = a0 + perm[p]
-    (one-column scaled rows Wint [*, 2]; star [n, 1] the heads' self-loop stars), as
+    ``Wint[a0:]`` holds the component's one-column scaled rows in band order (the
+    schedule's internal rows with this component's range permuted by :func:`band_order`),
+    so this is one stream: Wp[p] = W_p * 2**(k_p - (pot[bh[p]] - pot[bt[p]])) * star[bh[p]]
+    (star [n, 1] the heads' self-loop stars), as
     :func:`fsmlearn.algo.solve_linear.build_plain` writes them in head order, with the same
-    cap at 2**1000.
+    cap at 2**1000.  (Reading head-ordered rows through the layout's ``perm`` instead took
+    301-321 ms of a warm solve on the engine benchmark; docs/bench-engine.md.)
     """
     capped = False
     one = np.uint64(1)
     p = np.uint64(0)
-    end = np.uint64(perm.shape[0])
-    ua0 = np.uint64(a0)
+    end = np.uint64(bh.shape[0])
+    e = np.uint64(a0)
     while p < end:
-        e = ua0 + np.uint64(perm[p])
         h = bh[p]
         f, cap = pow2_capped(Wint[e, 1] - (pot[h] - pot[bt[p]]), _CAP)
         capped |= cap
         Wp[p] = Wint[e, 0] * f * star[h, 0]
         p += one
+        e += one
     return capped

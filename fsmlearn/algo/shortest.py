@@ -38,7 +38,7 @@ from .cuda import check_device
 from ._check import require_machine
 from .solve_acyclic import (NOT_ORDERED, PIPE_CHUNK, PLAIN_DECLINED, PLAIN_DONE, acyclic_neglog,
                             acyclic_neglog_piped, acyclic_neglog_plain, neglog_plain)
-from .bands import bands_for, no_bands
+from .bands import band_order, band_widths, bands_for, no_bands
 from .solve_linear import gather, gather_rows, linear_solver
 from .solve_phi import phi_solver
 from .solve_tropical import tropical_solver
@@ -145,28 +145,34 @@ def _phi_kernels(R: int = 0):
     return _PHI_KERNELS
 
 
-def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, arc_rows=None):
+def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, arc_rows=None, banded=None):
     """Arc rows in the schedule's external / internal / self-loop order.
 
+    With ``banded`` (rows for the linear solver's one-column sweeps, where it bands a
+    component: the band widths in force, :func:`fsmlearn.algo.bands.band_widths`) a banded
+    component's internal rows come in band order (:func:`fsmlearn.algo.bands.band_order`),
+    as the solver reads them.
     For a machine (not a phi system) without arc values the converted rows are
-    cached per schedule and semiring; with arc values the raw weights are permuted
-    once per schedule and cached, so that later calls convert them sequentially.
+    cached per schedule, semiring and order; with arc values the raw weights are permuted
+    once per schedule and order and cached, so that later calls convert them sequentially.
     ``arc_rows`` (the machine's arcs already converted, in arc order) are
     permuted instead of converting again.
     """
+    def int_arc():
+        return band_order(g, sched) if banded is not None else sched.int_arc
     if g is m and arc_rows is not None:
         if sched.forward_ordered and not sched.backward:
             we = arc_rows
         else:
             we = gather_rows(arc_rows, sched.ext_arc)
-        return we, gather_rows(arc_rows, sched.int_arc), gather_rows(arc_rows, sched.self_arc)
+        return we, gather_rows(arc_rows, int_arc()), gather_rows(arc_rows, sched.self_arc)
     if g is m:
         def perm():
             if sched.forward_ordered and not sched.backward:
                 we = m.weight
             else:
                 we = gather(m.weight, sched.ext_arc)
-            return we, gather(m.weight, sched.int_arc), gather(m.weight, sched.self_arc)
+            return we, gather(m.weight, int_arc()), gather(m.weight, sched.self_arc)
         if arc_values is None:
             # the machine's own weights: converted once per schedule and semiring (machines
             # are immutable; the CUDA path keeps its converted rows on the device likewise)
@@ -174,16 +180,13 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
                 we, wi, ws = perm()
                 return (sr.arc_rows(we, m.semiring, None), sr.arc_rows(wi, m.semiring, None),
                         sr.arc_rows(ws, m.semiring, None))
-            return m.cached(("ordered_rows", sched.backward, sr.name), rows)
-        we, wi, ws = m.cached(("perm_weights", sched.backward), perm)
-        if arc_values is not None:
-            ve = arc_values if (sched.forward_ordered and not sched.backward) else arc_values[sched.ext_arc]
-            vi, vs = arc_values[sched.int_arc], arc_values[sched.self_arc]
-        else:
-            ve = vi = vs = None
+            return m.cached(("ordered_rows", sched.backward, sr.name, banded), rows)
+        we, wi, ws = m.cached(("perm_weights", sched.backward, banded), perm)
+        ve = arc_values if (sched.forward_ordered and not sched.backward) else arc_values[sched.ext_arc]
+        vi, vs = arc_values[int_arc()], arc_values[sched.self_arc]
         return (sr.arc_rows(we, m.semiring, ve), sr.arc_rows(wi, m.semiring, vi),
                 sr.arc_rows(ws, m.semiring, vs))
-    return gather_rows(W, sched.ext_arc), gather_rows(W, sched.int_arc), gather_rows(W, sched.self_arc)
+    return gather_rows(W, sched.ext_arc), gather_rows(W, int_arc()), gather_rows(W, sched.self_arc)
 
 
 _NO_COPY = np.empty(0)
@@ -328,7 +331,9 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
     else:
         V = sr.zero_rows(n)
         V[m.start if starts is None else starts] = sr.one_row()
-    Wext, Wint, Wself = _ordered_rows(g, m, sr, sched, arc_values, W, arc_rows)
+    bands = bands_for(g, sched) if sr.linear and sr.R == 0 else no_bands()
+    Wext, Wint, Wself = _ordered_rows(g, m, sr, sched, arc_values, W, arc_rows,
+                                      band_widths() if bands[4].shape[0] > 0 else None)
     if sr.linear:
         if init is not None:
             warm = sr.rows_from_output(init)
@@ -344,7 +349,7 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
                                      sched.int_tail, sched.int_head, sched.int_ptr, Wself,
                                      sched.self_loc, sched.self_ptr, sched.comp_ptr, sched.comp_states,
                                      sched.trivial, warm, use_warm, g is not m, float(tol), int(max_sweeps),
-                                     stats, fstats, bands_for(g, sched) if sr.R == 0 else no_bands())
+                                     stats, fstats, bands)
         info.sweeps, info.extrapolations, info.repotentials = int(stats[0]), int(stats[1]), int(stats[2])
         info.last_change, info.rate = float(fstats[0]), float(fstats[2])
         if status != STATUS_OK:

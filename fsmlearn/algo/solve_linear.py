@@ -127,18 +127,25 @@ def row_nonzero(V, i):
 
 
 @nb.njit(cache=True)
-def scaled_sweep(Vl, B, S, W, ih, it, a0, a1, accr):
-    """Vl[t] = (B[t] + sum Vl[s] W[e]) S[t] for every row with arcs (scaled)."""
+def scaled_sweep(Vl, B, S, W, ih, it, a0, a1, accr, wpos):
+    """Vl[t] = (B[t] + sum Vl[s] W[e]) S[t] for every row with arcs (scaled).
+
+    The arcs ``a0:a1`` are taken grouped by head (``ih``, ``it``); arc e's row is W[e], or
+    W[a0 + wpos[e - a0]] where ``wpos`` is not empty (a banded component, whose rows are
+    in band order: ``wpos`` is the inverse of the layout's ``perm``).
+    """
     KE = Vl.shape[1] - 1
     prev = -1
     am = 0.0
     ak = EXP_UNSET
+    moved = wpos.shape[0] > 0
     for e in range(a0, a1):
         t = ih[e]
         s = it[e]
+        we = a0 + np.int64(wpos[e - a0]) if moved else e
         pu = Vl[s, 0]
-        pw = W[e, 0]
-        k = Vl[s, KE] + W[e, KE]
+        pw = W[we, 0]
+        k = Vl[s, KE] + W[we, KE]
         if t != prev:
             am = B[t, 0]
             ak = B[t, KE]
@@ -149,7 +156,7 @@ def scaled_sweep(Vl, B, S, W, ih, it, a0, a1, accr):
         f2 = P2[min(int(kn - k), 1100)]
         am = am * f1 + pu * pw * f2
         for j in range(1, KE):
-            accr[j] = accr[j] * f1 + (pu * W[e, j] + Vl[s, j] * pw) * f2
+            accr[j] = accr[j] * f1 + (pu * W[we, j] + Vl[s, j] * pw) * f2
         ak = kn
         m = abs(am)
         for j in range(1, KE):
@@ -345,11 +352,12 @@ def set_potentials(Vl, pot, fallback):
 
 
 @nb.njit(cache=True)
-def build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp, bS, perm, bh, bt):
+def build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp, bS, bh, bt):
     """Plain rows and arcs under the potentials; True when an arc's factor was capped.
 
-    With bands (``bS >= 0``, one-column rows) the arcs' factors are written in band order
-    (:func:`fsmlearn.algo.bands.build_plain_banded`), otherwise in head order.
+    With bands (``bS >= 0``, one-column rows, ``Wint[a0:a1]`` in band order) the arcs'
+    factors are written in band order (:func:`fsmlearn.algo.bands.build_plain_banded`),
+    otherwise in head order.
 
     An arc whose value relative to its head's potential exceeds 2**_CAP
     (potentials far from consistent, e.g. a warm start off by e^1000) is
@@ -367,7 +375,7 @@ def build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp, bS, perm,
             for j in range(KE):
                 y[i, j] = b[i, j]
     if KE == 1 and bS >= 0:
-        return build_plain_banded(Wint, a0, perm, bh, bt, pot, S, Wp.reshape(Wp.shape[0]))
+        return build_plain_banded(Wint, a0, bh, bt, pot, S, Wp.reshape(Wp.shape[0]))
     if KE == 1:
         # the same conversion with unsigned indices (no negative-index checks)
         ihu = ih.view(np.uint32)
@@ -484,6 +492,18 @@ def plain_phase(y, yold, b, Wp, ih, it, a0, a1, hasrow, accr, tol, max_sweeps, s
 
 
 @nb.njit(cache=True)
+def _rows_at(wpos, perm, bS):
+    """Where each head-ordered internal arc's row lies in a banded component's band-ordered
+    rows (the inverse of the layout's ``perm``), made once; empty without bands."""
+    if bS < 0 or wpos.shape[0] == perm.shape[0]:
+        return wpos
+    out = np.empty(perm.shape[0], np.uint32)
+    for p in range(perm.shape[0]):
+        out[perm[p]] = np.uint32(p)
+    return out
+
+
+@nb.njit(cache=True)
 def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_warm, signed,
               tol, max_sweeps, stats, fstats, bS, perm, bh, bt, gptr, code):
     """Solve one cyclic component in place (steps 1-3 of the module docstring).
@@ -495,7 +515,9 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
     local state); warm: float64 [N, K] a warm start (used with use_warm); signed: the
     system has negative arcs (verify in scaled arithmetic).  bS >= 0: the component's
     band width in bits, with its band layout (perm, bh, bt, gptr, code:
-    :func:`fsmlearn.algo.bands.band_layout`), used for one-column rows; -1 for none.
+    :func:`fsmlearn.algo.bands.band_layout`), used for one-column rows, whose rows
+    ``Wint[a0:a1]`` are then in band order (:func:`fsmlearn.algo.bands.band_order`; ih / it
+    stay grouped by head); -1 for none.
     Returns a STATUS_* code and fills stats / fstats (:mod:`fsmlearn.algo.convergence`'s
     layout).
     """
@@ -560,6 +582,7 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
     b = np.empty((n, KE))
     Wp = np.empty((a1 - a0, KE))
     Vo = np.empty((n, K))
+    wpos = np.empty(0, np.uint32)   # where each head-ordered arc's row is (banded: made when first needed)
     status = STATUS_NOT_CONVERGED
     rounds = 0
     repots = 0
@@ -570,12 +593,13 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
                 stats[4] = WHY_POTENTIAL
                 stats[5] = states[i]
                 return STATUS_DIVERGED
-        if build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp, bS, perm, bh, bt):
+        if build_plain(Vl, B, pot, S, hasrow, Wint, ih, it, a0, a1, y, b, Wp, bS, bh, bt):
             # Potentials far from consistent (a warm start far off): capped arcs
             # describe another system, and a chain of them could overflow plain
             # values.  One exact sweep in scaled arithmetic puts every row next to
             # its inputs; then new potentials.
-            scaled_sweep(Vl, B, S, Wint, ih, it, a0, a1, accr)
+            wpos = _rows_at(wpos, perm, bS)
+            scaled_sweep(Vl, B, S, Wint, ih, it, a0, a1, accr, wpos)
             stats[0] += 1
             st = STATUS_REPOTENTIAL
         else:
@@ -616,7 +640,8 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
         for i in range(n):
             for j in range(K):
                 Vo[i, j] = Vl[i, j]
-        scaled_sweep(Vl, B, S, Wint, ih, it, a0, a1, accr)
+        wpos = _rows_at(wpos, perm, bS)
+        scaled_sweep(Vl, B, S, Wint, ih, it, a0, a1, accr, wpos)
         stats[0] += 1
         dn = rel_change_scaled(Vl, Vo)
         r = max(fstats[3], 0.5)
@@ -628,12 +653,15 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
             fstats[0] = dn
             return STATUS_NOT_CONVERGED
     if nbad:
+        wpos = _rows_at(wpos, perm, bS)
+        moved = wpos.shape[0] > 0
         for h in range(n):
             if not bad[h]:
                 continue
             reached = row_nonzero(B, h)
             for e in range(a0, a1):
-                if ih[e] == h and Wint[e, 0] != 0.0 and row_nonzero(Vl, it[e]):
+                we = a0 + np.int64(wpos[e - a0]) if moved else e
+                if ih[e] == h and Wint[we, 0] != 0.0 and row_nonzero(Vl, it[e]):
                     reached = True
             if reached:
                 stats[4] = WHY_STAR
@@ -650,7 +678,9 @@ def solve_linear(V, Wext, ext_tail, ext_head, ext_ptr, Wint, int_tail, int_head,
                  Wself, self_loc, self_ptr, comp_ptr, comp_states, trivial, warm, use_warm, signed, tol,
                  max_sweeps, stats, fstats, bands):
     """Solve the schedule's components in order (the module docstring); ``bands`` is
-    :func:`fsmlearn.algo.bands.band_layout`'s tuple (or :func:`~fsmlearn.algo.bands.no_bands`).
+    :func:`fsmlearn.algo.bands.band_layout`'s tuple (or :func:`~fsmlearn.algo.bands.no_bands`),
+    and a banded component's internal rows in ``Wint`` are in band order
+    (:func:`fsmlearn.algo.bands.band_order`).
     Returns a STATUS_* code; stats[3] is the component that failed."""
     bits, bptr, goff, gptr, perm, bh, bt, code = bands
     C = trivial.shape[0]
