@@ -41,10 +41,11 @@ potentials, streams them instead of gathering each arc's row from the head-group
 The solver's rare scaled sweeps, which walk the arcs by head, find each row through the
 inverse of ``perm``.
 
-Memory: 20 bytes an arc (the arc's position in the head-grouped order, its head and
-tail, each uint32; its arc id, int64) and one byte a row, per direction, cached with the
-schedule; only components of at least ``min_states`` states (:data:`BAND_MIN_STATES`) get
-bands.
+Memory, per direction, cached with the schedule: 12 bytes a banded arc (its position in
+the head-grouped order, its head and tail, each uint32), 8 bytes an internal arc of the
+schedule (the ids of :func:`band_order`, int64) and one byte a row of a banded
+component.  Only components of at least ``min_states`` states (:data:`BAND_MIN_STATES`)
+get bands.
 
 Public names: BAND_BITS, BAND_MIN_STATES, band_layout, band_order, band_widths, bands_for, no_bands,
 banded_sweep1, build_plain_banded, sub_bits.
@@ -178,7 +179,8 @@ def band_layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S=None, min_stat
 
 def _layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S, min_states, int_arc):
     """(:func:`band_layout`'s tuple, the arc ids of :func:`band_order`); with ``int_arc``
-    None the ids are not made (None comes back)."""
+    None the ids are not made (None comes back), and where no arc is banded they are
+    ``int_arc`` itself."""
     S = BAND_BITS if S is None else int(S)
     min_states = BAND_MIN_STATES if min_states is None else int(min_states)
     if S < 1 or S > 31:
@@ -196,7 +198,7 @@ def _layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S, min_states, int_a
     ids = int_arc.copy() if (int_arc is not None and m) else np.empty(0, np.int64)
     _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, bh, bt, code,
           int_arc if int_arc is not None else ids, ids)
-    return (bits, bptr, goff, gptr, perm, bh, bt, code), (ids if m else int_arc)
+    return (bits, bptr, goff, gptr, perm, bh, bt, code), (ids if (m and int_arc is not None) else int_arc)
 
 
 def band_widths():
