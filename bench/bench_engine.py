@@ -186,7 +186,7 @@ def time_one_sweep(m: Machine, reverse: bool, runs=9):
         return flat, flat
     S, perm, bh, bt, gptr, code = bands
     Wb = Wp[perm]
-    acc = np.empty(1 << S)
+    acc = np.empty(2 << S)
 
     def banded():
         banded_sweep1(y, yold, b, Wb, bh, bt, gptr, S, code, acc)

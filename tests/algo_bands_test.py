@@ -150,7 +150,7 @@ def test_the_banded_sweep_is_its_four_steps_and_one_band_is_the_flat_sweep(rng, 
         b = rng.random(n) * (code > 0)
         y0 = rng.random(n)
         y, yold = y0.copy(), np.empty(n)
-        B.banded_sweep1(y, yold, b, Wb, bh, bt, gptr, Sc, code, np.empty(1 << Sc))
+        B.banded_sweep1(y, yold, b, Wb, bh, bt, gptr, Sc, code, np.empty(2 << Sc))
         assert np.array_equal(yold, y0)
         want = _reference_banded_sweep(y0.copy(), b, Wb, bh.astype(np.int64), bt.astype(np.int64), gptr, Sc, code)
         np.testing.assert_allclose(y, want, rtol=1e-13, atol=0)
@@ -175,7 +175,7 @@ def test_the_banded_sweeps_fixed_point_is_the_systems_solution(rng, reverse):
     b = np.where(code > 0, 1.0, 0.0)
     A = sp.csr_matrix((Wp, (s.int_head[a0:a1], s.int_tail[a0:a1])), shape=(n, n))
     x = sla.spsolve((sp.eye(n) - A).tocsc(), b)
-    y, yold, acc = np.zeros(n), np.empty(n), np.empty(1 << Sc)
+    y, yold, acc = np.zeros(n), np.empty(n), np.empty(2 << Sc)
     Wb = Wp[perm]
     for _ in range(400):
         B.banded_sweep1(y, yold, b, Wb, bh, bt, gptr, Sc, code, acc)
@@ -212,6 +212,53 @@ def test_the_solver_with_and_without_bands_agree_within_the_tolerance(rng, monke
         assert not np.array_equal(flat, banded)
         assert np.max(np.abs(np.expm1(flat[fin] - banded[fin]))) < 1e-8
         assert abs(bi.sweeps - fi.sweeps) <= max(3, fi.sweeps // 4)
+
+
+@pytest.mark.parametrize("hb", [0, 1, 3])
+@pytest.mark.parametrize("total", [0, 1, 7, 1000])
+def test_the_two_thread_scatter_adds_the_same_terms_as_one_thread(rng, hb, total):
+    # a band's arcs from other bands lie before and after its own group; the pair cuts them
+    # in two halves by count, wherever the cut falls
+    n, w, own = 4 * 64, 64, 5
+    before = int(rng.integers(0, total + 1)) if hb else 0
+    if hb == 3:
+        before = total
+    m = before + own + (total - before)
+    lo = hb * w
+    bh = (lo + rng.integers(0, w, m)).astype(np.uint32)
+    bt = rng.integers(0, n, m).astype(np.uint32)
+    Wp = rng.random(m)
+    y = rng.random(n)
+    i0, own0, own1, i1 = 0, before, before + own, m
+    want = rng.random(w)
+    got, acc1 = want.copy(), np.full(w, np.nan)
+    B._scatter_pair(got, acc1, y, Wp, bh, bt, i0, own0, own1, i1, np.uint64(lo))
+    ext = np.r_[np.arange(i0, own0), np.arange(own1, i1)].astype(np.int64)
+    np.add.at(want, bh[ext].astype(np.int64) - lo, y[bt[ext]] * Wp[ext])
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_bands_whose_arcs_from_other_bands_are_added_on_two_threads(rng, monkeypatch, reverse):
+    # bands of 2**13 rows with more than PAIR_MIN_ARCS arcs from other bands each
+    n = 4 << 13
+    m = random_machine(rng, n, 12 * n, cyclic=True, mass=0.97)
+    flat = shortest_distance(m, "log", reverse=reverse, tol=1e-10)
+    monkeypatch.setattr(B, "BAND_BITS", 13)
+    monkeypatch.setattr(B, "BAND_MIN_STATES", 1 << 14)
+    banded = shortest_distance(m, "log", reverse=reverse, tol=1e-10)
+    s = schedule_for(m, reverse)
+    bits, bptr, goff, gptr, perm, bh, bt, code = B.bands_for(m, s)
+    c = int(np.argmax(bits))
+    g = gptr[goff[c]:goff[c + 1]]
+    nb, sb = 4, B.sub_bits(4, 13)
+    # each band's arcs from other bands: before its own group and after it
+    ext = [(g[(hb * nb + hb) << sb] - g[(hb * nb) << sb]) + (g[((hb + 1) * nb) << sb] - g[(hb * nb + hb + 1) << sb])
+           for hb in range(nb)]
+    assert bits[c] == 13 and min(ext) >= B.PAIR_MIN_ARCS
+    fin = np.isfinite(flat)
+    assert np.array_equal(fin, np.isfinite(banded))
+    assert np.max(np.abs(np.expm1(flat[fin] - banded[fin]))) < 1e-8
 
 
 def _skip_chain(n, back):

@@ -25,6 +25,13 @@ in order; for band ``hb`` with rows ``lo:hi``:
 4. the arcs inside the band run as the flat sweep runs: rows in order, each row's
    running sum starting from its ``acc`` and stored in ``y`` after every arc.
 
+Step 2 reads only values of other bands, so a band with at least
+:data:`PAIR_MIN_ARCS` such arcs has them added on two threads (numba's, where it has
+two): each half of them into an accumulator of its own, then the two summed.  On the
+engine benchmark that took a sweep from 60.7 to 47.5 ms forward and from 69.9 to
+61.1 ms backward (docs/bench-engine.md).  Step 4 is Gauss-Seidel inside the band and
+stays on one thread.
+
 Every row is written once a sweep, from a non-negative combination of values of this
 sweep and the last (an asynchronous relaxation of the same system
 ``x = b + sum_t x_t W``: Mohri 2002, eq. 2, the generic single-source shortest-distance
@@ -47,7 +54,7 @@ schedule (the ids of :func:`band_order`, int64) and one byte a row of a banded
 component.  Only components of at least ``min_states`` states (:data:`BAND_MIN_STATES`)
 get bands.
 
-Public names: BAND_BITS, BAND_MIN_STATES, band_layout, band_order, band_widths, bands_for, no_bands,
+Public names: BAND_BITS, BAND_MIN_STATES, PAIR_MIN_ARCS, band_layout, band_order, band_widths, bands_for, no_bands,
 banded_sweep1, build_plain_banded, sub_bits.
 """
 from __future__ import annotations
@@ -57,8 +64,8 @@ import numpy as np
 
 from ..semiring.ops import pow2_capped
 
-__all__ = ["BAND_BITS", "BAND_MIN_STATES", "band_layout", "band_order", "band_widths", "bands_for", "no_bands",
-           "banded_sweep1", "build_plain_banded", "sub_bits"]
+__all__ = ["BAND_BITS", "BAND_MIN_STATES", "PAIR_MIN_ARCS", "band_layout", "band_order", "band_widths", "bands_for",
+           "no_bands", "banded_sweep1", "build_plain_banded", "sub_bits"]
 
 #: rows a band holds (a power of two): 2**18 float64 values are 2 MB, a window that stays
 #: in the cache on a busy day (docs/bench-engine.md measures 2**17 to 2**19)
@@ -251,13 +258,64 @@ def no_bands():
 
 
 @nb.njit(cache=True)
+def _scatter(acc, y, Wp, bh, bt, e0, e1, ulo):
+    """acc[bh[e] - ulo] += y[bt[e]] * Wp[e] for the arcs e0:e1 (step 2 of the module docstring)."""
+    one = np.uint64(1)
+    e = np.uint64(e0)
+    end = np.uint64(e1)
+    while e < end:
+        acc[np.uint64(bh[e]) - ulo] += y[bt[e]] * Wp[e]
+        e += one
+
+
+@nb.njit(cache=True)
+def _scatter_part(acc, y, Wp, bh, bt, i0, own0, own1, i1, c0, c1, ulo):
+    """The arcs c0:c1 of the band's arcs from other bands, counted over i0:own0 then own1:i1."""
+    n0 = own0 - i0
+    if c0 < n0:
+        _scatter(acc, y, Wp, bh, bt, i0 + c0, i0 + min(c1, n0), ulo)
+    if c1 > n0:
+        _scatter(acc, y, Wp, bh, bt, own1 + max(c0, n0) - n0, own1 + c1 - n0, ulo)
+
+
+@nb.njit(cache=True, parallel=True)
+def _scatter_pair(acc, acc1, y, Wp, bh, bt, i0, own0, own1, i1, ulo):
+    """Step 2 on two threads: the band's arcs from other bands cut in two halves by count,
+    the first added into ``acc`` and the second into ``acc1`` (zeroed here), then
+    ``acc += acc1``.  The halves read only values of other bands, so they are independent;
+    with one thread the same two halves run in turn, with the same sums."""
+    total = (own0 - i0) + (i1 - own1)
+    mid = total // 2
+    w = acc.shape[0]
+    for j in nb.prange(2):
+        if j == 0:
+            _scatter_part(acc, y, Wp, bh, bt, i0, own0, own1, i1, 0, mid, ulo)
+        else:
+            for r in range(w):
+                acc1[r] = 0.0
+            _scatter_part(acc1, y, Wp, bh, bt, i0, own0, own1, i1, mid, total, ulo)
+    half = w // 2
+    for j in nb.prange(2):
+        r0 = 0 if j == 0 else half
+        r1 = half if j == 0 else w
+        for r in range(r0, r1):
+            acc[r] += acc1[r]
+
+
+#: a band's arcs from other bands are added on two threads from this many on (fewer: one)
+PAIR_MIN_ARCS = 1 << 16
+
+
+@nb.njit(cache=True)
 def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
     """One banded Gauss-Seidel sweep of one-column rows (steps 1-4 of the module docstring).
 
     y, yold, b: float64 [n] (values, previous values out, constants); Wp: float64 [m]
     the plain arc factors in band order; bh, bt: uint32 [m] local head and tail in band
     order; gptr: int64 [(nb**2 << sub_bits) + 1] the groups' boundaries; S: band width in bits;
-    code: uint8 [n] (see :func:`band_layout`); acc: float64 scratch of 2**S.
+    code: uint8 [n] (see :func:`band_layout`); acc: float64 scratch of 2 * 2**S.
+    A band with at least :data:`PAIR_MIN_ARCS` arcs from other bands adds them on two
+    threads (:func:`_scatter_pair`: the rows' sums in another order, the same terms).
     The statistics are the caller's (:func:`fsmlearn.algo.solve_linear.sweep_stats`).
     """
     n = y.shape[0]
@@ -266,34 +324,36 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
     nb_ = (n + (1 << S) - 1) >> S
     sb = sub_bits(nb_, S)
     one = np.uint64(1)
+    w = 1 << S
+    acc0 = acc[:w]
+    acc1 = acc[w:2 * w]
     for hb in range(nb_):
         lo = hb << S
         hi = min(n, lo + (1 << S))
         for r in range(hi - lo):
-            acc[r] = b[lo + r]
+            acc0[r] = b[lo + r]
         ulo = np.uint64(lo)
-        for tb in range(nb_):
-            if tb == hb:
-                continue
-            k = hb * nb_ + tb
-            e = np.uint64(gptr[k << sb])
-            end = np.uint64(gptr[(k + 1) << sb])
-            while e < end:
-                acc[np.uint64(bh[e]) - ulo] += y[bt[e]] * Wp[e]
-                e += one
+        i0 = gptr[(hb * nb_) << sb]
+        own0 = gptr[(hb * nb_ + hb) << sb]
+        own1 = gptr[(hb * nb_ + hb + 1) << sb]
+        i1 = gptr[((hb + 1) * nb_) << sb]
+        if (own0 - i0) + (i1 - own1) >= PAIR_MIN_ARCS:
+            _scatter_pair(acc0[:hi - lo], acc1[:hi - lo], y, Wp, bh, bt, i0, own0, own1, i1, ulo)
+        else:
+            _scatter(acc0, y, Wp, bh, bt, i0, own0, ulo)
+            _scatter(acc0, y, Wp, bh, bt, own1, i1, ulo)
         for r in range(hi - lo):
             if code[lo + r] == 1:
-                y[lo + r] = acc[r]
-        k = hb * nb_ + hb
-        e = np.uint64(gptr[k << sb])
-        end = np.uint64(gptr[(k + 1) << sb])
+                y[lo + r] = acc0[r]
+        e = np.uint64(own0)
+        end = np.uint64(own1)
         while e < end:
             # the row's running sum lives in acc (a read-modify-write the store
             # forwarding serves; a select between acc and a register sum took 1.3x
             # as long), and its newest value in y after every arc
             h = bh[e]
-            v = acc[np.uint64(h) - ulo] + y[bt[e]] * Wp[e]
-            acc[np.uint64(h) - ulo] = v
+            v = acc0[np.uint64(h) - ulo] + y[bt[e]] * Wp[e]
+            acc0[np.uint64(h) - ulo] = v
             y[h] = v
             e += one
 

@@ -571,7 +571,7 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
     accr = np.zeros(max(KE, 1))
     if KE != 1:
         bS = -1
-    bacc = np.empty((1 << bS) if bS >= 0 else 0)
+    bacc = np.empty((2 << bS) if bS >= 0 else 0)
     # Rows that are still zero get the largest potential of the component
     # (flagged as a guess); the range checks and the final verification
     # catch a guess that was wrong.
