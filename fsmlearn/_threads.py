@@ -1,7 +1,8 @@
 """numba's TBB threading layer made loadable, so that a process that ran a parallel kernel may fork.
 
 Several kernels run on numba's threads: the acyclic pass on two threads
-(:func:`fsmlearn.algo.solve_acyclic.acyclic_neglog_piped`), ``-log`` of long value
+(:func:`fsmlearn.algo.solve_acyclic.acyclic_neglog_piped`), the banded sweep of a large
+cyclic component (:func:`fsmlearn.algo.bands.banded_sweep1`), ``-log`` of long value
 vectors, LM scoring and the TRF's sampling.  numba picks its threading layer once a
 process, at the first parallel kernel (or the first call that asks for its thread
 count), trying TBB, then OpenMP, then its own workqueue unless told otherwise.  With

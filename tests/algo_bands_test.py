@@ -214,16 +214,14 @@ def test_the_solver_with_and_without_bands_agree_within_the_tolerance(rng, monke
         assert abs(bi.sweeps - fi.sweeps) <= max(3, fi.sweeps // 4)
 
 
-@pytest.mark.parametrize("hb", [0, 1, 3])
-@pytest.mark.parametrize("total", [0, 1, 7, 1000])
-def test_the_two_thread_scatter_adds_the_same_terms_as_one_thread(rng, hb, total):
+@pytest.mark.parametrize("hb,total,before", [(0, 0, 0), (1, 1, 0), (1, 1, 1), (3, 7, 7), (1, 7, 3),
+                                             (0, 1000, 0), (1, 1000, 499), (1, 1000, 500), (1, 1000, 501),
+                                             (2, 1000, 137), (3, 1000, 1000)])
+def test_the_two_thread_scatter_adds_the_same_terms_as_one_thread(rng, hb, total, before):
     # a band's arcs from other bands lie before and after its own group; the pair cuts them
-    # in two halves by count, wherever the cut falls
+    # in two halves by count (at 500 of 1000), wherever the cut falls
     n, w, own = 4 * 64, 64, 5
-    before = int(rng.integers(0, total + 1)) if hb else 0
-    if hb == 3:
-        before = total
-    m = before + own + (total - before)
+    m = total + own
     lo = hb * w
     bh = (lo + rng.integers(0, w, m)).astype(np.uint32)
     bt = rng.integers(0, n, m).astype(np.uint32)
@@ -240,9 +238,10 @@ def test_the_two_thread_scatter_adds_the_same_terms_as_one_thread(rng, hb, total
 
 @pytest.mark.parametrize("reverse", [False, True])
 def test_bands_whose_arcs_from_other_bands_are_added_on_two_threads(rng, monkeypatch, reverse):
-    # bands of 2**13 rows with more than PAIR_MIN_ARCS arcs from other bands each
-    n = 4 << 13
-    m = random_machine(rng, n, 12 * n, cyclic=True, mass=0.97)
+    # bands of 2**13 rows, the last one short, each with more than PAIR_MIN_ARCS arcs from
+    # other bands (on a machine where numba has two threads they take the pair)
+    n = (4 << 13) - 1000
+    m = random_machine(rng, n, 14 * n, cyclic=True, mass=0.97)
     flat = shortest_distance(m, "log", reverse=reverse, tol=1e-10)
     monkeypatch.setattr(B, "BAND_BITS", 13)
     monkeypatch.setattr(B, "BAND_MIN_STATES", 1 << 14)
@@ -255,10 +254,28 @@ def test_bands_whose_arcs_from_other_bands_are_added_on_two_threads(rng, monkeyp
     # each band's arcs from other bands: before its own group and after it
     ext = [(g[(hb * nb + hb) << sb] - g[(hb * nb) << sb]) + (g[((hb + 1) * nb) << sb] - g[(hb * nb + hb + 1) << sb])
            for hb in range(nb)]
-    assert bits[c] == 13 and min(ext) >= B.PAIR_MIN_ARCS
+    nc = int(s.comp_ptr[c + 1] - s.comp_ptr[c])
+    assert bits[c] == 13 and (nc - 1) >> 13 == 3 and min(ext) >= max(B.PAIR_MIN_ARCS, 2 << 13)
     fin = np.isfinite(flat)
     assert np.array_equal(fin, np.isfinite(banded))
+    assert not np.array_equal(flat, banded)
     assert np.max(np.abs(np.expm1(flat[fin] - banded[fin]))) < 1e-8
+    # one sweep of that component against the steps written out
+    p0, p1 = bptr[c], bptr[c + 1]
+    Wb = rng.random(p1 - p0) * 0.08
+    cc = code[s.comp_ptr[c]:s.comp_ptr[c + 1]]
+    b = rng.random(nc) * (cc > 0)
+    y0 = rng.random(nc)
+    y, yold = y0.copy(), np.empty(nc)
+    B.banded_sweep1(y, yold, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, np.empty(2 << 13))
+    want = _reference_banded_sweep(y0.copy(), b, Wb, bh[p0:p1].astype(np.int64), bt[p0:p1].astype(np.int64), g, 13,
+                                   cc)
+    np.testing.assert_allclose(y, want, rtol=1e-13, atol=0)
+    # a scratch of one band: the one-thread sweep, the same terms summed in another order
+    y1 = y0.copy()
+    B.banded_sweep1(y1, yold, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, np.empty(1 << 13))
+    np.testing.assert_allclose(y1, want, rtol=1e-13, atol=0)
+    assert not np.array_equal(y1, y)
 
 
 def _skip_chain(n, back):

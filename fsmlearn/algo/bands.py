@@ -26,9 +26,11 @@ in order; for band ``hb`` with rows ``lo:hi``:
    running sum starting from its ``acc`` and stored in ``y`` after every arc.
 
 Step 2 reads only values of other bands, so a band with at least
-:data:`PAIR_MIN_ARCS` such arcs has them added on two threads (numba's, where it has
-two): each half of them into an accumulator of its own, then the two summed.  On the
-engine benchmark that took a sweep from 60.7 to 47.5 ms forward and from 69.9 to
+:data:`PAIR_MIN_ARCS` such arcs, and twice as many as it has rows, has them added on
+two threads when numba has two (the solver then gives the sweep a scratch of two
+bands): each half of them into an accumulator of its own, then
+the two summed (the rows' sums in another order than on one thread, the same terms).
+On the engine benchmark that took a sweep from 60.7 to 47.5 ms forward and from 69.9 to
 61.1 ms backward (docs/bench-engine.md).  Step 4 is Gauss-Seidel inside the band and
 stays on one thread.
 
@@ -302,7 +304,9 @@ def _scatter_pair(acc, acc1, y, Wp, bh, bt, i0, own0, own1, i1, ulo):
             acc[r] += acc1[r]
 
 
-#: a band's arcs from other bands are added on two threads from this many on (fewer: one)
+#: a band's arcs from other bands are added on two threads from this many on, and from twice
+#: the band's rows (the pair zeroes and sums a second accumulator); fewer: one thread.
+#: Compiled into the cached kernel: changing it here changes nothing after the first import.
 PAIR_MIN_ARCS = 1 << 16
 
 
@@ -313,9 +317,12 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
     y, yold, b: float64 [n] (values, previous values out, constants); Wp: float64 [m]
     the plain arc factors in band order; bh, bt: uint32 [m] local head and tail in band
     order; gptr: int64 [(nb**2 << sub_bits) + 1] the groups' boundaries; S: band width in bits;
-    code: uint8 [n] (see :func:`band_layout`); acc: float64 scratch of 2 * 2**S.
-    A band with at least :data:`PAIR_MIN_ARCS` arcs from other bands adds them on two
-    threads (:func:`_scatter_pair`: the rows' sums in another order, the same terms).
+    code: uint8 [n] (see :func:`band_layout`); acc: float64 scratch of 2**S, or of
+    2 * 2**S to add on two threads: then a band with at least :data:`PAIR_MIN_ARCS` arcs
+    from other bands, and twice as many as it has rows, adds them on two threads
+    (:func:`_scatter_pair`: the rows' sums in another order, the same terms).  (The
+    caller knows numba's thread count; asking it here would keep the kernel from numba's
+    cache.)
     The statistics are the caller's (:func:`fsmlearn.algo.solve_linear.sweep_stats`).
     """
     n = y.shape[0]
@@ -325,8 +332,9 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
     sb = sub_bits(nb_, S)
     one = np.uint64(1)
     w = 1 << S
+    pair = acc.shape[0] >= 2 * w
     acc0 = acc[:w]
-    acc1 = acc[w:2 * w]
+    acc1 = acc[w:2 * w] if pair else acc[:0]
     for hb in range(nb_):
         lo = hb << S
         hi = min(n, lo + (1 << S))
@@ -337,7 +345,8 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
         own0 = gptr[(hb * nb_ + hb) << sb]
         own1 = gptr[(hb * nb_ + hb + 1) << sb]
         i1 = gptr[((hb + 1) * nb_) << sb]
-        if (own0 - i0) + (i1 - own1) >= PAIR_MIN_ARCS:
+        ext = (own0 - i0) + (i1 - own1)
+        if pair and ext >= PAIR_MIN_ARCS and ext >= 2 * (hi - lo):
             _scatter_pair(acc0[:hi - lo], acc1[:hi - lo], y, Wp, bh, bt, i0, own0, own1, i1, ulo)
         else:
             _scatter(acc0, y, Wp, bh, bt, i0, own0, ulo)
@@ -348,7 +357,7 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
         e = np.uint64(own0)
         end = np.uint64(own1)
         while e < end:
-            # the row's running sum lives in acc (a read-modify-write the store
+            # the row's running sum lives in acc0 (a read-modify-write the store
             # forwarding serves; a select between acc and a register sum took 1.3x
             # as long), and its newest value in y after every arc
             h = bh[e]

@@ -349,7 +349,7 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
                                      sched.int_tail, sched.int_head, sched.int_ptr, Wself,
                                      sched.self_loc, sched.self_ptr, sched.comp_ptr, sched.comp_states,
                                      sched.trivial, warm, use_warm, g is not m, float(tol), int(max_sweeps),
-                                     stats, fstats, bands)
+                                     stats, fstats, bands, bands[4].shape[0] > 0 and nb.get_num_threads() >= 2)
         info.sweeps, info.extrapolations, info.repotentials = int(stats[0]), int(stats[1]), int(stats[2])
         info.last_change, info.rate = float(fstats[0]), float(fstats[2])
         if status != STATUS_OK:

@@ -505,7 +505,7 @@ def _rows_at(wpos, perm, bS):
 
 @nb.njit(cache=True)
 def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_warm, signed,
-              tol, max_sweeps, stats, fstats, bS, perm, bh, bt, gptr, code):
+              tol, max_sweeps, stats, fstats, bS, perm, bh, bt, gptr, code, two_threads):
     """Solve one cyclic component in place (steps 1-3 of the module docstring).
 
     V: float64 [N, K] scaled rows of every state (the component's rows hold their
@@ -517,7 +517,8 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
     band width in bits, with its band layout (perm, bh, bt, gptr, code:
     :func:`fsmlearn.algo.bands.band_layout`), used for one-column rows, whose rows
     ``Wint[a0:a1]`` are then in band order (:func:`fsmlearn.algo.bands.band_order`; ih / it
-    stay grouped by head); -1 for none.
+    stay grouped by head); -1 for none.  two_threads: the banded sweep may add on two
+    threads (numba has two; :func:`fsmlearn.algo.bands.banded_sweep1`).
     Returns a STATUS_* code and fills stats / fstats (:mod:`fsmlearn.algo.convergence`'s
     layout).
     """
@@ -571,7 +572,8 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
     accr = np.zeros(max(KE, 1))
     if KE != 1:
         bS = -1
-    bacc = np.empty((2 << bS) if bS >= 0 else 0)
+    # (a scratch of two bands lets the banded sweep add on two threads)
+    bacc = np.empty(((2 if two_threads else 1) << bS) if bS >= 0 else 0)
     # Rows that are still zero get the largest potential of the component
     # (flagged as a guess); the range checks and the final verification
     # catch a guess that was wrong.
@@ -676,11 +678,12 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
 @nb.njit(cache=True)
 def solve_linear(V, Wext, ext_tail, ext_head, ext_ptr, Wint, int_tail, int_head, int_ptr,
                  Wself, self_loc, self_ptr, comp_ptr, comp_states, trivial, warm, use_warm, signed, tol,
-                 max_sweeps, stats, fstats, bands):
+                 max_sweeps, stats, fstats, bands, two_threads):
     """Solve the schedule's components in order (the module docstring); ``bands`` is
     :func:`fsmlearn.algo.bands.band_layout`'s tuple (or :func:`~fsmlearn.algo.bands.no_bands`),
     and a banded component's internal rows in ``Wint`` are in band order
-    (:func:`fsmlearn.algo.bands.band_order`).
+    (:func:`fsmlearn.algo.bands.band_order`); ``two_threads``: numba has two threads for
+    the banded sweeps.
     Returns a STATUS_* code; stats[3] is the component that failed."""
     bits, bptr, goff, gptr, perm, bh, bt, code = bands
     C = trivial.shape[0]
@@ -700,7 +703,7 @@ def solve_linear(V, Wext, ext_tail, ext_head, ext_ptr, Wint, int_tail, int_head,
             st = solve_scc(V, comp_states[comp_ptr[c]:comp_ptr[c + 1]], int_ptr[c], int_ptr[c + 1],
                            self_ptr[c], self_ptr[c + 1], Wint, int_head, int_tail, Wself, self_loc,
                            warm, use_warm, signed, tol, max_sweeps, stats, fstats,
-                           bS, perm[p0:p1], bh[p0:p1], bt[p0:p1], gptr[g0:g1], code[r0:r1])
+                           bS, perm[p0:p1], bh[p0:p1], bt[p0:p1], gptr[g0:g1], code[r0:r1], two_threads)
             if st != STATUS_OK:
                 stats[3] = c
                 return st
