@@ -332,8 +332,8 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
         V = sr.zero_rows(n)
         V[m.start if starts is None else starts] = sr.one_row()
     bands = bands_for(g, sched) if sr.linear and sr.R == 0 else no_bands()
-    Wext, Wint, Wself = _ordered_rows(g, m, sr, sched, arc_values, W, arc_rows,
-                                      band_widths() if bands[4].shape[0] > 0 else None)
+    banded = bands[4].shape[0] > 0
+    Wext, Wint, Wself = _ordered_rows(g, m, sr, sched, arc_values, W, arc_rows, band_widths() if banded else None)
     if sr.linear:
         if init is not None:
             warm = sr.rows_from_output(init)
@@ -349,7 +349,7 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
                                      sched.int_tail, sched.int_head, sched.int_ptr, Wself,
                                      sched.self_loc, sched.self_ptr, sched.comp_ptr, sched.comp_states,
                                      sched.trivial, warm, use_warm, g is not m, float(tol), int(max_sweeps),
-                                     stats, fstats, bands, bands[4].shape[0] > 0 and nb.get_num_threads() >= 2)
+                                     stats, fstats, bands, banded and nb.get_num_threads() >= 2)
         info.sweeps, info.extrapolations, info.repotentials = int(stats[0]), int(stats[1]), int(stats[2])
         info.last_change, info.rate = float(fstats[0]), float(fstats[2])
         if status != STATUS_OK:
