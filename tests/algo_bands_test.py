@@ -99,6 +99,29 @@ def test_the_layout_lists_each_components_arcs_once_grouped_by_head_band_then_ta
         assert np.array_equal(code[s.comp_ptr[c]:s.comp_ptr[c + 1]], want)
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("heavy", [False, True])
+def test_the_layout_is_the_same_whatever_the_runs_its_arcs_are_sorted_in(rng, reverse, heavy):
+    # the arcs are counted and scattered in runs of whole rows, one a thread: more runs than
+    # threads, runs of one row, and (heavy) one row holding most arcs, so that cuts meet
+    m = random_machine(rng, 600, 3000, cyclic=True)
+    if heavy:
+        # state 7 the tail of 6000 more arcs (a row of the backward layout), state 11 the head
+        # of 6000 (a row of the forward one)
+        src = np.concatenate([m.arc_src, np.full(6000, 7), rng.integers(0, 600, 6000)])
+        dst = np.concatenate([m.dst, rng.integers(0, 600, 6000), np.full(6000, 11)])
+        m = Machine.from_arcs(600, m.start, m.final, src, dst, np.ones(src.size, np.int64),
+                              weight=np.full(src.size, 3.0))
+    s = schedule_for(m, reverse)
+    one = B._layout(s.int_head, s.int_tail, s.int_ptr, s.comp_ptr, s.trivial, 3, 40, s.int_arc, parts=1)
+    assert (one[0][0] >= 0).any()
+    for parts in (2, 3, 7, 5000):
+        got = B._layout(s.int_head, s.int_tail, s.int_ptr, s.comp_ptr, s.trivial, 3, 40, s.int_arc, parts=parts)
+        for a, b in zip(one[0], got[0]):
+            assert np.array_equal(a, b)
+        assert np.array_equal(one[1], got[1])
+
+
 def test_a_component_of_more_than_256_bands_widens_its_own():
     n = 3000
     src = np.arange(n)

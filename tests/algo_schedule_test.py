@@ -27,6 +27,40 @@ def test_radix_sort_is_a_stable_sort(maxkey, dtype):
     assert np.array_equal(k, key[order]) and np.array_equal(a, p1[order]) and np.array_equal(b, p2[order])
 
 
+@pytest.mark.parametrize("maxkey", [1024, 5000, 1 << 20, (1 << 22) - 1])
+@pytest.mark.parametrize("parts", [1, 2, 3, 8])
+def test_the_threaded_radix_sort_is_the_same_stable_sort(maxkey, parts):
+    # keys of 11 to 22 bits: each run counted and scattered on a thread, then the buckets
+    rng = np.random.default_rng(maxkey + parts)
+    n = 30011
+    key = rng.integers(0, maxkey + 1, n).astype(np.int32)
+    key[-40:] = maxkey
+    key[:3] = 0
+    p1 = rng.integers(0, 10**9, n).astype(np.int32)
+    p2 = np.arange(n, dtype=np.int64)
+    kbits = schedule_mod._key_bits(key)
+    assert kbits == int(maxkey).bit_length()
+    k, a, b = schedule_mod._msd_lsd_sort3_par(key.copy(), p1.copy(), p2.copy(), np.empty_like(key),
+                                              np.empty_like(p1), np.empty_like(p2), kbits, parts)
+    order = np.argsort(key, kind="stable")
+    assert np.array_equal(k, key[order]) and np.array_equal(a, p1[order]) and np.array_equal(b, p2[order])
+
+
+@pytest.mark.parametrize("maxkey", [7, 5000, (1 << 22) - 1, 1 << 22])
+def test_sort3_of_many_records_takes_the_threads_and_sorts_the_same(monkeypatch, maxkey):
+    monkeypatch.setattr(schedule_mod, "PAR_SORT_MIN", 100)
+    rng = np.random.default_rng(maxkey)
+    key = rng.integers(0, maxkey + 1, 5000).astype(np.int64)
+    p1 = np.arange(5000, dtype=np.int32)
+    p2 = rng.integers(0, 10**9, 5000).astype(np.int64)
+    k, a, b = _sort3(key.copy(), p1.copy(), p2.copy())
+    order = np.argsort(key, kind="stable")
+    assert np.array_equal(k, key[order]) and np.array_equal(a, p1[order]) and np.array_equal(b, p2[order])
+    s = np.sort(key)
+    k2, _, _ = _sort3(s, p1, p2)
+    assert k2 is s                                      # sorted input comes back as is
+
+
 def test_radix_sort_returns_sorted_input_as_is():
     key = np.arange(10, dtype=np.int64)
     p1 = np.arange(10, dtype=np.int32)

@@ -116,51 +116,77 @@ def _plan(int_ptr, comp_ptr, trivial, S, min_states, bits, bptr, goff):
             goff[c + 1] = goff[c]
 
 
-@nb.njit(cache=True)
-def _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, bh, bt, code, int_arc, ids):
-    """The banded components' groups (a stable counting sort by head band, then tail band);
-    with ``ids`` not empty (a copy of ``int_arc``) also each banded arc's id in band order."""
+@nb.njit(inline="always")
+def _group(h, t, Sc, nb_, sb, sh, smask):
+    """(group, whether the arc is inside its head's band) of an arc from local tail t to head h."""
+    own = (h >> Sc) == (t >> Sc)
+    return (((h >> Sc) * nb_ + (t >> Sc)) << sb) + (0 if own else (t >> sh) & smask), own
+
+
+@nb.njit(cache=True, parallel=True)
+def _fill_one(int_head, int_tail, a0, a1, Sc, nb_, g0, p0, r0, gptr, perm, bh, bt, code, int_arc, ids, parts):
+    """One banded component's part of :func:`_fill`, its arcs cut into ``parts`` runs of
+    whole rows (the arcs come grouped by head, so no two runs write one row's ``code``),
+    each counted and then scattered on a thread of its own: a stable counting sort, so
+    the same layout as one thread's."""
     want_ids = ids.shape[0] > 0
+    sb = sub_bits(nb_, Sc)
+    sh = Sc - sb
+    smask = (1 << sb) - 1
+    G = nb_ * nb_ << sb
+    cuts = np.empty(parts + 1, np.int64)
+    cuts[0] = a0
+    for t in range(1, parts):
+        e = max(a0 + (a1 - a0) * t // parts, cuts[t - 1])
+        while a0 < e < a1 and int_head[e] == int_head[e - 1]:
+            e += 1
+        cuts[t] = e
+    cuts[parts] = a1
+    cnt = np.zeros((parts, G), np.int64)
+    for t in nb.prange(parts):
+        for e in range(cuts[t], cuts[t + 1]):
+            h = np.int64(int_head[e])
+            k, own = _group(h, np.int64(int_tail[e]), Sc, nb_, sb, sh, smask)
+            cnt[t, k] += 1
+            if own:
+                code[r0 + h] = 2
+            elif code[r0 + h] == 0:
+                code[r0 + h] = 1
+    pos = np.empty((parts, G), np.int64)
+    j = 0
+    for k in range(G):
+        gptr[g0 + k] = j
+        for t in range(parts):
+            pos[t, k] = j
+            j += cnt[t, k]
+    gptr[g0 + G] = j
+    for t in nb.prange(parts):
+        for e in range(cuts[t], cuts[t + 1]):
+            h = np.int64(int_head[e])
+            tl = np.int64(int_tail[e])
+            k, own = _group(h, tl, Sc, nb_, sb, sh, smask)
+            q = pos[t, k]
+            pos[t, k] = q + 1
+            perm[p0 + q] = e - a0
+            bh[p0 + q] = h
+            bt[p0 + q] = tl
+            if want_ids:
+                ids[a0 + q] = int_arc[e]
+
+
+@nb.njit(cache=True)
+def _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, bh, bt, code, int_arc, ids, parts):
+    """The banded components' groups (a stable counting sort by head band, then tail band);
+    with ``ids`` not empty (a copy of ``int_arc``) also each banded arc's id in band order.
+    Each component's sort runs over ``parts`` threads (:func:`_fill_one`)."""
     for c in range(bits.shape[0]):
         if bits[c] < 0:
             continue
         Sc = bits[c]
         n = comp_ptr[c + 1] - comp_ptr[c]
         nb_ = (n + (1 << Sc) - 1) >> Sc
-        a0 = int_ptr[c]
-        a1 = int_ptr[c + 1]
-        g0 = goff[c]
-        p0 = bptr[c]
-        r0 = comp_ptr[c]
-        sb = sub_bits(nb_, Sc)
-        sh = Sc - sb
-        smask = (1 << sb) - 1
-        G = nb_ * nb_ << sb
-        for e in range(a0, a1):
-            h = np.int64(int_head[e])
-            t = np.int64(int_tail[e])
-            own = (h >> Sc) == (t >> Sc)
-            k = (((h >> Sc) * nb_ + (t >> Sc)) << sb) + (0 if own else (t >> sh) & smask)
-            gptr[g0 + k + 1] += 1
-            if own:
-                code[r0 + h] = 2
-            elif code[r0 + h] == 0:
-                code[r0 + h] = 1
-        for k in range(G):
-            gptr[g0 + k + 1] += gptr[g0 + k]
-        pos = gptr[g0:g0 + G].copy()
-        for e in range(a0, a1):
-            h = np.int64(int_head[e])
-            t = np.int64(int_tail[e])
-            own = (h >> Sc) == (t >> Sc)
-            k = (((h >> Sc) * nb_ + (t >> Sc)) << sb) + (0 if own else (t >> sh) & smask)
-            p = p0 + pos[k]
-            pos[k] += 1
-            perm[p] = e - a0
-            bh[p] = h
-            bt[p] = t
-            if want_ids:
-                ids[a0 + pos[k] - 1] = int_arc[e]
+        _fill_one(int_head, int_tail, int_ptr[c], int_ptr[c + 1], Sc, nb_, goff[c], bptr[c], comp_ptr[c], gptr,
+                  perm, bh, bt, code, int_arc, ids, parts)
 
 
 def band_layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S=None, min_states=None):
@@ -186,10 +212,11 @@ def band_layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S=None, min_stat
     return _layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S, min_states, None)[0]
 
 
-def _layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S, min_states, int_arc):
+def _layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S, min_states, int_arc, parts=None):
     """(:func:`band_layout`'s tuple, the arc ids of :func:`band_order`); with ``int_arc``
     None the ids are not made (None comes back), and where no arc is banded they are
-    ``int_arc`` itself."""
+    ``int_arc`` itself.  ``parts``: the runs each component's arcs are sorted in, one a
+    thread (default numba's threads, at most 8); the layout does not depend on it."""
     S = BAND_BITS if S is None else int(S)
     min_states = BAND_MIN_STATES if min_states is None else int(min_states)
     if S < 1 or S > 31:
@@ -206,7 +233,8 @@ def _layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S, min_states, int_a
     code = np.zeros(int(comp_ptr[C]) if m else 0, np.uint8)
     ids = int_arc.copy() if (int_arc is not None and m) else np.empty(0, np.int64)
     _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, bh, bt, code,
-          int_arc if int_arc is not None else ids, ids)
+          int_arc if int_arc is not None else ids, ids,
+          max(1, min(nb.get_num_threads(), 8)) if parts is None else int(parts))
     return (bits, bptr, goff, gptr, perm, bh, bt, code), (ids if (m and int_arc is not None) else int_arc)
 
 

@@ -386,9 +386,98 @@ def _msd_lsd_sort3(key, p1, p2, kb, pb, qb, kbits):
     return key, p1, p2
 
 
+@nb.njit(cache=True, parallel=True)
+def _msd_lsd_sort3_par(key, p1, p2, kb, pb, qb, kbits, parts):
+    """:func:`_msd_lsd_sort3` over numba's threads, the same result (stable, so the
+    same order exactly): the records are cut into ``parts`` runs, each run counted
+    and then scattered by the high bits on a thread of its own (within a bucket, the
+    runs' records come in run order), and the buckets sorted by their low bits in
+    parallel.  Returns the sorted arrays, which are the inputs, as the one-thread
+    sort's."""
+    n = key.shape[0]
+    lob = min(12, kbits - 1)
+    if kbits - lob > 10:
+        lob = kbits - 10
+    nh = 1 << (kbits - lob)
+    cnt = np.zeros((parts, nh), np.int64)
+    for t in nb.prange(parts):
+        for i in range(t * n // parts, (t + 1) * n // parts):
+            cnt[t, key[i] >> lob] += 1
+    bstart = np.empty(nh + 1, np.int64)
+    pos = np.empty((parts, nh), np.int64)
+    j = 0
+    for d in range(nh):
+        bstart[d] = j
+        for t in range(parts):
+            pos[t, d] = j
+            j += cnt[t, d]
+    bstart[nh] = j
+    for t in nb.prange(parts):
+        for i in range(t * n // parts, (t + 1) * n // parts):
+            d = key[i] >> lob
+            j = pos[t, d]
+            pos[t, d] = j + 1
+            kb[j] = key[i]
+            pb[j] = p1[i]
+            qb[j] = p2[i]
+    nl = 1 << lob
+    mask = nl - 1
+    for d in nb.prange(nh):
+        lo = bstart[d]
+        hi = bstart[d + 1]
+        c2 = np.zeros(nl + 1, np.int64)
+        for i in range(lo, hi):
+            c2[(kb[i] & mask) + 1] += 1
+        c2[0] = lo
+        for x in range(nl):
+            c2[x + 1] += c2[x]
+        for i in range(lo, hi):
+            x = kb[i] & mask
+            j = c2[x]
+            c2[x] = j + 1
+            key[j] = kb[i]
+            p1[j] = pb[i]
+            p2[j] = qb[i]
+    return key, p1, p2
+
+
+@nb.njit(cache=True)
+def _key_bits(key):
+    """0 where ``key`` is sorted already, else the bits of its largest key."""
+    n = key.shape[0]
+    ok = True
+    for i in range(1, n):
+        if key[i] < key[i - 1]:
+            ok = False
+            break
+    if ok:
+        return 0
+    maxk = 0
+    for i in range(n):
+        if key[i] > maxk:
+            maxk = key[i]
+    kbits = 0
+    while (maxk >> kbits) > 0:
+        kbits += 1
+    return max(kbits, 1)
+
+
+#: records from which _sort3 sorts keys of 11 to 22 bits on numba's threads
+PAR_SORT_MIN = 1 << 20
+
+
 def _sort3(key, p1, p2):
-    """_radix_sort3 with numpy-allocated scratch arrays."""
-    return _radix_sort3(key, p1, p2, np.empty_like(key), np.empty_like(p1), np.empty_like(p2))
+    """_radix_sort3 with numpy-allocated scratch arrays; a large sort of keys of 11 to 22
+    bits over numba's threads (:func:`_msd_lsd_sort3_par`, the same result)."""
+    kb, pb, qb = np.empty_like(key), np.empty_like(p1), np.empty_like(p2)
+    parts = nb.get_num_threads()
+    if key.shape[0] >= PAR_SORT_MIN and parts >= 2:
+        kbits = _key_bits(key)
+        if kbits == 0:
+            return key, p1, p2
+        if 10 < kbits <= 22:
+            return _msd_lsd_sort3_par(key, p1, p2, kb, pb, qb, kbits, parts)
+    return _radix_sort3(key, p1, p2, kb, pb, qb)
 
 
 @nb.njit(cache=True)
