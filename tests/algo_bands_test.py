@@ -103,7 +103,7 @@ def test_the_layout_lists_each_components_arcs_once_grouped_by_head_band_then_ta
 @pytest.mark.parametrize("heavy", [False, True])
 def test_the_layout_is_the_same_whatever_the_runs_its_arcs_are_sorted_in(rng, reverse, heavy):
     # the arcs are counted and scattered in runs of whole rows, one a thread: more runs than
-    # threads, runs of one row, and (heavy) one row holding most arcs, so that cuts meet
+    # threads, more runs than rows, and (heavy) two rows of 6000 arcs each, so that cuts meet
     m = random_machine(rng, 600, 3000, cyclic=True)
     if heavy:
         # state 7 the tail of 6000 more arcs (a row of the backward layout), state 11 the head
@@ -115,11 +115,21 @@ def test_the_layout_is_the_same_whatever_the_runs_its_arcs_are_sorted_in(rng, re
     s = schedule_for(m, reverse)
     one = B._layout(s.int_head, s.int_tail, s.int_ptr, s.comp_ptr, s.trivial, 3, 40, s.int_arc, parts=1)
     assert (one[0][0] >= 0).any()
-    for parts in (2, 3, 7, 5000):
+    for parts in (2, 3, 7, 50):
         got = B._layout(s.int_head, s.int_tail, s.int_ptr, s.comp_ptr, s.trivial, 3, 40, s.int_arc, parts=parts)
         for a, b in zip(one[0], got[0]):
             assert np.array_equal(a, b)
         assert np.array_equal(one[1], got[1])
+    # the runs are whole rows: every cut at a row's start, none inside a row
+    for c in np.flatnonzero(one[0][0] >= 0):
+        a0, a1 = int(s.int_ptr[c]), int(s.int_ptr[c + 1])
+        for parts in (1, 2, 3, 7, 50, 10**6):
+            cuts = B._row_cuts(s.int_head, a0, a1, parts)
+            assert cuts[0] == a0 and cuts[-1] == a1 and np.all(np.diff(cuts) >= 0)
+            inner = cuts[(cuts > a0) & (cuts < a1)]
+            assert np.all(s.int_head[inner] != s.int_head[inner - 1])
+            if parts > 1 and not heavy:
+                assert inner.size > 0
 
 
 def test_a_component_of_more_than_256_bands_widens_its_own():

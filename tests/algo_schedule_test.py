@@ -49,13 +49,20 @@ def test_the_threaded_radix_sort_is_the_same_stable_sort(maxkey, parts):
 @pytest.mark.parametrize("maxkey", [7, 5000, (1 << 22) - 1, 1 << 22])
 def test_sort3_of_many_records_takes_the_threads_and_sorts_the_same(monkeypatch, maxkey):
     monkeypatch.setattr(schedule_mod, "PAR_SORT_MIN", 100)
+    monkeypatch.setattr(schedule_mod.nb, "get_num_threads", lambda: 2)
+    threaded = []
+    par = schedule_mod._msd_lsd_sort3_par
+    monkeypatch.setattr(schedule_mod, "_msd_lsd_sort3_par", lambda *a: threaded.append(a[-1]) or par(*a))
     rng = np.random.default_rng(maxkey)
     key = rng.integers(0, maxkey + 1, 5000).astype(np.int64)
+    key[-1] = maxkey
     p1 = np.arange(5000, dtype=np.int32)
     p2 = rng.integers(0, 10**9, 5000).astype(np.int64)
     k, a, b = _sort3(key.copy(), p1.copy(), p2.copy())
     order = np.argsort(key, kind="stable")
     assert np.array_equal(k, key[order]) and np.array_equal(a, p1[order]) and np.array_equal(b, p2[order])
+    # keys of 11 to 22 bits take the threaded sort, others the one-thread passes
+    assert threaded == ([2] if 10 < int(key.max()).bit_length() <= 22 else [])
     s = np.sort(key)
     k2, _, _ = _sort3(s, p1, p2)
     assert k2 is s                                      # sorted input comes back as is

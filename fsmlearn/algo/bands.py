@@ -123,17 +123,11 @@ def _group(h, t, Sc, nb_, sb, sh, smask):
     return (((h >> Sc) * nb_ + (t >> Sc)) << sb) + (0 if own else (t >> sh) & smask), own
 
 
-@nb.njit(cache=True, parallel=True)
-def _fill_one(int_head, int_tail, a0, a1, Sc, nb_, g0, p0, r0, gptr, perm, bh, bt, code, int_arc, ids, parts):
-    """One banded component's part of :func:`_fill`, its arcs cut into ``parts`` runs of
-    whole rows (the arcs come grouped by head, so no two runs write one row's ``code``),
-    each counted and then scattered on a thread of its own: a stable counting sort, so
-    the same layout as one thread's."""
-    want_ids = ids.shape[0] > 0
-    sb = sub_bits(nb_, Sc)
-    sh = Sc - sb
-    smask = (1 << sb) - 1
-    G = nb_ * nb_ << sb
+@nb.njit(cache=True)
+def _row_cuts(int_head, a0, a1, parts):
+    """Boundaries a0 = cuts[0] <= ... <= cuts[parts] = a1 of ``parts`` runs of arcs a0..a1-1
+    of about equal length, each cut moved forward to the start of a row (``int_head``
+    comes grouped by head), so that no row's arcs fall in two runs."""
     cuts = np.empty(parts + 1, np.int64)
     cuts[0] = a0
     for t in range(1, parts):
@@ -142,6 +136,23 @@ def _fill_one(int_head, int_tail, a0, a1, Sc, nb_, g0, p0, r0, gptr, perm, bh, b
             e += 1
         cuts[t] = e
     cuts[parts] = a1
+    return cuts
+
+
+@nb.njit(cache=True, parallel=True)
+def _fill_one(int_head, int_tail, a0, a1, Sc, nb_, g0, p0, r0, gptr, perm, bh, bt, code, int_arc, ids, parts):
+    """One banded component's part of :func:`_fill`, its arcs cut into ``parts`` runs of
+    whole rows (:func:`_row_cuts`: the arcs come grouped by head, so no two runs write
+    one row's ``code``; at most one run an arc), each counted and then scattered in a
+    ``prange`` iteration of its own (a thread each where there are as many threads): a
+    stable counting sort, so the same layout as one run's."""
+    want_ids = ids.shape[0] > 0
+    sb = sub_bits(nb_, Sc)
+    sh = Sc - sb
+    smask = (1 << sb) - 1
+    G = nb_ * nb_ << sb
+    parts = max(1, min(parts, a1 - a0))
+    cuts = _row_cuts(int_head, a0, a1, parts)
     cnt = np.zeros((parts, G), np.int64)
     for t in nb.prange(parts):
         for e in range(cuts[t], cuts[t + 1]):

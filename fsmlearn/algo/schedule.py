@@ -389,12 +389,13 @@ def _msd_lsd_sort3(key, p1, p2, kb, pb, qb, kbits):
 @nb.njit(cache=True, parallel=True)
 def _msd_lsd_sort3_par(key, p1, p2, kb, pb, qb, kbits, parts):
     """:func:`_msd_lsd_sort3` over numba's threads, the same result (stable, so the
-    same order exactly): the records are cut into ``parts`` runs, each run counted
-    and then scattered by the high bits on a thread of its own (within a bucket, the
-    runs' records come in run order), and the buckets sorted by their low bits in
-    parallel.  Returns the sorted arrays, which are the inputs, as the one-thread
+    same order exactly): the records are cut into ``parts`` runs (at most one a
+    record), each run counted and then scattered by the high bits in a ``prange``
+    iteration of its own (within a bucket, the runs' records come in run order), and
+    the buckets sorted by their low bits in parallel.  Returns the sorted arrays, which are the inputs, as the one-thread
     sort's."""
     n = key.shape[0]
+    parts = max(1, min(parts, n))
     lob = min(12, kbits - 1)
     if kbits - lob > 10:
         lob = kbits - 10
@@ -470,9 +471,9 @@ def _sort3(key, p1, p2):
     """_radix_sort3 with numpy-allocated scratch arrays; a large sort of keys of 11 to 22
     bits over numba's threads (:func:`_msd_lsd_sort3_par`, the same result)."""
     kb, pb, qb = np.empty_like(key), np.empty_like(p1), np.empty_like(p2)
-    parts = nb.get_num_threads()
-    if key.shape[0] >= PAR_SORT_MIN and parts >= 2:
-        kbits = _key_bits(key)
+    if key.shape[0] >= PAR_SORT_MIN:
+        parts = nb.get_num_threads()
+        kbits = _key_bits(key) if parts >= 2 else -1
         if kbits == 0:
             return key, p1, p2
         if 10 < kbits <= 22:
