@@ -132,6 +132,28 @@ def test_the_layout_is_the_same_whatever_the_runs_its_arcs_are_sorted_in(rng, re
                 assert inner.size > 0
 
 
+@pytest.mark.parametrize("m", [0, 1, 2, 3, 1001])
+@pytest.mark.parametrize("capped_at", [None, 0, -1])
+def test_the_plain_factors_in_band_order_are_each_arcs_formula(rng, m, capped_at):
+    # two halves of the stream on two prange iterations: every factor the formula's, and a
+    # capped factor in either half reported
+    n = 50
+    a0 = 7
+    Wint = np.column_stack([rng.random(a0 + m) + 0.5, rng.integers(-30, 30, a0 + m).astype(float)])
+    bh = rng.integers(0, n, m).astype(np.uint32)
+    bt = rng.integers(0, n, m).astype(np.uint32)
+    pot = rng.integers(-20, 20, n).astype(float)
+    star = rng.random((n, 1)) + 1.0
+    if capped_at is not None and m:
+        Wint[a0 + (capped_at % m), 1] = 5000.0                  # past the cap of 2**1000
+    Wp = np.full(m, np.nan)
+    capped = B.build_plain_banded(Wint, a0, bh, bt, pot, star, Wp)
+    h, t = bh.astype(np.int64), bt.astype(np.int64)
+    expo = np.minimum(Wint[a0:, 1] - (pot[h] - pot[t]), 1000.0)
+    assert np.array_equal(Wp, Wint[a0:, 0] * np.ldexp(1.0, expo.astype(int)) * star[h, 0])
+    assert capped == (capped_at is not None and m > 0)
+
+
 def test_a_component_of_more_than_256_bands_widens_its_own():
     n = 3000
     src = np.arange(n)

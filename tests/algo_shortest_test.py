@@ -176,6 +176,45 @@ def test_topologically_numbered_pass_equals_the_scheduled_solve(rng, semiring, r
     assert rel_err(a, openfst_distances(m.to_pynini("log64"), reverse, delta=1e-12)) < 1e-9
 
 
+@pytest.mark.parametrize("n", [0, 1, (1 << 16) - 1, 1 << 16, 3 * (1 << 16) + 5])
+def test_the_threaded_gather_is_fancy_indexing(n):
+    from fsmlearn.algo.solve_linear import gather_par
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal(1000)
+    a.setflags(write=False)
+    for idx in (rng.integers(0, 1000, n), rng.integers(0, 1000, n).astype(np.int32)):
+        got = gather_par(a, idx)
+        assert got.dtype == a.dtype and np.array_equal(got, a[idx])
+
+
+@pytest.mark.parametrize("E", [0, 5, 16 * 2048, 16 * 2048 * 3 + 77])
+def test_the_threaded_weight_conversion_is_the_one_thread_one(E):
+    # tasks of 16 windows: the same rows bit for bit, at every boundary and for +inf
+    from fsmlearn.semiring.ops import neglog_to_scaled, neglog_to_scaled_par
+    rng = np.random.default_rng(E)
+    w = rng.random(E) * 1400 - 700
+    w[::97] = np.inf
+    for sign in (1.0, -1.0):
+        want = np.full((E, 3), 7.0)
+        got = np.full((E, 3), 7.0)
+        neglog_to_scaled(w, want, 0, 2, sign)
+        neglog_to_scaled_par(w, got, 0, 2, sign)
+        assert np.array_equal(got, want)                 # the middle column untouched in both
+
+
+def test_the_log_semirings_arc_rows_of_a_long_machine_are_the_short_ones(monkeypatch):
+    import fsmlearn.semiring as S
+    rng = np.random.default_rng(3)
+    w = rng.random(70_000) * 40 - 5
+    sr = S.get_semiring("log")
+    want = sr.arc_rows(w, "log")
+    monkeypatch.setattr(S, "PAR_ROWS", 1000)              # the threaded conversion from 1,000 weights
+    calls = []
+    par = S.neglog_to_scaled_par
+    monkeypatch.setattr(S, "neglog_to_scaled_par", lambda *a: calls.append(1) or par(*a))
+    assert np.array_equal(sr.arc_rows(w, "log"), want) and calls == [1]
+
+
 def test_weight_conversion_is_exact_to_a_few_ulps():
     # the vectorised -ln -> (p, k) conversion behind every log-semiring solve,
     # against long-double arithmetic: -ln(p 2**k) recovers w to 2e-16 relative,

@@ -406,7 +406,25 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
             e += one
 
 
-@nb.njit(cache=True)
+@nb.njit(inline="always")
+def _plain_banded_run(Wint, a0, bh, bt, pot, star, Wp, p0, p1):
+    """:func:`build_plain_banded` of the arcs p0..p1-1 of the band order; True when one was capped."""
+    capped = False
+    one = np.uint64(1)
+    p = np.uint64(p0)
+    end = np.uint64(p1)
+    e = np.uint64(a0 + p0)
+    while p < end:
+        h = bh[p]
+        f, cap = pow2_capped(Wint[e, 1] - (pot[h] - pot[bt[p]]), _CAP)
+        capped |= cap
+        Wp[p] = Wint[e, 0] * f * star[h, 0]
+        p += one
+        e += one
+    return capped
+
+
+@nb.njit(cache=True, parallel=True)
 def build_plain_banded(Wint, a0, bh, bt, pot, star, Wp):
     """The plain arc factors of a banded component; True when one was capped.
 
@@ -416,18 +434,12 @@ def build_plain_banded(Wint, a0, bh, bt, pot, star, Wp):
     (star [n, 1] the heads' self-loop stars), as
     :func:`fsmlearn.algo.solve_linear.build_plain` writes them in head order, with the same
     cap at 2**1000.  (Reading head-ordered rows through the layout's ``perm`` instead took
-    301-321 ms of a warm solve on the engine benchmark; docs/bench-engine.md.)
+    301-321 ms of a warm solve on the engine benchmark; docs/bench-engine.md.)  The two
+    halves of the stream go to two ``prange`` iterations (two threads where numba has
+    them; each factor is computed on its own, so the same factors).
     """
-    capped = False
-    one = np.uint64(1)
-    p = np.uint64(0)
-    end = np.uint64(bh.shape[0])
-    e = np.uint64(a0)
-    while p < end:
-        h = bh[p]
-        f, cap = pow2_capped(Wint[e, 1] - (pot[h] - pot[bt[p]]), _CAP)
-        capped |= cap
-        Wp[p] = Wint[e, 0] * f * star[h, 0]
-        p += one
-        e += one
-    return capped
+    m = bh.shape[0]
+    capped = np.zeros(2, np.bool_)
+    for t in nb.prange(2):
+        capped[t] = _plain_banded_run(Wint, a0, bh, bt, pot, star, Wp, t * m // 2, (t + 1) * m // 2)
+    return capped[0] or capped[1]

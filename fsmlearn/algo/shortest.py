@@ -30,7 +30,7 @@ from ..fsm.batch import MachineBatch
 from ..fsm.chain import ChainBatch
 from ..fsm.machine import PHI, Machine
 from ..semiring import Semiring, get_semiring
-from ..semiring.ops import fma, neg_scaled, times_scaled
+from ..semiring.ops import PAR_ROWS, fma, neg_scaled, times_scaled
 from .phi import LinearSystem, linear_system, phi_depths
 from .schedule import Schedule, csr_is_forward_ordered, schedule_for
 from .convergence import STATUS_NOT_CONVERGED, STATUS_OK, WHY_STAR, raise_for_status
@@ -39,7 +39,7 @@ from ._check import require_machine
 from .solve_acyclic import (NOT_ORDERED, PIPE_CHUNK, PLAIN_DECLINED, PLAIN_DONE, acyclic_neglog,
                             acyclic_neglog_piped, acyclic_neglog_plain, neglog_plain)
 from .bands import band_order, band_widths, bands_for, no_bands
-from .solve_linear import gather, gather_rows, linear_solver
+from .solve_linear import gather, gather_par, gather_rows, linear_solver
 from .solve_phi import phi_solver
 from .solve_tropical import tropical_solver
 
@@ -172,7 +172,9 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
                 we = m.weight
             else:
                 we = gather(m.weight, sched.ext_arc)
-            return we, gather(m.weight, int_arc()), gather(m.weight, sched.self_arc)
+            ia = int_arc()
+            return we, (gather_par if ia.shape[0] >= PAR_ROWS else gather)(m.weight, ia), \
+                gather(m.weight, sched.self_arc)
         if arc_values is None:
             # the machine's own weights: converted once per schedule and semiring (machines
             # are immutable; the CUDA path keeps its converted rows on the device likewise)

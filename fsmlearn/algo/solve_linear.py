@@ -62,7 +62,7 @@ from .convergence import (FACTOR, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_
 from .bands import banded_sweep1, build_plain_banded
 from .schedule import trivial_run_end
 
-__all__ = ["linear_solver", "solve_linear", "plain_sweep_kernel", "gather", "gather_rows"]
+__all__ = ["linear_solver", "solve_linear", "plain_sweep_kernel", "gather", "gather_par", "gather_rows"]
 
 _RANGE_HI = 2.0**600
 _RANGE_LO = 2.0**-600
@@ -81,6 +81,18 @@ def gather(a, idx):
     out = np.empty(idx.shape[0], a.dtype)
     for i in range(idx.shape[0]):
         out[i] = a[idx[i]]
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def gather_par(a, idx):
+    """:func:`gather` over numba's threads, 2**16 indices a task (the same array)."""
+    n = idx.shape[0]
+    out = np.empty(n, a.dtype)
+    B = 1 << 16
+    for j in nb.prange((n + B - 1) // B):
+        for i in range(j * B, min(n, (j + 1) * B)):
+            out[i] = a[idx[i]]
     return out
 
 

@@ -31,8 +31,8 @@ import math
 import numpy as np
 
 from ..errors import SemiringError
-from .ops import (EXP_UNSET, PAR_ROWS, neglog_to_scaled, real_to_scaled, scaled_ops, scaled_to_neglog,
-                  scaled_to_neglog_par, scaled_to_real, tropical_ops)
+from .ops import (EXP_UNSET, PAR_ROWS, neglog_to_scaled, neglog_to_scaled_par, real_to_scaled, scaled_ops,
+                  scaled_to_neglog, scaled_to_neglog_par, scaled_to_real, tropical_ops)
 
 
 def _logaddexp_neg(a: float, b: float) -> float:
@@ -100,7 +100,8 @@ class _LinearBase(Semiring):
         if convention == "real":
             real_to_scaled(weight, out, 0, self.K - 1)
         else:
-            neglog_to_scaled(weight, out, 0, self.K - 1, 1.0)
+            (neglog_to_scaled_par if weight.shape[0] >= PAR_ROWS else neglog_to_scaled)(weight, out, 0,
+                                                                                       self.K - 1, 1.0)
         if self.R:
             if values is None:
                 out[:, 1:self.K - 1] = 0.0

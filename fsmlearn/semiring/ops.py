@@ -22,7 +22,8 @@ the cache (numba issue 6264).
 Public names: scaled_ops, tropical_ops, LinearOps, TropicalOps, renorm, fma, to_plain,
 from_plain, times_plain, star_plain, times_scaled, neg_scaled, tropical_fma,
 neglog_block, neglog_plain_block, neglog_to_scaled, real_to_scaled, scaled_to_neglog,
-scaled_to_neglog_par, scaled_to_real, P2, P2X, EXP_UNSET, NEGLOG_BLOCK, PLAIN_KMAX, PAR_ROWS.
+scaled_to_neglog_par, neglog_to_scaled_par, scaled_to_real, P2, P2X, EXP_UNSET, NEGLOG_BLOCK, PLAIN_KMAX,
+PAR_ROWS.
 """
 
 from __future__ import annotations
@@ -306,6 +307,18 @@ def neglog_to_scaled(w, out, col_p, col_k, sign):
         for i in range(hi - lo):
             out[lo + i, col_p] = sign * P[i]
             out[lo + i, col_k] = K[i]
+
+
+@nb.njit(cache=True, parallel=True)
+def neglog_to_scaled_par(w, out, col_p, col_k, sign):
+    """:func:`neglog_to_scaled` over numba's threads, 16 windows of NEGLOG_BLOCK weights a
+    task (the same values: each weight is converted on its own)."""
+    E = w.shape[0]
+    B = 16 * NEGLOG_BLOCK
+    for j in nb.prange((E + B - 1) // B):
+        lo = j * B
+        hi = min(E, lo + B)
+        neglog_to_scaled(w[lo:hi], out[lo:hi], col_p, col_k, sign)
 
 
 @nb.njit(cache=True)
