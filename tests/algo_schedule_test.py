@@ -186,6 +186,29 @@ def test_giant_classification_is_the_plain_one(seed, backward):
         assert x.dtype == y.dtype and np.array_equal(x, y)
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("giant", [False, True])
+@pytest.mark.parametrize("runs", [2, 3, 7])
+def test_the_arcs_counted_and_classified_in_runs_give_the_same_schedule(seed, backward, giant, runs, monkeypatch):
+    # a large machine's arcs are counted and classified in runs, one a thread, each from the
+    # positions the runs before it fill (and its sorts threaded): the one-pass arrays
+    rng = np.random.default_rng(200 + seed)
+    n = int(rng.integers(20, 700))
+    start, src, dst = _giant_graph(rng, n)
+    comp, ncomp = _tarjan(n, start, dst)
+    one = _build(src, dst, comp, ncomp, backward, giant=giant)
+    monkeypatch.setattr(schedule_mod, "PAR_SORT_MIN", 1)
+    monkeypatch.setattr(schedule_mod.nb, "get_num_threads", lambda: runs)
+    seen = []
+    count = schedule_mod._count_kinds
+    monkeypatch.setattr(schedule_mod, "_count_kinds", lambda *a: seen.append(a[-1]) or count(*a))
+    got = _build(src, dst, comp, ncomp, backward, giant=giant)
+    assert seen == [runs]
+    for x, y in zip(one, got):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("backward", [False, True])
 @pytest.mark.parametrize("shape", ["random", "giant"])

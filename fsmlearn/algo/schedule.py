@@ -463,8 +463,15 @@ def _key_bits(key):
     return max(kbits, 1)
 
 
-#: records from which _sort3 sorts keys of 11 to 22 bits on numba's threads
+#: records from which _sort3 sorts keys of 11 to 22 bits on numba's threads, and arcs from
+#: which _build counts and classifies them there (_runs)
 PAR_SORT_MIN = 1 << 20
+
+
+def _runs(E):
+    """The runs _build cuts E arcs into to count and classify them: one a thread of numba's
+    from PAR_SORT_MIN arcs, else one."""
+    return nb.get_num_threads() if E >= PAR_SORT_MIN else 1
 
 
 def _sort3(key, p1, p2):
@@ -522,18 +529,27 @@ def _order(comp, ncomp, backward, packed):
     return comp_ptr, comp_states
 
 
-@nb.njit(cache=True)
-def _count_kinds(arc_src, dst, comp):
-    """(external, internal, self-loop) arc counts (the same in both directions).
-    Branch-free, so the compiler vectorises it."""
-    n_int = 0
-    n_self = 0
-    for a in range(dst.shape[0]):
-        t = arc_src[a]
-        h = dst[a]
-        n_self += t == h
-        n_int += (t != h) & (comp[t] == comp[h])
-    return dst.shape[0] - n_int - n_self, n_int, n_self
+@nb.njit(cache=True, parallel=True)
+def _count_kinds(tails, heads, comp, parts):
+    """(external, internal, self-loop) arc counts of each of ``parts`` runs of the arcs
+    (runs of equal length in the order given, one a ``prange`` iteration; int64 [parts,
+    3]).  Branch-free, so the compiler vectorises it."""
+    E = tails.shape[0]
+    cnt = np.zeros((parts, 3), np.int64)
+    for r in nb.prange(parts):
+        lo = r * E // parts
+        hi = (r + 1) * E // parts
+        n_int = 0
+        n_self = 0
+        for i in range(lo, hi):
+            t = tails[i]
+            h = heads[i]
+            n_self += t == h
+            n_int += (t != h) & (comp[t] == comp[h])
+        cnt[r, 0] = hi - lo - n_int - n_self
+        cnt[r, 1] = n_int
+        cnt[r, 2] = n_self
+    return cnt
 
 
 @nb.njit(cache=True)
@@ -562,9 +578,9 @@ def _giant_rank(bits, below, s):
     return below[w] + np.int64(_popcount(bits[w] & ((_U1 << np.uint64(s & 63)) - _U1)))
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, parallel=True)
 def _classify(tails, heads, a0, astep, packed, comp_ptr, gbits, gbelow, gbase, l0, lstep,
-              ek, et, ea, ik, itl, ia, sk, sl, sa):
+              ek, et, ea, ik, itl, ia, sk, sl, sa, cnt):
     """Each arc into its kind's arrays, in the order given: ``tails[i]`` and
     ``heads[i]`` are the ends of arc ``a0 + astep * i`` in the direction of flow
     (the graph's arrays forward, their reversed views backward, so that no
@@ -579,14 +595,30 @@ def _classify(tails, heads, a0, astep, packed, comp_ptr, gbits, gbelow, gbase, l
     (0, 1) forward and (size - 1, -1) backward.  Other arcs look up ``packed``
     (8 bytes per state, read at random: this pass's cost when it is used for
     every arc).
+
+    ``cnt``: :func:`_count_kinds` of the same arcs in the same order; each of its runs
+    is classified in a ``prange`` iteration of its own, from the positions the runs
+    before it fill, so the arrays are those of one pass over all arcs.
     """
     E = tails.shape[0]
-    je = 0
-    ji = 0
-    js = 0
+    parts = cnt.shape[0]
+    start = np.zeros((parts, 3), np.int64)
+    for r in range(1, parts):
+        for k in range(3):
+            start[r, k] = start[r - 1, k] + cnt[r - 1, k]
+    for r in nb.prange(parts):
+        _classify_run(tails, heads, a0, astep, packed, comp_ptr, gbits, gbelow, gbase, l0, lstep,
+                      ek, et, ea, ik, itl, ia, sk, sl, sa, r * E // parts, (r + 1) * E // parts,
+                      start[r, 0], start[r, 1], start[r, 2])
+
+
+@nb.njit(inline="always")
+def _classify_run(tails, heads, a0, astep, packed, comp_ptr, gbits, gbelow, gbase, l0, lstep,
+                  ek, et, ea, ik, itl, ia, sk, sl, sa, i0, i1, je, ji, js):
+    """:func:`_classify` of the arcs i0..i1-1, into positions from je, ji and js."""
     low = np.int64(0xFFFFFFFF)
     giant = gbits.shape[0] > 0
-    for i in range(E):
+    for i in range(i0, i1):
         a = a0 + astep * i
         t = tails[i]
         h = heads[i]
@@ -677,7 +709,10 @@ def _build(arc_src, dst, comp, ncomp, backward, giant=True):
     n = comp.shape[0]
     packed = np.empty(n, np.int64)
     comp_ptr, comp_states = _order(comp, ncomp, backward, packed)
-    n_ext, n_int, n_self = _count_kinds(arc_src, dst, comp)
+    E = dst.shape[0]
+    tails, heads, a0, astep = (dst[::-1], arc_src[::-1], E - 1, -1) if backward else (arc_src, dst, 0, 1)
+    cnt = _count_kinds(tails, heads, comp, _runs(E))
+    n_ext, n_int, n_self = (int(x) for x in cnt.sum(axis=0))
     ek, et, ea = np.empty(n_ext, np.int64), np.empty(n_ext, np.int32), np.empty(n_ext, np.int64)
     # the internal arcs' sort key is a row position (< n): 4 bytes where that suffices, so
     # each radix pass moves 16 bytes per arc instead of 20
@@ -692,10 +727,8 @@ def _build(arc_src, dst, comp, ncomp, backward, giant=True):
             gbits, gbelow = _giant_bits(comp, gc)
             gbase = int(comp_ptr[gc if backward else ncomp - 1 - gc])
             l0, lstep = (int(sizes[gc]) - 1, -1) if backward else (0, 1)
-    E = dst.shape[0]
-    tails, heads, a0, astep = (dst[::-1], arc_src[::-1], E - 1, -1) if backward else (arc_src, dst, 0, 1)
     _classify(tails, heads, a0, astep, packed, comp_ptr, gbits, gbelow, gbase, l0, lstep,
-              ek, et, ea, ik, itl, ia, sk, sl, sa)
+              ek, et, ea, ik, itl, ia, sk, sl, sa, cnt)
     del packed
     ek, et, ea = _sort3(ek, et, ea)
     ik, itl, ia = _sort3(ik, itl, ia)
