@@ -41,7 +41,7 @@ The stopping rule, status and reason codes are :mod:`fsmlearn.algo.convergence`'
 The acyclic one-pass kernel is :mod:`.solve_acyclic`, Bellman-Ford
 :mod:`.solve_tropical`, the phi systems' Jacobi solver :mod:`.solve_phi`.
 
-Public names: linear_solver, solve_linear, plain_sweep_kernel, gather, gather_rows.
+Public names: linear_solver, solve_linear, plain_sweep_kernel, gather, gather_par, gather_rows.
 
 The kernels are module-level and read the row width from their arrays (a scaled row has
 R + 2 columns, a plain row R + 1), so each is compiled once per argument type and cached

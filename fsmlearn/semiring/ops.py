@@ -348,7 +348,9 @@ def scaled_to_neglog(V, out):
             out[i] = np.nan
 
 
-#: rows at which scaled_to_neglog_par is worth its threads, and its rows per task
+#: rows (or arcs) at which the threaded twins are worth their threads: scaled_to_neglog_par
+#: and neglog_to_scaled_par (through the semirings), solve_linear.gather_par (through the
+#: linear solver's rows; fsmlearn.algo.shortest reads its own copy, at import)
 PAR_ROWS = 1 << 18
 _PAR_TASK = 1 << 12
 
