@@ -294,20 +294,9 @@ def _radix_sort3(key, p1, p2, kb, pb, qb):
     the scratch ones; already sorted input is returned as is.
     """
     n = key.shape[0]
-    ok = True
-    for i in range(1, n):
-        if key[i] < key[i - 1]:
-            ok = False
-            break
-    if ok:
+    kbits = _key_bits(key)
+    if kbits == 0:
         return key, p1, p2
-    maxk = 0
-    for i in range(n):
-        if key[i] > maxk:
-            maxk = key[i]
-    kbits = 0
-    while (maxk >> kbits) > 0:
-        kbits += 1
     if 10 < kbits <= 22:
         return _msd_lsd_sort3(key, p1, p2, kb, pb, qb, kbits)
     passes = (kbits + 9) // 10
@@ -365,25 +354,30 @@ def _msd_lsd_sort3(key, p1, p2, kb, pb, qb, kbits):
         pb[j] = p1[i]
         qb[j] = p2[i]
     nl = 1 << lob
-    mask = nl - 1
     c2 = np.empty(nl + 1, np.int64)
     for d in range(nh):
-        lo = cnt[d]
-        hi = cnt[d + 1]
-        c2[:] = 0
-        for i in range(lo, hi):
-            c2[(kb[i] & mask) + 1] += 1
-        c2[0] = lo
-        for x in range(nl):
-            c2[x + 1] += c2[x]
-        for i in range(lo, hi):
-            x = kb[i] & mask
-            j = c2[x]
-            c2[x] = j + 1
-            key[j] = kb[i]
-            p1[j] = pb[i]
-            p2[j] = qb[i]
+        _sort_bucket(kb, pb, qb, key, p1, p2, cnt[d], cnt[d + 1], nl - 1, c2)
     return key, p1, p2
+
+
+@nb.njit(inline="always")
+def _sort_bucket(kb, pb, qb, key, p1, p2, lo, hi, mask, c2):
+    """The records lo..hi-1 of (kb, pb, qb), one bucket, into the same places of (key,
+    p1, p2) by their low bits (``key & mask``): a stable counting sort, ``c2`` its
+    scratch of mask + 2 counts."""
+    c2[:] = 0
+    for i in range(lo, hi):
+        c2[(kb[i] & mask) + 1] += 1
+    c2[0] = lo
+    for x in range(mask + 1):
+        c2[x + 1] += c2[x]
+    for i in range(lo, hi):
+        x = kb[i] & mask
+        j = c2[x]
+        c2[x] = j + 1
+        key[j] = kb[i]
+        p1[j] = pb[i]
+        p2[j] = qb[i]
 
 
 @nb.njit(cache=True, parallel=True)
@@ -392,8 +386,8 @@ def _msd_lsd_sort3_par(key, p1, p2, kb, pb, qb, kbits, parts):
     same order exactly): the records are cut into ``parts`` runs (at most one a
     record), each run counted and then scattered by the high bits in a ``prange``
     iteration of its own (within a bucket, the runs' records come in run order), and
-    the buckets sorted by their low bits in parallel.  Returns the sorted arrays, which are the inputs, as the one-thread
-    sort's."""
+    the buckets sorted by their low bits in parallel (:func:`_sort_bucket`).  Returns
+    the sorted arrays, which are the inputs, as the one-thread sort's."""
     n = key.shape[0]
     parts = max(1, min(parts, n))
     lob = min(12, kbits - 1)
@@ -422,23 +416,9 @@ def _msd_lsd_sort3_par(key, p1, p2, kb, pb, qb, kbits, parts):
             pb[j] = p1[i]
             qb[j] = p2[i]
     nl = 1 << lob
-    mask = nl - 1
     for d in nb.prange(nh):
-        lo = bstart[d]
-        hi = bstart[d + 1]
-        c2 = np.zeros(nl + 1, np.int64)
-        for i in range(lo, hi):
-            c2[(kb[i] & mask) + 1] += 1
-        c2[0] = lo
-        for x in range(nl):
-            c2[x + 1] += c2[x]
-        for i in range(lo, hi):
-            x = kb[i] & mask
-            j = c2[x]
-            c2[x] = j + 1
-            key[j] = kb[i]
-            p1[j] = pb[i]
-            p2[j] = qb[i]
+        c2 = np.empty(nl + 1, np.int64)
+        _sort_bucket(kb, pb, qb, key, p1, p2, bstart[d], bstart[d + 1], nl - 1, c2)
     return key, p1, p2
 
 
