@@ -145,6 +145,11 @@ def _phi_kernels(R: int = 0):
     return _PHI_KERNELS
 
 
+def _gather(a, idx):
+    """a[idx] in numba, on numba's threads from PAR_ROWS indices (the same array)."""
+    return (gather_par if idx.shape[0] >= PAR_ROWS else gather)(a, idx)
+
+
 def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, arc_rows=None, banded=None):
     """Arc rows in the schedule's external / internal / self-loop order.
 
@@ -171,10 +176,8 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
             if sched.forward_ordered and not sched.backward:
                 we = m.weight
             else:
-                we = gather(m.weight, sched.ext_arc)
-            ia = int_arc()
-            return we, (gather_par if ia.shape[0] >= PAR_ROWS else gather)(m.weight, ia), \
-                gather(m.weight, sched.self_arc)
+                we = _gather(m.weight, sched.ext_arc)
+            return we, _gather(m.weight, int_arc()), _gather(m.weight, sched.self_arc)
         if arc_values is None:
             # the machine's own weights: converted once per schedule and semiring (machines
             # are immutable; the CUDA path keeps its converted rows on the device likewise)

@@ -350,7 +350,7 @@ def scaled_to_neglog(V, out):
 
 #: rows (or arcs) at which the threaded twins are worth their threads: scaled_to_neglog_par
 #: and neglog_to_scaled_par (through the semirings), solve_linear.gather_par (through the
-#: linear solver's rows; fsmlearn.algo.shortest reads its own copy, at import)
+#: linear solver's weights; fsmlearn.algo.shortest reads its own copy, at import)
 PAR_ROWS = 1 << 18
 _PAR_TASK = 1 << 12
 
