@@ -2,12 +2,15 @@
 
 Several kernels run on numba's threads: the acyclic pass on two threads
 (:func:`fsmlearn.algo.solve_acyclic.acyclic_neglog_piped`), the banded sweep of a large
-cyclic component (:func:`fsmlearn.algo.bands.banded_sweep1`), the sort of a large
-machine's arcs for its schedule and their band layout
+cyclic component (:func:`fsmlearn.algo.bands.banded_sweep1`), the reachability passes
+and contraction that find a large machine's components
+(:func:`fsmlearn.algo.schedule._reach_both`, :func:`fsmlearn.algo.schedule._contract`),
+the sort of its arcs for its schedule and their band layout
 (:func:`fsmlearn.algo.schedule._msd_lsd_sort3_par`, :func:`fsmlearn.algo.bands._fill_one`),
 the gather and conversion of its rows and their plain factors
 (:func:`fsmlearn.algo.solve_linear.gather_par`,
 :func:`fsmlearn.semiring.ops.neglog_to_scaled_par`,
+:func:`fsmlearn.semiring.ops.neglog_to_scaled_at_par`,
 :func:`fsmlearn.algo.bands.build_plain_banded`), ``-log`` of long value
 vectors, LM scoring and the TRF's sampling.  numba picks its threading layer once a
 process, at the first parallel kernel (or the first call that asks for its thread

@@ -7,8 +7,8 @@ from scipy.sparse.csgraph import connected_components
 from scipy.sparse import csr_matrix
 
 from fsmlearn.algo import schedule as schedule_mod
-from fsmlearn.algo.schedule import (_build, _radix_sort3, _reached_from, _reaching, _sort3, _tarjan,
-                                    build_schedule, strong_components)
+from fsmlearn.algo.schedule import (_build, _contract, _radix_sort3, _reach_both, _reached_from, _reaching, _sort3,
+                                    _tarjan, build_schedule, strong_components)
 from fsmlearn.algo.solve_linear import plain_sweep_kernel
 
 
@@ -124,10 +124,15 @@ def _check_components(n, start, src, dst, comp, ncomp):
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_strong_components_by_the_giant_component(seed, monkeypatch):
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_strong_components_by_the_giant_component(seed, threads, monkeypatch):
     """The forward-backward path (one large component contracted, Tarjan on the rest)
-    gives scipy's components, numbered in a topological order, as Tarjan does."""
+    gives scipy's components, numbered in a topological order, as Tarjan does: with one
+    thread (the two reachability passes one after the other), and with more (both at once,
+    the contraction in runs)."""
     monkeypatch.setattr(schedule_mod, "_GIANT_MIN_STATES", 1)
+    monkeypatch.setattr(schedule_mod, "PAR_SORT_MIN", 1)
+    monkeypatch.setattr(schedule_mod.nb, "get_num_threads", lambda: threads)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(20, 400))
     start, src, dst = _giant_graph(rng, n)
@@ -155,6 +160,41 @@ def test_reachability_sweeps_against_breadth_first_search():
             assert decided and np.array_equal(got, want)
 
 
+def test_both_reachability_sweeps_at_once_are_the_two_calls():
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        n = int(rng.integers(2, 300))
+        start, src, dst = _random_graph(rng, n, int(rng.integers(0, 3 * n)))
+        pivot = int(rng.integers(0, n))
+        for sweeps in (1, 2, 10**6):
+            fw, bw, decided = _reach_both(n, start, dst, pivot, sweeps)
+            f1, d1 = _reached_from(n, start, dst, pivot, sweeps)
+            b1, d2 = _reaching(n, start, dst, pivot, sweeps)
+            assert np.array_equal(fw, f1) and np.array_equal(bw, b1) and list(decided) == [d1, d2]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_contraction_in_runs_is_the_one_run_contraction(seed):
+    # the giant set's node takes the runs' arcs in run order, each other state its own
+    rng = np.random.default_rng(300 + seed)
+    n = int(rng.integers(20, 700))
+    start, src, dst = _giant_graph(rng, n)
+    pivot = int(np.argmax(np.diff(start)))
+    fw, bw, decided = _reach_both(n, start, dst, pivot, 10**6)
+    giant = fw & bw
+    one = _contract(n, start, dst, giant, 1)
+    for parts in (2, 3, 7, n + 5):
+        got = _contract(n, start, dst, giant, parts)
+        for x, y in zip(one, got):
+            assert x.dtype == y.dtype and np.array_equal(x, y)
+    ids, cstart, cadj = one
+    inside = np.unpackbits(giant.view(np.uint8), bitorder="little")[:n].astype(bool)
+    keep = ~inside[src] | ~inside[dst]
+    o = np.argsort(ids[src[keep]], kind="stable")
+    assert np.array_equal(cadj, ids[dst[keep]][o])
+    assert np.array_equal(cstart, np.searchsorted(ids[src[keep]][o], np.arange(cstart.size)))
+
+
 def test_reachability_sweeps_give_up_on_a_zigzag_path(monkeypatch):
     """A ring visiting 0, n-1, 1, n-2, ... advances about two states per sweep in
     either order: the sweeps stop undecided and Tarjan decides."""
@@ -166,6 +206,7 @@ def test_reachability_sweeps_give_up_on_a_zigzag_path(monkeypatch):
     start = np.searchsorted(src, np.arange(n + 1)).astype(np.int64)
     assert not _reached_from(n, start, dst, 0, 8)[1]
     assert not _reaching(n, start, dst, 0, 8)[1]
+    assert not np.any(_reach_both(n, start, dst, 0, 8)[2])
     monkeypatch.setattr(schedule_mod, "_GIANT_MIN_STATES", 1)
     comp, ncomp = strong_components(n, start, dst)
     assert ncomp == 1 and np.all(comp == 0)

@@ -215,6 +215,42 @@ def test_the_log_semirings_arc_rows_of_a_long_machine_are_the_short_ones(monkeyp
     assert np.array_equal(sr.arc_rows(w, "log"), want) and calls == [1]
 
 
+@pytest.mark.parametrize("E", [0, 5, 16 * 2048, 16 * 2048 * 3 + 77])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_gathered_weight_conversion_is_the_conversion_of_the_gathered_weights(E, dtype):
+    # each task gathers windows of NEGLOG_BLOCK weights in their own type: the same rows as
+    # converting w[idx], bit for bit, at every boundary and for +inf
+    from fsmlearn.semiring.ops import neglog_to_scaled, neglog_to_scaled_at_par
+    rng = np.random.default_rng(E + 1)
+    w = (rng.random(E + 3000) * 1400 - 700).astype(dtype)
+    w[::97] = np.inf
+    for idx in (rng.integers(0, w.size, E), rng.permutation(w.size)[:E].astype(np.int32)):
+        for sign in (1.0, -1.0):
+            want = np.full((E, 3), 7.0)
+            got = np.full((E, 3), 7.0)
+            neglog_to_scaled(w[idx], want, 0, 2, sign)
+            neglog_to_scaled_at_par(w, idx, got, 0, 2, sign)
+            assert np.array_equal(got, want)             # the middle column untouched in both
+
+
+@pytest.mark.parametrize("name", ["log", "real", "expectation"])
+@pytest.mark.parametrize("convention", ["log", "real"])
+def test_a_linear_semirings_rows_at_some_arcs_are_the_rows_of_those_arcs(name, convention, monkeypatch):
+    import fsmlearn.semiring as S
+    rng = np.random.default_rng(4)
+    w = rng.random(70_000) * 40 - 5 if convention == "log" else rng.random(70_000)
+    idx = rng.integers(0, w.size, 50_000)
+    sr = S.get_semiring(name, np.zeros((1, 2))) if name == "expectation" else S.get_semiring(name)
+    want = sr.arc_rows(w[idx], convention)
+    assert np.array_equal(sr.arc_rows_at(w, idx, convention), want)
+    monkeypatch.setattr(S, "PAR_ROWS", 1000)              # one pass from 1,000 arcs
+    calls = []
+    at = S.neglog_to_scaled_at_par
+    monkeypatch.setattr(S, "neglog_to_scaled_at_par", lambda *a: calls.append(1) or at(*a))
+    assert np.array_equal(sr.arc_rows_at(w, idx, convention), want)
+    assert calls == ([1] if convention == "log" else [])
+
+
 def test_weight_conversion_is_exact_to_a_few_ulps():
     # the vectorised -ln -> (p, k) conversion behind every log-semiring solve,
     # against long-double arithmetic: -ln(p 2**k) recovers w to 2e-16 relative,

@@ -188,7 +188,7 @@ def _fill_one(int_head, int_tail, a0, a1, Sc, nb_, g0, p0, r0, gptr, perm, bh, b
 @nb.njit(cache=True)
 def _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, bh, bt, code, int_arc, ids, parts):
     """The banded components' groups (a stable counting sort by head band, then tail band);
-    with ``ids`` not empty (a copy of ``int_arc``) also each banded arc's id in band order.
+    with ``ids`` not empty (:func:`_unbanded_ids`) also each banded arc's id in band order.
     Each component's sort runs over ``parts`` threads (:func:`_fill_one`)."""
     for c in range(bits.shape[0]):
         if bits[c] < 0:
@@ -198,6 +198,18 @@ def _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, b
         nb_ = (n + (1 << Sc) - 1) >> Sc
         _fill_one(int_head, int_tail, int_ptr[c], int_ptr[c + 1], Sc, nb_, goff[c], bptr[c], comp_ptr[c], gptr,
                   perm, bh, bt, code, int_arc, ids, parts)
+
+
+@nb.njit(cache=True)
+def _unbanded_ids(int_arc, int_ptr, bits):
+    """An array for the arc ids in band order: the components without bands take theirs
+    from ``int_arc`` here; :func:`_fill` writes the banded components' ranges."""
+    ids = np.empty_like(int_arc)
+    for c in range(bits.shape[0]):
+        if bits[c] < 0:
+            for j in range(int_ptr[c], int_ptr[c + 1]):
+                ids[j] = int_arc[j]
+    return ids
 
 
 def band_layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S=None, min_states=None):
@@ -242,7 +254,7 @@ def _layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S, min_states, int_a
     perm, bh, bt = np.empty(m, np.uint32), np.empty(m, np.uint32), np.empty(m, np.uint32)
     gptr = np.zeros(int(goff[C]), np.int64)
     code = np.zeros(int(comp_ptr[C]) if m else 0, np.uint8)
-    ids = int_arc.copy() if (int_arc is not None and m) else np.empty(0, np.int64)
+    ids = _unbanded_ids(int_arc, int_ptr, bits) if (int_arc is not None and m) else np.empty(0, np.int64)
     _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, bh, bt, code,
           int_arc if int_arc is not None else ids, ids,
           max(1, min(nb.get_num_threads(), 8)) if parts is None else int(parts))

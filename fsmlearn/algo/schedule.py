@@ -159,6 +159,43 @@ def _count_bits(bits):
     return c
 
 
+@nb.njit(inline="always")
+def _push_sweeps(n, start, adj, max_sweeps, seen, done):
+    """:func:`_reached_from`'s sweeps from the bits already in ``seen`` (``done``: zeros);
+    returns ``decided``."""
+    for sweep in range(max_sweeps):
+        expanded = 0
+        for i in range(n):
+            s = i if sweep % 2 == 0 else n - 1 - i
+            if _bit(seen, s) == 1 and _bit(done, s) == 0:
+                _set_bit(done, s)
+                expanded += 1
+                for e in range(start[s], start[s + 1]):
+                    _set_bit(seen, adj[e])
+        if expanded == 0:
+            return True
+    return False
+
+
+@nb.njit(inline="always")
+def _pull_sweeps(n, start, adj, max_sweeps, seen):
+    """:func:`_reaching`'s sweeps from the bits already in ``seen``; returns ``decided``."""
+    for sweep in range(max_sweeps):
+        new = 0
+        for i in range(n):
+            s = i if sweep % 2 == 0 else n - 1 - i
+            if _bit(seen, s) == 1:
+                continue
+            for e in range(start[s], start[s + 1]):
+                if _bit(seen, adj[e]) == 1:
+                    _set_bit(seen, s)
+                    new += 1
+                    break
+        if new == 0:
+            return True
+    return False
+
+
 @nb.njit(cache=True)
 def _reached_from(n, start, adj, pivot, max_sweeps):
     """(bitmap, decided): the states reachable from ``pivot``.
@@ -174,18 +211,7 @@ def _reached_from(n, start, adj, pivot, max_sweeps):
     seen = np.zeros((n + 63) >> 6, np.uint64)
     done = np.zeros((n + 63) >> 6, np.uint64)
     _set_bit(seen, pivot)
-    for sweep in range(max_sweeps):
-        expanded = 0
-        for i in range(n):
-            s = i if sweep % 2 == 0 else n - 1 - i
-            if _bit(seen, s) == 1 and _bit(done, s) == 0:
-                _set_bit(done, s)
-                expanded += 1
-                for e in range(start[s], start[s + 1]):
-                    _set_bit(seen, adj[e])
-        if expanded == 0:
-            return seen, True
-    return seen, False
+    return seen, _push_sweeps(n, start, adj, max_sweeps, seen, done)
 
 
 @nb.njit(cache=True)
@@ -196,28 +222,52 @@ def _reaching(n, start, adj, pivot, max_sweeps):
     not read again.  ``decided`` as in :func:`_reached_from`."""
     seen = np.zeros((n + 63) >> 6, np.uint64)
     _set_bit(seen, pivot)
-    for sweep in range(max_sweeps):
-        new = 0
-        for i in range(n):
-            s = i if sweep % 2 == 0 else n - 1 - i
-            if _bit(seen, s) == 1:
-                continue
-            for e in range(start[s], start[s + 1]):
-                if _bit(seen, adj[e]) == 1:
-                    _set_bit(seen, s)
-                    new += 1
-                    break
-        if new == 0:
-            return seen, True
-    return seen, False
+    return seen, _pull_sweeps(n, start, adj, max_sweeps, seen)
+
+
+@nb.njit(cache=True, parallel=True)
+def _reach_both(n, start, adj, pivot, max_sweeps):
+    """(fw, bw, decided): :func:`_reached_from` and :func:`_reaching` of one pivot at
+    once, each in a ``prange`` iteration of its own (a thread each where numba has
+    two); ``decided`` [2] their flags.  The same bitmaps as the two calls."""
+    fw = np.zeros((n + 63) >> 6, np.uint64)
+    done = np.zeros((n + 63) >> 6, np.uint64)
+    bw = np.zeros((n + 63) >> 6, np.uint64)
+    _set_bit(fw, pivot)
+    _set_bit(bw, pivot)
+    decided = np.zeros(2, np.bool_)
+    for k in nb.prange(2):
+        if k == 0:
+            decided[0] = _push_sweeps(n, start, adj, max_sweeps, fw, done)
+        else:
+            decided[1] = _pull_sweeps(n, start, adj, max_sweeps, bw)
+    return fw, bw, decided
 
 
 @nb.njit(cache=True)
-def _contract(n, start, adj, giant):
+def _state_cuts(start, n, parts):
+    """Boundaries 0 = cuts[0] <= ... <= cuts[parts] = n of ``parts`` runs of states with
+    about equal numbers of arcs."""
+    cuts = np.empty(parts + 1, np.int64)
+    E = start[n]
+    for t in range(parts + 1):
+        cuts[t] = np.searchsorted(start[:n + 1], E * t // parts) if 0 < t < parts else (0 if t == 0 else n)
+    for t in range(1, parts + 1):
+        cuts[t] = min(max(cuts[t], cuts[t - 1]), n)
+    return cuts
+
+
+@nb.njit(cache=True, parallel=True)
+def _contract(n, start, adj, giant, parts):
     """The graph with the states of bitmap ``giant`` (a strongly connected set)
     contracted into one node.  Returns (ids, cstart, cadj): each state's node
     (the other states numbered 0..k-1 in order, the giant set k) and the
-    contracted graph's CSR arcs (every arc with an end outside the set)."""
+    contracted graph's CSR arcs (every arc with an end outside the set).
+
+    The states are cut into ``parts`` runs of about equal arcs, each counted and
+    filled in a ``prange`` iteration of its own: a state outside the set keeps
+    all its arcs, in a node of its own; the set's node takes the runs' arcs in
+    run order, so the arrays are the same for any ``parts``."""
     ids = np.empty(n, np.int32)
     k = 0
     for s in range(n):
@@ -227,24 +277,40 @@ def _contract(n, start, adj, giant):
     for s in range(n):
         if _bit(giant, s) == 1:
             ids[s] = k
+    parts = max(1, min(parts, n))
+    cuts = _state_cuts(start, n, parts)
     cstart = np.zeros(k + 2, np.int64)
-    for s in range(n):
-        gs = _bit(giant, s)
-        for e in range(start[s], start[s + 1]):
-            if gs == 0 or _bit(giant, adj[e]) == 0:
-                cstart[ids[s] + 1] += 1
+    gcnt = np.zeros(parts + 1, np.int64)
+    for t in nb.prange(parts):
+        g = 0
+        for s in range(cuts[t], cuts[t + 1]):
+            if _bit(giant, s) == 0:
+                cstart[ids[s] + 1] = start[s + 1] - start[s]
+            else:
+                for e in range(start[s], start[s + 1]):
+                    if _bit(giant, adj[e]) == 0:
+                        g += 1
+        gcnt[t + 1] = g
+    for t in range(parts):
+        gcnt[t + 1] += gcnt[t]
+    cstart[k + 1] = gcnt[parts]
     for c in range(k + 1):
         cstart[c + 1] += cstart[c]
-    fill = cstart[:-1].copy()
     cadj = np.empty(cstart[k + 1], np.int32)
-    for s in range(n):
-        gs = _bit(giant, s)
-        c = ids[s]
-        for e in range(start[s], start[s + 1]):
-            w = adj[e]
-            if gs == 0 or _bit(giant, w) == 0:
-                cadj[fill[c]] = ids[w]
-                fill[c] += 1
+    for t in nb.prange(parts):
+        q = cstart[k] + gcnt[t]
+        for s in range(cuts[t], cuts[t + 1]):
+            if _bit(giant, s) == 0:
+                f = cstart[ids[s]]
+                for e in range(start[s], start[s + 1]):
+                    cadj[f] = ids[adj[e]]
+                    f += 1
+            else:
+                for e in range(start[s], start[s + 1]):
+                    w = adj[e]
+                    if _bit(giant, w) == 0:
+                        cadj[q] = ids[w]
+                        q += 1
     return ids, cstart, cadj
 
 
@@ -261,19 +327,26 @@ def strong_components(n: int, start: np.ndarray, adj: np.ndarray):
     is found by the forward-backward method (Fleischer, Hendrickson and Pinar
     2000): the states reachable from a pivot (the state with the most arcs)
     that also reach it, both sets computed by sweeps over bitmaps
-    (:func:`_reached_from`, :func:`_reaching`).  When that component holds at
+    (:func:`_reached_from`, :func:`_reaching`; both at once on two of numba's threads
+    where it has them, :func:`_reach_both`).  When that component holds at
     least half the states it is contracted into one node and Tarjan runs on
     the small contracted graph; otherwise (or when the sweeps do not settle in
     ``_REACH_SWEEPS``) Tarjan runs on the whole graph.
     """
     if n >= _GIANT_MIN_STATES:
         pivot = int(np.argmax(np.diff(start)))
-        fw, ok = _reached_from(n, start, adj, pivot, _REACH_SWEEPS)
-        if ok and 2 * _count_bits(fw) >= n:
-            bw, ok = _reaching(n, start, adj, pivot, _REACH_SWEEPS)
+        threads = nb.get_num_threads()
+        if threads >= 2:
+            fw, bw, decided = _reach_both(n, start, adj, pivot, _REACH_SWEEPS)
+            ok = bool(decided[0]) and bool(decided[1])
+        else:
+            fw, ok = _reached_from(n, start, adj, pivot, _REACH_SWEEPS)
+            if ok and 2 * _count_bits(fw) >= n:
+                bw, ok = _reaching(n, start, adj, pivot, _REACH_SWEEPS)
+        if ok:
             giant = fw & bw
-            if ok and 2 * _count_bits(giant) >= n:
-                ids, cstart, cadj = _contract(n, start, adj, giant)
+            if 2 * _count_bits(giant) >= n:
+                ids, cstart, cadj = _contract(n, start, adj, giant, threads if start[n] >= PAR_SORT_MIN else 1)
                 ccomp, ncomp = _tarjan(cstart.shape[0] - 1, cstart, cadj)
                 return ccomp[ids], ncomp
     return _tarjan(n, start, adj)
@@ -630,38 +703,26 @@ def _classify_run(tails, heads, a0, astep, packed, comp_ptr, gbits, gbelow, gbas
 
 @nb.njit(cache=True)
 def _finish(arc_src, dst, backward, n, comp_ptr, ek, ea, ik, sk, ext_head, int_head):
-    """ext_head, int_head (filled) and the boundary arrays of a schedule."""
+    """ext_head, int_head (filled) and the boundary arrays of a schedule.  The keys come
+    sorted (ek and sk component ranks, ik row positions), so each boundary is a binary
+    search."""
     C = comp_ptr.shape[0] - 1
     n_ext = ek.shape[0]
-    n_int = ik.shape[0]
-    n_self = sk.shape[0]
     for j in range(n_ext):
         a = ea[j]
         ext_head[j] = arc_src[a] if backward else dst[a]
-    ext_ptr = np.zeros(C + 1, np.int64)
-    self_ptr = np.zeros(C + 1, np.int64)
-    for j in range(n_ext):
-        ext_ptr[ek[j] + 1] += 1
-    for j in range(n_self):
-        self_ptr[sk[j] + 1] += 1
-    for c in range(C):
-        ext_ptr[c + 1] += ext_ptr[c]
-        self_ptr[c + 1] += self_ptr[c]
-    int_ptr_pos = np.zeros(n + 1, np.int64)
-    for j in range(n_int):
-        int_ptr_pos[ik[j] + 1] += 1
-    for p in range(n):
-        int_ptr_pos[p + 1] += int_ptr_pos[p]
-    c = 0
-    for j in range(n_int):
-        while ik[j] >= comp_ptr[c + 1]:
-            c += 1
-        int_head[j] = ik[j] - comp_ptr[c]
+    ext_ptr = np.empty(C + 1, np.int64)
+    self_ptr = np.empty(C + 1, np.int64)
     int_ptr = np.empty(C + 1, np.int64)
-    trivial = np.empty(C, np.bool_)
     for c in range(C + 1):
-        int_ptr[c] = int_ptr_pos[comp_ptr[c]]
+        ext_ptr[c] = np.searchsorted(ek, c)
+        self_ptr[c] = np.searchsorted(sk, c)
+        int_ptr[c] = np.searchsorted(ik, comp_ptr[c])
+    trivial = np.empty(C, np.bool_)
     for c in range(C):
+        base = comp_ptr[c]
+        for j in range(int_ptr[c], int_ptr[c + 1]):
+            int_head[j] = ik[j] - base
         trivial[c] = int_ptr[c + 1] == int_ptr[c] and self_ptr[c + 1] == self_ptr[c]
     return ext_ptr, self_ptr, int_ptr, trivial
 

@@ -172,19 +172,23 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
             we = gather_rows(arc_rows, sched.ext_arc)
         return we, gather_rows(arc_rows, int_arc()), gather_rows(arc_rows, sched.self_arc)
     if g is m:
-        def perm():
+        def ext_self():
             if sched.forward_ordered and not sched.backward:
-                we = m.weight
-            else:
-                we = _gather(m.weight, sched.ext_arc)
-            return we, _gather(m.weight, int_arc()), _gather(m.weight, sched.self_arc)
+                return m.weight, _gather(m.weight, sched.self_arc)
+            return _gather(m.weight, sched.ext_arc), _gather(m.weight, sched.self_arc)
+
+        def perm():
+            we, ws = ext_self()
+            return we, _gather(m.weight, int_arc()), ws
         if arc_values is None:
             # the machine's own weights: converted once per schedule and semiring (machines
             # are immutable; the CUDA path keeps its converted rows on the device likewise)
             def rows():
-                we, wi, ws = perm()
-                return (sr.arc_rows(we, m.semiring, None), sr.arc_rows(wi, m.semiring, None),
-                        sr.arc_rows(ws, m.semiring, None))
+                we, ws = ext_self()
+                # a linear semiring gathers and converts the internal weights in one pass
+                wi = (sr.arc_rows_at(m.weight, int_arc(), m.semiring) if sr.linear
+                      else sr.arc_rows(_gather(m.weight, int_arc()), m.semiring, None))
+                return sr.arc_rows(we, m.semiring, None), wi, sr.arc_rows(ws, m.semiring, None)
             return m.cached(("ordered_rows", sched.backward, sr.name, banded), rows)
         we, wi, ws = m.cached(("perm_weights", sched.backward, banded), perm)
         ve = arc_values if (sched.forward_ordered and not sched.backward) else arc_values[sched.ext_arc]

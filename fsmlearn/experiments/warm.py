@@ -114,6 +114,13 @@ def warm_engine(tmp: Path) -> None:
     finally:
         shortest_module._PIPE_MIN_ARCS, shortest_module._PIPE_MIN_THREADS = keep_pipe
     scaled_to_neglog_par(np.ones((10, 2)), np.empty(10))
+    # the threaded gather and conversions of a large machine's weights (from PAR_ROWS arcs)
+    from ..algo.solve_linear import gather_par
+    from ..semiring.ops import neglog_to_scaled_at_par, neglog_to_scaled_par
+    w, idx = np.ones(10), np.arange(10, dtype=np.int64)
+    gather_par(w, idx)
+    neglog_to_scaled_par(w, np.empty((10, 2)), 0, 1, 1.0)
+    neglog_to_scaled_at_par(w, idx, np.empty((10, 2)), 0, 1, 1.0)
     # normalised backoff machines whose backoff weights stay below 1 and which also converge
     # with failure arcs read as epsilons (the warm step runs that too): seeds found so
     phis = [backoff_machine(np.random.default_rng(seed), V=V, order=3, p_final=0.3)

@@ -31,8 +31,8 @@ import math
 import numpy as np
 
 from ..errors import SemiringError
-from .ops import (EXP_UNSET, PAR_ROWS, neglog_to_scaled, neglog_to_scaled_par, real_to_scaled, scaled_ops,
-                  scaled_to_neglog, scaled_to_neglog_par, scaled_to_real, tropical_ops)
+from .ops import (EXP_UNSET, PAR_ROWS, neglog_to_scaled, neglog_to_scaled_at_par, neglog_to_scaled_par,
+                  real_to_scaled, scaled_ops, scaled_to_neglog, scaled_to_neglog_par, scaled_to_real, tropical_ops)
 
 
 def _logaddexp_neg(a: float, b: float) -> float:
@@ -107,6 +107,17 @@ class _LinearBase(Semiring):
                 out[:, 1:self.K - 1] = 0.0
             else:
                 out[:, 1:self.K - 1] = values * out[:, :1]
+        return out
+
+    def arc_rows_at(self, weight: np.ndarray, idx: np.ndarray, convention: str) -> np.ndarray:
+        """``arc_rows(weight[idx], convention)``: many -log weights are gathered and
+        converted in one pass on numba's threads (the same rows)."""
+        if convention == "real" or idx.shape[0] < PAR_ROWS:
+            return self.arc_rows(weight[idx], convention, None)
+        out = np.empty((idx.shape[0], self.K))
+        neglog_to_scaled_at_par(np.ascontiguousarray(weight), idx, out, 0, self.K - 1, 1.0)
+        if self.R:
+            out[:, 1:self.K - 1] = 0.0
         return out
 
     def final_rows(self, final: np.ndarray, convention: str) -> np.ndarray:

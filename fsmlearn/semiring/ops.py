@@ -22,7 +22,7 @@ the cache (numba issue 6264).
 Public names: scaled_ops, tropical_ops, LinearOps, TropicalOps, renorm, fma, to_plain,
 from_plain, times_plain, star_plain, times_scaled, neg_scaled, tropical_fma,
 neglog_block, neglog_plain_block, neglog_to_scaled, real_to_scaled, scaled_to_neglog,
-scaled_to_neglog_par, neglog_to_scaled_par, scaled_to_real, P2, P2X, EXP_UNSET, NEGLOG_BLOCK, PLAIN_KMAX,
+scaled_to_neglog_par, neglog_to_scaled_par, neglog_to_scaled_at_par, scaled_to_real, P2, P2X, EXP_UNSET, NEGLOG_BLOCK, PLAIN_KMAX,
 PAR_ROWS.
 """
 
@@ -321,6 +321,27 @@ def neglog_to_scaled_par(w, out, col_p, col_k, sign):
         neglog_to_scaled(w[lo:hi], out[lo:hi], col_p, col_k, sign)
 
 
+@nb.njit(cache=True, parallel=True)
+def neglog_to_scaled_at_par(w, idx, out, col_p, col_k, sign):
+    """:func:`neglog_to_scaled_par` of ``w[idx]`` without the gathered array: each task
+    gathers a window of NEGLOG_BLOCK weights at a time, in their own type, and converts
+    it (the same values: each weight is converted on its own)."""
+    E = idx.shape[0]
+    B = 16 * NEGLOG_BLOCK
+    for j in nb.prange((E + B - 1) // B):
+        buf = np.empty(NEGLOG_BLOCK, w.dtype)
+        P = np.empty(NEGLOG_BLOCK)
+        K = np.empty(NEGLOG_BLOCK)
+        for lo in range(j * B, min(E, (j + 1) * B), NEGLOG_BLOCK):
+            hi = min(E, lo + NEGLOG_BLOCK)
+            for i in range(hi - lo):
+                buf[i] = w[idx[lo + i]]
+            neglog_block(buf, 0, hi - lo, P, K)
+            for i in range(hi - lo):
+                out[lo + i, col_p] = sign * P[i]
+                out[lo + i, col_k] = K[i]
+
+
 @nb.njit(cache=True)
 def real_to_scaled(v, out, col_p, col_k):
     for i in range(v.shape[0]):
@@ -348,8 +369,8 @@ def scaled_to_neglog(V, out):
             out[i] = np.nan
 
 
-#: rows (or arcs) at which the threaded twins are worth their threads: scaled_to_neglog_par
-#: and neglog_to_scaled_par (through the semirings), solve_linear.gather_par (through the
+#: rows (or arcs) at which the threaded twins are worth their threads: scaled_to_neglog_par,
+#: neglog_to_scaled_par and neglog_to_scaled_at_par (through the semirings), solve_linear.gather_par (through the
 #: linear solver's weights; fsmlearn.algo.shortest reads its own copy, at import)
 PAR_ROWS = 1 << 18
 _PAR_TASK = 1 << 12
