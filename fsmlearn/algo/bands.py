@@ -159,10 +159,9 @@ def _fill_one(int_head, int_tail, a0, a1, Sc, nb_, g0, p0, r0, gptr, perm, bh, b
             h = np.int64(int_head[e])
             k, own = _group(h, np.int64(int_tail[e]), Sc, nb_, sb, sh, smask)
             cnt[t, k] += 1
-            if own:
-                code[r0 + h] = 2
-            elif code[r0 + h] == 0:
-                code[r0 + h] = 1
+            # 2 once an arc from the row's own band is seen, else 1: without a branch (an
+            # arc is from its own band about once in the bands' number, at random)
+            code[r0 + h] = max(code[r0 + h], np.uint8(1 + own))
     pos = np.empty((parts, G), np.int64)
     j = 0
     for k in range(G):
