@@ -7,8 +7,8 @@ from scipy.sparse.csgraph import connected_components
 from scipy.sparse import csr_matrix
 
 from fsmlearn.algo import schedule as schedule_mod
-from fsmlearn.algo.schedule import (_build, _contract, _radix_sort3, _reach_both, _reached_from, _reaching, _sort3,
-                                    _tarjan, build_schedule, strong_components)
+from fsmlearn.algo.schedule import (_build, _contract, _pull_on, _radix_sort3, _reach_both, _reached_from, _reaching,
+                                    _sort3, _tarjan, build_schedule, strong_components)
 from fsmlearn.algo.solve_linear import plain_sweep_kernel
 
 
@@ -133,10 +133,14 @@ def test_strong_components_by_the_giant_component(seed, threads, monkeypatch):
     monkeypatch.setattr(schedule_mod, "_GIANT_MIN_STATES", 1)
     monkeypatch.setattr(schedule_mod, "PAR_SORT_MIN", 1)
     monkeypatch.setattr(schedule_mod.nb, "get_num_threads", lambda: threads)
+    runs = []
+    contract = schedule_mod._contract
+    monkeypatch.setattr(schedule_mod, "_contract", lambda *a: runs.append(a[-1]) or contract(*a))
     rng = np.random.default_rng(seed)
     n = int(rng.integers(20, 400))
     start, src, dst = _giant_graph(rng, n)
     comp, ncomp = strong_components(n, start, dst)
+    assert runs == [threads]                            # the core was found and contracted
     _check_components(n, start, src, dst, comp, ncomp)
     assert np.bincount(comp).max() >= 0.9 * n - 1       # the core is one component
     _check_components(n, start, src, dst, *_tarjan(n, start, dst))
@@ -167,10 +171,18 @@ def test_both_reachability_sweeps_at_once_are_the_two_calls():
         start, src, dst = _random_graph(rng, n, int(rng.integers(0, 3 * n)))
         pivot = int(rng.integers(0, n))
         for sweeps in (1, 2, 10**6):
-            fw, bw, decided = _reach_both(n, start, dst, pivot, sweeps)
-            f1, d1 = _reached_from(n, start, dst, pivot, sweeps)
-            b1, d2 = _reaching(n, start, dst, pivot, sweeps)
-            assert np.array_equal(fw, f1) and np.array_equal(bw, b1) and list(decided) == [d1, d2]
+            for pull in (sweeps, 2):
+                fw, bw, decided = _reach_both(n, start, dst, pivot, sweeps, pull)
+                f1, d1 = _reached_from(n, start, dst, pivot, sweeps)
+                b1, d2 = _reaching(n, start, dst, pivot, pull)
+                assert np.array_equal(fw, f1) and np.array_equal(bw, b1) and list(decided) == [d1, d2]
+        # some pull sweeps beside the push sweeps, then the rest: the sweeps of one call
+        for beside in (1, 2, 3):
+            for total in (beside, 4, 8):
+                _, bw, decided = _reach_both(n, start, dst, pivot, 1, beside)
+                more = decided[1] or _pull_on(n, start, dst, total - beside, bw, beside)
+                b1, d2 = _reaching(n, start, dst, pivot, total)
+                assert np.array_equal(bw, b1) and more == d2
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -180,7 +192,7 @@ def test_the_contraction_in_runs_is_the_one_run_contraction(seed):
     n = int(rng.integers(20, 700))
     start, src, dst = _giant_graph(rng, n)
     pivot = int(np.argmax(np.diff(start)))
-    fw, bw, decided = _reach_both(n, start, dst, pivot, 10**6)
+    fw, bw, decided = _reach_both(n, start, dst, pivot, 10**6, 10**6)
     giant = fw & bw
     one = _contract(n, start, dst, giant, 1)
     for parts in (2, 3, 7, n + 5):
@@ -206,7 +218,7 @@ def test_reachability_sweeps_give_up_on_a_zigzag_path(monkeypatch):
     start = np.searchsorted(src, np.arange(n + 1)).astype(np.int64)
     assert not _reached_from(n, start, dst, 0, 8)[1]
     assert not _reaching(n, start, dst, 0, 8)[1]
-    assert not np.any(_reach_both(n, start, dst, 0, 8)[2])
+    assert not np.any(_reach_both(n, start, dst, 0, 8, 8)[2])
     monkeypatch.setattr(schedule_mod, "_GIANT_MIN_STATES", 1)
     comp, ncomp = strong_components(n, start, dst)
     assert ncomp == 1 and np.all(comp == 0)

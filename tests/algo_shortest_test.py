@@ -235,10 +235,11 @@ def test_the_gathered_weight_conversion_is_the_conversion_of_the_gathered_weight
 
 @pytest.mark.parametrize("name", ["log", "real", "expectation"])
 @pytest.mark.parametrize("convention", ["log", "real"])
-def test_a_linear_semirings_rows_at_some_arcs_are_the_rows_of_those_arcs(name, convention, monkeypatch):
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_linear_semirings_rows_at_some_arcs_are_the_rows_of_those_arcs(name, convention, dtype, monkeypatch):
     import fsmlearn.semiring as S
     rng = np.random.default_rng(4)
-    w = rng.random(70_000) * 40 - 5 if convention == "log" else rng.random(70_000)
+    w = (rng.random(70_000) * 40 - 5 if convention == "log" else rng.random(70_000)).astype(dtype)
     idx = rng.integers(0, w.size, 50_000)
     sr = S.get_semiring(name, np.zeros((1, 2))) if name == "expectation" else S.get_semiring(name)
     want = sr.arc_rows(w[idx], convention)

@@ -200,15 +200,13 @@ def _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, b
 
 
 @nb.njit(cache=True)
-def _unbanded_ids(int_arc, int_ptr, bits):
-    """An array for the arc ids in band order: the components without bands take theirs
-    from ``int_arc`` here; :func:`_fill` writes the banded components' ranges."""
-    ids = np.empty_like(int_arc)
+def _unbanded_ids(int_arc, int_ptr, bits, ids):
+    """The arc ids in band order of the components without bands (their own order, from
+    ``int_arc``) into ``ids``; :func:`_fill` writes the banded components' ranges."""
     for c in range(bits.shape[0]):
         if bits[c] < 0:
             for j in range(int_ptr[c], int_ptr[c + 1]):
                 ids[j] = int_arc[j]
-    return ids
 
 
 def band_layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S=None, min_states=None):
@@ -253,7 +251,10 @@ def _layout(int_head, int_tail, int_ptr, comp_ptr, trivial, S, min_states, int_a
     perm, bh, bt = np.empty(m, np.uint32), np.empty(m, np.uint32), np.empty(m, np.uint32)
     gptr = np.zeros(int(goff[C]), np.int64)
     code = np.zeros(int(comp_ptr[C]) if m else 0, np.uint8)
-    ids = _unbanded_ids(int_arc, int_ptr, bits) if (int_arc is not None and m) else np.empty(0, np.int64)
+    ids = np.empty(0, np.int64)
+    if int_arc is not None and m:
+        ids = np.empty_like(int_arc)
+        _unbanded_ids(int_arc, int_ptr, bits, ids)
     _fill(int_head, int_tail, int_ptr, comp_ptr, bits, bptr, goff, gptr, perm, bh, bt, code,
           int_arc if int_arc is not None else ids, ids,
           max(1, min(nb.get_num_threads(), 8)) if parts is None else int(parts))

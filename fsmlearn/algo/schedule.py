@@ -178,9 +178,10 @@ def _push_sweeps(n, start, adj, max_sweeps, seen, done):
 
 
 @nb.njit(inline="always")
-def _pull_sweeps(n, start, adj, max_sweeps, seen):
-    """:func:`_reaching`'s sweeps from the bits already in ``seen``; returns ``decided``."""
-    for sweep in range(max_sweeps):
+def _pull_sweeps(n, start, adj, max_sweeps, seen, first):
+    """:func:`_reaching`'s sweeps from the bits already in ``seen``, the first of them its
+    sweep number ``first`` (even: ascending); returns ``decided``."""
+    for sweep in range(first, first + max_sweeps):
         new = 0
         for i in range(n):
             s = i if sweep % 2 == 0 else n - 1 - i
@@ -222,14 +223,22 @@ def _reaching(n, start, adj, pivot, max_sweeps):
     not read again.  ``decided`` as in :func:`_reached_from`."""
     seen = np.zeros((n + 63) >> 6, np.uint64)
     _set_bit(seen, pivot)
-    return seen, _pull_sweeps(n, start, adj, max_sweeps, seen)
+    return seen, _pull_sweeps(n, start, adj, max_sweeps, seen, 0)
+
+
+@nb.njit(cache=True)
+def _pull_on(n, start, adj, max_sweeps, seen, first):
+    """:func:`_reaching`'s sweeps continued from its bitmap ``seen`` after ``first`` of
+    them (so in the directions of one call); returns ``decided``."""
+    return _pull_sweeps(n, start, adj, max_sweeps, seen, first)
 
 
 @nb.njit(cache=True, parallel=True)
-def _reach_both(n, start, adj, pivot, max_sweeps):
-    """(fw, bw, decided): :func:`_reached_from` and :func:`_reaching` of one pivot at
-    once, each in a ``prange`` iteration of its own (a thread each where numba has
-    two); ``decided`` [2] their flags.  The same bitmaps as the two calls."""
+def _reach_both(n, start, adj, pivot, max_sweeps, pull_sweeps):
+    """(fw, bw, decided): :func:`_reached_from` of ``max_sweeps`` sweeps and the first
+    ``pull_sweeps`` sweeps of :func:`_reaching` from one pivot at once, each in a
+    ``prange`` iteration of its own (a thread each where numba has two); ``decided``
+    [2] their flags.  The same bitmaps as the two calls."""
     fw = np.zeros((n + 63) >> 6, np.uint64)
     done = np.zeros((n + 63) >> 6, np.uint64)
     bw = np.zeros((n + 63) >> 6, np.uint64)
@@ -240,7 +249,7 @@ def _reach_both(n, start, adj, pivot, max_sweeps):
         if k == 0:
             decided[0] = _push_sweeps(n, start, adj, max_sweeps, fw, done)
         else:
-            decided[1] = _pull_sweeps(n, start, adj, max_sweeps, bw)
+            decided[1] = _pull_sweeps(n, start, adj, pull_sweeps, bw, 0)
     return fw, bw, decided
 
 
@@ -316,6 +325,10 @@ def _contract(n, start, adj, giant, parts):
 
 _GIANT_MIN_STATES = 4096   # below this Tarjan is as quick as the reachability passes
 _REACH_SWEEPS = 8
+# the pull sweeps that run beside the push sweeps (the rest follow once the states reached
+# are known to be half or more); with all of them there, a graph without a large component
+# (a randomly numbered acyclic one) paid for eight pull sweeps it did not need
+_PULL_BESIDE = 1
 
 
 def strong_components(n: int, start: np.ndarray, adj: np.ndarray):
@@ -327,8 +340,9 @@ def strong_components(n: int, start: np.ndarray, adj: np.ndarray):
     is found by the forward-backward method (Fleischer, Hendrickson and Pinar
     2000): the states reachable from a pivot (the state with the most arcs)
     that also reach it, both sets computed by sweeps over bitmaps
-    (:func:`_reached_from`, :func:`_reaching`; both at once on two of numba's threads
-    where it has them, :func:`_reach_both`).  When that component holds at
+    (:func:`_reached_from`, :func:`_reaching`; where numba has two threads the first
+    pull sweeps run beside the push sweeps, :func:`_reach_both`, and the rest only where
+    the states reached are half or more).  When that component holds at
     least half the states it is contracted into one node and Tarjan runs on
     the small contracted graph; otherwise (or when the sweeps do not settle in
     ``_REACH_SWEEPS``) Tarjan runs on the whole graph.
@@ -337,8 +351,10 @@ def strong_components(n: int, start: np.ndarray, adj: np.ndarray):
         pivot = int(np.argmax(np.diff(start)))
         threads = nb.get_num_threads()
         if threads >= 2:
-            fw, bw, decided = _reach_both(n, start, adj, pivot, _REACH_SWEEPS)
-            ok = bool(decided[0]) and bool(decided[1])
+            fw, bw, decided = _reach_both(n, start, adj, pivot, _REACH_SWEEPS, _PULL_BESIDE)
+            ok = bool(decided[0]) and 2 * _count_bits(fw) >= n
+            if ok and not decided[1]:
+                ok = _pull_on(n, start, adj, _REACH_SWEEPS - _PULL_BESIDE, bw, _PULL_BESIDE)
         else:
             fw, ok = _reached_from(n, start, adj, pivot, _REACH_SWEEPS)
             if ok and 2 * _count_bits(fw) >= n:
@@ -701,11 +717,33 @@ def _classify_run(tails, heads, a0, astep, packed, comp_ptr, gbits, gbelow, gbas
             je += 1
 
 
+@nb.njit(inline="always")
+def _lower_bound_from(keys, j, v):
+    """The first index i >= j with keys[i] >= v, for sorted keys with keys[j - 1] < v: an
+    exponential search from j, so that C boundaries found in turn among E keys take
+    O(C log(E / C)) steps (neither a pass over all keys nor C full binary searches)."""
+    n = keys.shape[0]
+    hi = j
+    step = 1
+    while hi < n and keys[hi] < v:
+        j = hi + 1
+        hi += step
+        step *= 2
+    hi = min(hi, n)
+    while j < hi:
+        mid = (j + hi) >> 1
+        if keys[mid] < v:
+            j = mid + 1
+        else:
+            hi = mid
+    return j
+
+
 @nb.njit(cache=True)
 def _finish(arc_src, dst, backward, n, comp_ptr, ek, ea, ik, sk, ext_head, int_head):
     """ext_head, int_head (filled) and the boundary arrays of a schedule.  The keys come
-    sorted (ek and sk component ranks, ik row positions), so each boundary is a binary
-    search."""
+    sorted (ek and sk component ranks, ik row positions), so the boundaries are found in
+    turn by :func:`_lower_bound_from`."""
     C = comp_ptr.shape[0] - 1
     n_ext = ek.shape[0]
     for j in range(n_ext):
@@ -714,10 +752,16 @@ def _finish(arc_src, dst, backward, n, comp_ptr, ek, ea, ik, sk, ext_head, int_h
     ext_ptr = np.empty(C + 1, np.int64)
     self_ptr = np.empty(C + 1, np.int64)
     int_ptr = np.empty(C + 1, np.int64)
+    je = 0
+    js = 0
+    ji = 0
     for c in range(C + 1):
-        ext_ptr[c] = np.searchsorted(ek, c)
-        self_ptr[c] = np.searchsorted(sk, c)
-        int_ptr[c] = np.searchsorted(ik, comp_ptr[c])
+        je = _lower_bound_from(ek, je, c)
+        js = _lower_bound_from(sk, js, c)
+        ji = _lower_bound_from(ik, ji, comp_ptr[c])
+        ext_ptr[c] = je
+        self_ptr[c] = js
+        int_ptr[c] = ji
     trivial = np.empty(C, np.bool_)
     for c in range(C):
         base = comp_ptr[c]

@@ -91,6 +91,11 @@ def warm_engine(tmp: Path) -> None:
     big = _random_machine(np.random.default_rng(1), 5000, 30000, cyclic=True, mass=0.9)
     for reverse in (False, True):
         shortest_distance(big, "log", reverse=reverse)
+    # those sweeps one after the other, as a process with one of numba's threads runs them
+    from ..algo.schedule import _pull_on, _reached_from, _reaching
+    _reached_from(big.num_states, big.src_start, big.dst, 0, 8)
+    bits, _ = _reaching(big.num_states, big.src_start, big.dst, 0, 1)
+    _pull_on(big.num_states, big.src_start, big.dst, 7, bits, 1)
     # the cache bands' layout kernels (only components of 2**19 states get bands: lowered here)
     from ..algo import bands
     keep = bands.BAND_BITS, bands.BAND_MIN_STATES

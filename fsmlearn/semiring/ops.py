@@ -22,8 +22,8 @@ the cache (numba issue 6264).
 Public names: scaled_ops, tropical_ops, LinearOps, TropicalOps, renorm, fma, to_plain,
 from_plain, times_plain, star_plain, times_scaled, neg_scaled, tropical_fma,
 neglog_block, neglog_plain_block, neglog_to_scaled, real_to_scaled, scaled_to_neglog,
-scaled_to_neglog_par, neglog_to_scaled_par, neglog_to_scaled_at_par, scaled_to_real, P2, P2X, EXP_UNSET, NEGLOG_BLOCK, PLAIN_KMAX,
-PAR_ROWS.
+scaled_to_neglog_par, neglog_to_scaled_par, neglog_to_scaled_at_par, scaled_to_real, P2, P2X,
+EXP_UNSET, NEGLOG_BLOCK, PLAIN_KMAX, PAR_ROWS.
 """
 
 from __future__ import annotations
