@@ -207,6 +207,19 @@ def test_the_contraction_in_runs_is_the_one_run_contraction(seed):
     assert np.array_equal(cstart, np.searchsorted(ids[src[keep]][o], np.arange(cstart.size)))
 
 
+def test_boundaries_found_in_turn_are_binary_searches():
+    # _finish walks each sorted key array once, boundary after boundary: a short scan, then
+    # an exponential search, for gaps of none, a few and thousands of keys
+    rng = np.random.default_rng(12)
+    for size in (0, 1, 15, 16, 17, 300, 20000):
+        keys = np.sort(rng.integers(0, max(1, size // int(rng.integers(1, 40))) + 1, size)).astype(np.int32)
+        bounds = np.unique(np.r_[0, rng.integers(0, keys.max(initial=0) + 3, 30)])
+        j = 0
+        for v in bounds:
+            j = schedule_mod._lower_bound_from(keys, j, np.int64(v))
+            assert j == np.searchsorted(keys, v)
+
+
 def test_reachability_sweeps_give_up_on_a_zigzag_path(monkeypatch):
     """A ring visiting 0, n-1, 1, n-2, ... advances about two states per sweep in
     either order: the sweeps stop undecided and Tarjan decides."""

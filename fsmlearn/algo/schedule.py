@@ -719,10 +719,16 @@ def _classify_run(tails, heads, a0, astep, packed, comp_ptr, gbits, gbelow, gbas
 
 @nb.njit(inline="always")
 def _lower_bound_from(keys, j, v):
-    """The first index i >= j with keys[i] >= v, for sorted keys with keys[j - 1] < v: an
-    exponential search from j, so that C boundaries found in turn among E keys take
+    """The first index i >= j with keys[i] >= v, for sorted keys with keys[j - 1] < v: a
+    scan of up to 16 keys (the usual gap where components are many and small), then an
+    exponential search, so that C boundaries found in turn among E keys take
     O(C log(E / C)) steps (neither a pass over all keys nor C full binary searches)."""
     n = keys.shape[0]
+    end = min(n, j + 16)
+    while j < end and keys[j] < v:
+        j += 1
+    if j < end or j == n:
+        return j
     hi = j
     step = 1
     while hi < n and keys[hi] < v:
