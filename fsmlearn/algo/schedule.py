@@ -736,13 +736,7 @@ def _lower_bound_from(keys, j, v):
         hi += step
         step *= 2
     hi = min(hi, n)
-    while j < hi:
-        mid = (j + hi) >> 1
-        if keys[mid] < v:
-            j = mid + 1
-        else:
-            hi = mid
-    return j
+    return j + np.searchsorted(keys[j:hi], v)
 
 
 @nb.njit(cache=True)
