@@ -341,7 +341,7 @@ def strong_components(n: int, start: np.ndarray, adj: np.ndarray):
     2000): the states reachable from a pivot (the state with the most arcs)
     that also reach it, both sets computed by sweeps over bitmaps
     (:func:`_reached_from`, :func:`_reaching`; where numba has two threads the first
-    pull sweeps run beside the push sweeps, :func:`_reach_both`, and the rest only where
+    pull sweep runs beside the push sweeps, :func:`_reach_both`, and the rest only where
     the states reached are half or more).  When that component holds at
     least half the states it is contracted into one node and Tarjan runs on
     the small contracted graph; otherwise (or when the sweeps do not settle in
