@@ -146,12 +146,18 @@ def test_strong_components_by_the_giant_component(seed, threads, monkeypatch):
     _check_components(n, start, src, dst, *_tarjan(n, start, dst))
 
 
-def test_reachability_sweeps_against_breadth_first_search():
-    rng = np.random.default_rng(7)
-    for _ in range(20):
-        n = int(rng.integers(2, 200))
+def _graphs_with_pivots(seed, most_states, count=20):
+    """``count`` random graphs of 2 to ``most_states`` - 1 states, each with a random
+    pivot: (n, start, src, dst, pivot)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        n = int(rng.integers(2, most_states))
         start, src, dst = _random_graph(rng, n, int(rng.integers(0, 3 * n)))
-        pivot = int(rng.integers(0, n))
+        yield n, start, src, dst, int(rng.integers(0, n))
+
+
+def test_reachability_sweeps_against_breadth_first_search():
+    for n, start, src, dst, pivot in _graphs_with_pivots(7, 200):
         A = csr_matrix((np.ones(src.size), (src, dst)), shape=(n, n))
         from scipy.sparse.csgraph import breadth_first_order
         fw = np.zeros(n, bool)
@@ -165,11 +171,7 @@ def test_reachability_sweeps_against_breadth_first_search():
 
 
 def test_both_reachability_sweeps_at_once_are_the_two_calls():
-    rng = np.random.default_rng(11)
-    for _ in range(20):
-        n = int(rng.integers(2, 300))
-        start, src, dst = _random_graph(rng, n, int(rng.integers(0, 3 * n)))
-        pivot = int(rng.integers(0, n))
+    for n, start, src, dst, pivot in _graphs_with_pivots(11, 300):
         for sweeps in (1, 2, 10**6):
             for pull in (sweeps, 2):
                 fw, bw, decided = _reach_both(n, start, dst, pivot, sweeps, pull)
