@@ -1,6 +1,6 @@
 """Layer 3: cache bands (fsmlearn.algo.bands): the layout, the banded sweep, and the solver with bands.
 
-The solver bands only components of at least 2**19 states; the fixture ``small_bands``
+The solver bands only components of at least 2**18 states (bands.BAND_MIN_STATES); the fixture ``small_bands``
 lowers the band width and that threshold so that small machines take the banded path,
 and every result is checked against OpenFst, a sparse direct solve or the flat sweep.
 """

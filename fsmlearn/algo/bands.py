@@ -10,8 +10,8 @@ docs/bench-engine.md), and the sweep is bound by them.
 The band layout cuts the component's rows (its states in row order) into bands of
 ``2**S`` consecutive rows and lists each band's arcs grouped by the band of their
 tail: head band first, then tail band.  Inside the band's own group heads ascend; a
-group of arcs from another band is further cut by blocks of ``2**(S - 8)`` tails (8 KB
-of values for bands of 2**18), heads ascending inside a block, so that its gathers
+group of arcs from another band is further cut by blocks of ``2**(S - 8)`` tails (2 KB
+of values for bands of 2**16), heads ascending inside a block, so that its gathers
 walk the tail band nearly in order (a stable counting sort of the head-grouped arcs by
 (head band, tail band, tail block)).  :func:`banded_sweep1` then takes the bands
 in order; for band ``hb`` with rows ``lo:hi``:
@@ -69,11 +69,16 @@ from ..semiring.ops import pow2_capped
 __all__ = ["BAND_BITS", "BAND_MIN_STATES", "PAIR_MIN_ARCS", "band_layout", "band_order", "band_widths", "bands_for",
            "no_bands", "banded_sweep1", "build_plain_banded", "sub_bits"]
 
-#: rows a band holds (a power of two): 2**18 float64 values are 2 MB, a window that stays
-#: in the cache on a busy day (docs/bench-engine.md measures 2**17 to 2**19)
-BAND_BITS = 18
-#: the smallest component that gets bands: two bands of 2**18 rows (a 4 MB value vector)
-BAND_MIN_STATES = 2 ** 19
+#: rows a band holds (a power of two): 2**16 float64 values are 512 KB, an accumulator that
+#: leaves most of a 2 MB L2 to the streams and the tail band's window.  On the project's
+#: Intel machine (2 MB L2 a core) one sweep of the engine benchmark's giant component took
+#: 23-25 ms at 2**15 and 2**16 against 31 ms at 2**17 and 38-40 ms at 2**18, the width
+#: chosen on the earlier AMD machine (512 KB L2; docs/bench-engine.md measures both)
+BAND_BITS = 16
+#: the smallest component that gets bands: a 2 MB value vector (one L2).  On the Intel
+#: machine bands made a warm solve of 300,000 states 1.6-2.0x faster, of 200,000 states
+#: about 1.2x, and of 100,000 states (800 KB of values) 1.5x slower
+BAND_MIN_STATES = 2 ** 18
 #: at most this many bands a side (groups are bands squared): larger components widen their bands
 _MAX_BANDS = 256
 _CAP = 1000.0     # the same cap on an arc's plain factor as solve_linear.build_plain

@@ -96,7 +96,7 @@ def warm_engine(tmp: Path) -> None:
     _reached_from(big.num_states, big.src_start, big.dst, 0, 8)
     bits, _ = _reaching(big.num_states, big.src_start, big.dst, 0, 1)
     _pull_on(big.num_states, big.src_start, big.dst, 7, bits, 1)
-    # the cache bands' layout kernels (only components of 2**19 states get bands: lowered here)
+    # the cache bands' layout kernels (only components of 2**18 states get bands: lowered here)
     from ..algo import bands
     keep = bands.BAND_BITS, bands.BAND_MIN_STATES
     bands.BAND_BITS, bands.BAND_MIN_STATES = 8, 1000
