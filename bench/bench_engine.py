@@ -21,7 +21,8 @@ final weight 0.1.  In the same run:
   component: in cache bands, fsmlearn.algo.bands, where it is large enough; the
   flat sweep beside it) against the bytes a sweep reads; beside it the time of
   the sweep's loads alone (the same streams and gathers in the same order, no
-  row arithmetic), a floor for any sweep in this layout.
+  row arithmetic), a floor for any sweep in this layout, timed in turn with the
+  sweep (their ratio: the median of 9 pairs' ratios).
 
 Usage: python bench/bench_engine.py [--states N] [--degree D] [--pynini-runs K] [--only acyclic]
 Ends with issue 31's targets, met or missed in this run (on the default machines only).
@@ -169,9 +170,14 @@ def _median_time(f, runs: int) -> float:
 
 
 def time_one_sweep(m: Machine, reverse: bool, runs=9):
-    """Median times of one plain Gauss-Seidel sweep over the largest component, the kernels the
-    solver runs (the banded sweep and its statistics where it bands the component), and of
-    the flat sweep: (solver's sweep, flat sweep)."""
+    """One plain Gauss-Seidel sweep over the largest component, the kernels the solver runs
+    (the banded sweep and its statistics where it bands the component), its loads alone
+    (:func:`_loads_only`, in the same order) and the flat sweep: (median sweep, median
+    flat sweep, median loads alone, median of the sweep / loads ratios).  The sweep and its
+    loads are timed in alternation, ``runs`` pairs, and their ratio is the median of the
+    pairs' ratios: timed a minute apart (9 of one, then 9 of the other), the machine's
+    speed, which swings by 1.4x within minutes, moved the ratio by as much as the layout
+    did (docs/bench-engine.md)."""
     from fsmlearn.algo.bands import banded_sweep1
     from fsmlearn.algo.solve_linear import sweep_stats
     a0, a1, n, Wp, ih, it, bands = _largest_component(m, reverse)
@@ -182,17 +188,40 @@ def time_one_sweep(m: Machine, reverse: bool, runs=9):
     st = np.empty(5)
     hasrow = np.zeros(n, np.bool_)
     hasrow[ih[a0:a1]] = True
-    flat = _median_time(lambda: sweep(y, yold, b, Wp, ih, it, a0, a1, hasrow, st), runs)
-    if bands is None:
-        return flat, flat
-    S, perm, bh, bt, gptr, code = bands
-    Wb = Wp[perm]
-    acc = np.empty(2 << S)
 
-    def banded():
-        banded_sweep1(y, yold, b, Wb, bh, bt, gptr, S, code, acc)
-        sweep_stats(y, yold, hasrow, True, st)
-    return _median_time(banded, runs), flat
+    def flat_sweep():
+        sweep(y, yold, b, Wp, ih, it, a0, a1, hasrow, st)
+    flat = _median_time(flat_sweep, runs)
+    if bands is None:
+        kernel = flat_sweep
+        yl = np.full(n, 1e-6)
+
+        def loads():
+            _loads_only(yl, Wp, ih[a0:a1], it[a0:a1])
+    else:
+        S, perm, bh, bt, gptr, code = bands
+        Wb = Wp[perm]
+        acc = np.empty(2 << S)
+        yl = np.full(n, 1e-6)
+
+        def kernel():
+            banded_sweep1(y, yold, b, Wb, bh, bt, gptr, S, code, acc)
+            sweep_stats(y, yold, hasrow, True, st)
+
+        def loads():
+            _loads_only(yl, Wb, bh, bt)
+    kernel()
+    loads()
+    ts, tl = [], []
+    for _ in range(runs):
+        t = time.perf_counter()
+        kernel()
+        ts.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        loads()
+        tl.append(time.perf_counter() - t)
+    med = statistics.median
+    return med(ts), flat, med(tl), med([a / b for a, b in zip(ts, tl)])
 
 
 @nb.njit(cache=True)
@@ -217,18 +246,6 @@ def _loads_only(y, W, ih, it):
         h ^= ih[e] ^ ih[e + one] ^ ih[e + two] ^ ih[e + three]
         e += np.uint64(4)
     return s0 + s1 + s2 + s3 + h
-
-
-def time_loads_only(m: Machine, reverse: bool, runs=9) -> float:
-    """Median time of the largest component's sweep loads alone (see _loads_only), in the
-    order the solver's sweep reads them (band order where it bands the component)."""
-    a0, a1, n, Wp, ih, it, bands = _largest_component(m, reverse)
-    y = np.full(n, 1e-6)
-    if bands is not None:
-        S, perm, bh, bt, gptr, code = bands
-        Wb = Wp[perm]
-        return _median_time(lambda: _loads_only(y, Wb, bh, bt), runs)
-    return _median_time(lambda: _loads_only(y, Wp, ih[a0:a1], it[a0:a1]), runs)
 
 
 #: the benchmark machines' size, on which issue 31's targets are set
@@ -303,14 +320,13 @@ def main(argv=None) -> int:
                    "sweeps": info.sweeps, "extrapolations": info.extrapolations, "rate": info.rate,
                    "relative_residual": res}
             if cyclic:
-                sweep, flat = time_one_sweep(m, reverse)
-                loads = time_loads_only(m, reverse)
+                sweep, flat, loads, vs_loads = time_one_sweep(m, reverse)
                 streamed, lines = sweep_bytes(m, reverse)
                 row.update(sweep_s=sweep, flat_sweep_s=flat, sweep_streamed_bytes=streamed, sweep_line_bytes=lines,
                            sweep_vs_streamed_bound=sweep / (streamed / (bw * 1e9)),
                            sweep_vs_line_bound=sweep / (lines / (bw * 1e9)),
                            loads_only_s=loads, loads_only_vs_streamed_bound=loads / (streamed / (bw * 1e9)),
-                           sweep_vs_loads=sweep / loads)
+                           sweep_vs_loads=vs_loads)
             if fst is not None:
                 ref, pt, ptimes = time_pynini(fst, reverse, args.pynini_runs)
                 fin = np.isfinite(ref)
@@ -337,7 +353,7 @@ def main(argv=None) -> int:
                         f"{row['sweep_line_bytes'] * at_triad:.1f} ms with a whole 64-byte line per gather "
                         f"({row['sweep_line_bytes'] / 1e6:.0f} MB; the caches hold most lines)"
                         f"\n  {'':8s} its loads alone (no row arithmetic) {loads * 1e3:.1f} ms: "
-                        f"the sweep is {sweep / loads:.2f}x its loads")
+                        f"the sweep is {vs_loads:.2f}x its loads (the median of 9 pairs timed in turn)")
             print(msg, flush=True)
         report[kind] = rows
     verdicts = target_lines(report)

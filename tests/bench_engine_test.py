@@ -63,3 +63,48 @@ def test_a_whole_run_on_a_tiny_machine(bench_engine, monkeypatch, tmp_path, caps
             assert row["ratio_cold"] > 0 and row["ratio_warm"] > 0
     assert report["acyclic"]["forward"]["sweeps"] == 0
     assert "sweep_vs_loads" in report["cyclic"]["forward"]
+
+
+
+@pytest.fixture
+def small_bands(monkeypatch):
+    # bands lowered so that a tiny machine's large component takes the banded kernels
+    import fsmlearn.algo.bands as B
+    monkeypatch.setattr(B, "BAND_BITS", 4)
+    monkeypatch.setattr(B, "BAND_MIN_STATES", 64)
+
+
+class _Clock:
+    """perf_counter for time_one_sweep: the calls come in (start, end) pairs, and the
+    k-th pair lasts durations[k]."""
+
+    def __init__(self, durations):
+        self.durations = list(durations)
+        self.now = 0.0
+        self.calls = 0
+
+    def __call__(self):
+        if self.calls % 2:
+            self.now += self.durations[self.calls // 2]
+        self.calls += 1
+        return self.now
+
+
+def test_the_sweep_and_its_loads_are_timed_in_pairs(bench_engine, small_bands, monkeypatch):
+    m = bench_engine.build(400, 3, True)
+    assert bench_engine._largest_component(m, False)[-1] is not None       # banded
+    # three flat sweeps, then (sweep, loads) three times: the pairs' ratios are 2, 3 and
+    # 0.5, so their median is 2, where the ratio of the medians would be 4 / 3
+    clock = _Clock([5, 5, 5] + [2, 1, 9, 3, 4, 8])
+    monkeypatch.setattr(bench_engine.time, "perf_counter", clock)
+    sweep, flat, loads, ratio = bench_engine.time_one_sweep(m, False, runs=3)
+    assert clock.calls == 2 * 9
+    assert (sweep, flat, loads, ratio) == (4.0, 5.0, 3.0, 2.0)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_the_banded_sweep_and_its_loads_time_the_kernels(bench_engine, small_bands, reverse):
+    m = bench_engine.build(400, 3, True)
+    assert bench_engine._largest_component(m, reverse)[-1] is not None
+    sweep, flat, loads, ratio = bench_engine.time_one_sweep(m, reverse, runs=3)
+    assert sweep > 0 and flat > 0 and loads > 0 and ratio > 0
