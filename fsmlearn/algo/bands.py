@@ -3,8 +3,8 @@
 A plain Gauss-Seidel sweep (:func:`fsmlearn.algo.solve_linear.plain_sweep1`) streams a
 component's arcs grouped by head and gathers ``y[tail]`` for each.  When the
 component's value vector is larger than the share of the cache the process gets, each
-of those gathers goes to memory (on this project's 2-core machine: 128-183 ns a
-dependent load from 4 MB up on a busy day, against 8 ns inside 256 KB;
+of those gathers goes to memory (on the project's earlier 2-core AMD machine: 128-183 ns
+a dependent load from 4 MB up on a busy day, against 8 ns inside 256 KB;
 docs/bench-engine.md), and the sweep is bound by them.
 
 The band layout cuts the component's rows (its states in row order) into bands of
@@ -30,8 +30,9 @@ Step 2 reads only values of other bands, so a band with at least
 two threads when numba has two (the solver then gives the sweep a scratch of two
 bands): each half of them into an accumulator of its own, then
 the two summed (the rows' sums in another order than on one thread, the same terms).
-On the engine benchmark that took a sweep from 60.7 to 47.5 ms forward and from 69.9 to
-61.1 ms backward (docs/bench-engine.md).  Step 4 is Gauss-Seidel inside the band and
+On the engine benchmark (bands of 2**18 rows then, on the AMD machine) that took a
+sweep from 60.7 to 47.5 ms forward and from 69.9 to 61.1 ms backward
+(docs/bench-engine.md).  Step 4 is Gauss-Seidel inside the band and
 stays on one thread.
 
 Every row is written once a sweep, from a non-negative combination of values of this
@@ -52,9 +53,12 @@ inverse of ``perm``.
 
 Memory, per direction, cached with the schedule: 12 bytes a banded arc (its position in
 the head-grouped order, its head and tail, each uint32), 8 bytes an internal arc of the
-schedule (the ids of :func:`band_order`, int64) and one byte a row of a banded
-component.  Only components of at least ``min_states`` states (:data:`BAND_MIN_STATES`)
-get bands.
+schedule (the ids of :func:`band_order`, int64), one byte a row of a banded
+component, and 8 bytes a group of a banded component (``gptr``: ``nb**2 << sub_bits``
+groups, at most 2**20, so at most 8 MB; 65,536 groups, 512 KB, for the engine
+benchmark's component of about 2**20 states in bands of 2**16).  While the layout is
+made, each of its runs (one a thread) counts its arcs in 8 bytes a group.  Only
+components of at least ``min_states`` states (:data:`BAND_MIN_STATES`) get bands.
 
 Public names: BAND_BITS, BAND_MIN_STATES, PAIR_MIN_ARCS, band_layout, band_order, band_widths, bands_for, no_bands,
 banded_sweep1, build_plain_banded, sub_bits.
@@ -158,7 +162,7 @@ def _fill_one(int_head, int_tail, a0, a1, Sc, nb_, g0, p0, r0, gptr, perm, bh, b
     G = nb_ * nb_ << sb
     parts = max(1, min(parts, a1 - a0))
     cuts = _row_cuts(int_head, a0, a1, parts)
-    cnt = np.zeros((parts, G), np.int64)
+    cnt = np.zeros((parts, G), np.int64)        # the counts, then in place each run's next position
     for t in nb.prange(parts):
         for e in range(cuts[t], cuts[t + 1]):
             h = np.int64(int_head[e])
@@ -167,13 +171,14 @@ def _fill_one(int_head, int_tail, a0, a1, Sc, nb_, g0, p0, r0, gptr, perm, bh, b
             # 2 once an arc from the row's own band is seen, else 1: without a branch (an
             # arc is from its own band about once in the bands' number, at random)
             code[r0 + h] = max(code[r0 + h], np.uint8(1 + own))
-    pos = np.empty((parts, G), np.int64)
+    pos = cnt
     j = 0
     for k in range(G):
         gptr[g0 + k] = j
         for t in range(parts):
+            c = cnt[t, k]
             pos[t, k] = j
-            j += cnt[t, k]
+            j += c
     gptr[g0 + G] = j
     for t in nb.prange(parts):
         for e in range(cuts[t], cuts[t + 1]):
