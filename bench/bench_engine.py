@@ -174,10 +174,11 @@ def time_one_sweep(m: Machine, reverse: bool, runs=9):
     (the banded sweep and its statistics where it bands the component), its loads alone
     (:func:`_loads_only`, in the same order) and the flat sweep: (median sweep, median
     flat sweep, median loads alone, median of the sweep / loads ratios).  The sweep and its
-    loads are timed in alternation, ``runs`` pairs, and their ratio is the median of the
-    pairs' ratios: timed a minute apart (9 of one, then 9 of the other), the machine's
-    speed, which swings by 1.4x within minutes, moved the ratio by as much as the layout
-    did (docs/bench-engine.md)."""
+    loads are timed in turn, ``runs`` pairs (the sweep first in every other pair), and
+    their ratio is the median of the pairs' ratios.  Timed 9 of one and then 9 of the
+    other, the same kernels gave 1.17x and 1.43x forward, 1.35x and 1.06x backward in two
+    whole runs 20 minutes apart: the machine's speed swings within minutes
+    (docs/bench-engine.md)."""
     from fsmlearn.algo.bands import banded_sweep1
     from fsmlearn.algo.solve_linear import sweep_stats
     a0, a1, n, Wp, ih, it, bands = _largest_component(m, reverse)
@@ -191,7 +192,7 @@ def time_one_sweep(m: Machine, reverse: bool, runs=9):
 
     def flat_sweep():
         sweep(y, yold, b, Wp, ih, it, a0, a1, hasrow, st)
-    flat = _median_time(flat_sweep, runs)
+    flat = _median_time(flat_sweep, runs) if bands is not None else None
     if bands is None:
         kernel = flat_sweep
         yl = np.full(n, 1e-6)
@@ -213,15 +214,17 @@ def time_one_sweep(m: Machine, reverse: bool, runs=9):
     kernel()
     loads()
     ts, tl = [], []
-    for _ in range(runs):
-        t = time.perf_counter()
-        kernel()
-        ts.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        loads()
-        tl.append(time.perf_counter() - t)
+    for k in range(runs):
+        # in turn, the sweep first in even pairs and second in odd ones (ABBA), so that
+        # whatever one leaves in the caches for the other does not favour one side
+        for f, times in (((kernel, ts), (loads, tl)) if k % 2 == 0 else ((loads, tl), (kernel, ts))):
+            t = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t)
     med = statistics.median
-    return med(ts), flat, med(tl), med([a / b for a, b in zip(ts, tl)])
+    if bands is None:
+        flat = med(ts)          # the solver's sweep is the flat sweep: one figure for both
+    return med(ts), flat, med(tl), med([sw / ld for sw, ld in zip(ts, tl)])
 
 
 @nb.njit(cache=True)

@@ -71,7 +71,8 @@ def test_tropical_agrees_with_openfst(rng, cyclic):
 
 def brute_force(m, semiring, values=None, min_weight=1e-12, limit=2_000_000, pruned=None):
     """Totals by enumerating paths (fails past ``limit`` paths).  The paths' weights are
-    summed exactly (``math.fsum``), so the totals' rounding is only each path's product:
+    summed exactly (``math.fsum``), so what rounding is left is each path's own (its
+    product, and for ``r`` the sum of its values):
     a naive running sum of 10**5 paths can be off by more than 1e-12 of the total, and the
     tests' bounds below are tight (a machine can reach its mass bound exactly)."""
     w, f = m.neglog_weights()

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
@@ -93,9 +94,10 @@ class _Clock:
 def test_the_sweep_and_its_loads_are_timed_in_pairs(bench_engine, small_bands, monkeypatch):
     m = bench_engine.build(400, 3, True)
     assert bench_engine._largest_component(m, False)[-1] is not None       # banded
-    # three flat sweeps, then (sweep, loads) three times: the pairs' ratios are 2, 3 and
-    # 0.5, so their median is 2, where the ratio of the medians would be 4 / 3
-    clock = _Clock([5, 5, 5] + [2, 1, 9, 3, 4, 8])
+    # three flat sweeps, then three pairs in ABBA order: (sweep 2, loads 1), (loads 3,
+    # sweep 9), (sweep 4, loads 8).  The pairs' ratios are 2, 3 and 0.5, so their median
+    # is 2, where the ratio of the medians would be 4 / 3
+    clock = _Clock([5, 5, 5] + [2, 1, 3, 9, 4, 8])
     monkeypatch.setattr(bench_engine.time, "perf_counter", clock)
     sweep, flat, loads, ratio = bench_engine.time_one_sweep(m, False, runs=3)
     assert clock.calls == 2 * 9
@@ -108,3 +110,42 @@ def test_the_banded_sweep_and_its_loads_time_the_kernels(bench_engine, small_ban
     assert bench_engine._largest_component(m, reverse)[-1] is not None
     sweep, flat, loads, ratio = bench_engine.time_one_sweep(m, reverse, runs=3)
     assert sweep > 0 and flat > 0 and loads > 0 and ratio > 0
+
+
+def _spy(monkeypatch, owner, name, calls):
+    real = getattr(owner, name)
+
+    def spy(*args):
+        calls.append(args)
+        return real(*args)
+    monkeypatch.setattr(owner, name, spy)
+
+
+def test_the_sweep_and_its_loads_read_the_solvers_layout(bench_engine, small_bands, monkeypatch):
+    import fsmlearn.algo.bands as B
+    m = bench_engine.build(400, 3, True)
+    a0, a1, n, Wp, ih, it, bands = bench_engine._largest_component(m, False)
+    S, perm, bh, bt, gptr, code = bands
+    sweeps, loads = [], []
+    _spy(monkeypatch, B, "banded_sweep1", sweeps)
+    _spy(monkeypatch, bench_engine, "_loads_only", loads)
+    bench_engine.time_one_sweep(m, False, runs=3)
+    assert len(sweeps) == len(loads) == 4          # one untimed call each, then 3 pairs
+    for args in sweeps:
+        assert np.array_equal(args[3], Wp[perm])       # the factors in band order
+        assert np.array_equal(args[4], bh) and np.array_equal(args[5], bt)
+        assert args[7] == S and args[9].shape == (2 << S,)     # a scratch of two bands: the pair
+    for y, W, h, t in loads:
+        assert np.array_equal(W, Wp[perm]) and np.array_equal(h, bh) and np.array_equal(t, bt)
+
+
+def test_an_unbanded_component_times_the_flat_sweep_and_its_loads(bench_engine, monkeypatch):
+    m = bench_engine.build(400, 3, True)
+    a0, a1, n, Wp, ih, it, bands = bench_engine._largest_component(m, False)
+    assert bands is None
+    loads = []
+    _spy(monkeypatch, bench_engine, "_loads_only", loads)
+    sweep, flat, load, ratio = bench_engine.time_one_sweep(m, False, runs=3)
+    assert sweep == flat
+    for y, W, h, t in loads:
+        assert np.array_equal(W, Wp) and np.array_equal(h, ih[a0:a1]) and np.array_equal(t, it[a0:a1])
