@@ -66,7 +66,6 @@ def test_a_whole_run_on_a_tiny_machine(bench_engine, monkeypatch, tmp_path, caps
     assert "sweep_vs_loads" in report["cyclic"]["forward"]
 
 
-
 @pytest.fixture
 def small_bands(monkeypatch):
     # bands lowered so that a tiny machine's large component takes the banded kernels

@@ -80,8 +80,9 @@ __all__ = ["BAND_BITS", "BAND_MIN_STATES", "PAIR_MIN_ARCS", "band_layout", "band
 #: chosen on the earlier AMD machine (512 KB L2; docs/bench-engine.md measures both)
 BAND_BITS = 16
 #: the smallest component that gets bands: a 2 MB value vector (one L2).  On the Intel
-#: machine bands made a warm solve of 300,000 states 1.6-2.0x faster, of 200,000 states
-#: about 1.2x, and of 100,000 states (800 KB of values) 1.5x slower
+#: machine bands made a warm solve of 300,000 states 1.6-2.0x faster, one of 200,000
+#: states (below this threshold) 1.2-1.4x faster warm and no faster cold, and one of
+#: 100,000 states (800 KB of values) 1.1-1.7x slower
 BAND_MIN_STATES = 2 ** 18
 #: at most this many bands a side (groups are bands squared): larger components widen their bands
 _MAX_BANDS = 256
