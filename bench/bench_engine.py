@@ -192,7 +192,6 @@ def time_one_sweep(m: Machine, reverse: bool, runs=9):
 
     def flat_sweep():
         sweep(y, yold, b, Wp, ih, it, a0, a1, hasrow, st)
-    flat = _median_time(flat_sweep, runs) if bands is not None else None
     if bands is None:
         kernel = flat_sweep
         yl = np.full(n, 1e-6)
@@ -204,6 +203,7 @@ def time_one_sweep(m: Machine, reverse: bool, runs=9):
         Wb = Wp[perm]
         acc = np.empty(2 << S)
         yl = np.full(n, 1e-6)
+        flat = _median_time(flat_sweep, runs)
 
         def kernel():
             banded_sweep1(y, yold, b, Wb, bh, bt, gptr, S, code, acc)
@@ -222,9 +222,8 @@ def time_one_sweep(m: Machine, reverse: bool, runs=9):
             f()
             times.append(time.perf_counter() - t)
     med = statistics.median
-    if bands is None:
-        flat = med(ts)          # the solver's sweep is the flat sweep: one figure for both
-    return med(ts), flat, med(tl), med([sw / ld for sw, ld in zip(ts, tl)])
+    # unbanded, the solver's sweep is the flat sweep: one figure for both
+    return med(ts), (med(ts) if bands is None else flat), med(tl), med([sw / ld for sw, ld in zip(ts, tl)])
 
 
 @nb.njit(cache=True)

@@ -172,13 +172,12 @@ def _fill_one(int_head, int_tail, a0, a1, Sc, nb_, g0, p0, r0, gptr, perm, bh, b
             # 2 once an arc from the row's own band is seen, else 1: without a branch (an
             # arc is from its own band about once in the bands' number, at random)
             code[r0 + h] = max(code[r0 + h], np.uint8(1 + own))
-    pos = cnt
     j = 0
     for k in range(G):
         gptr[g0 + k] = j
         for t in range(parts):
             c = cnt[t, k]
-            pos[t, k] = j
+            cnt[t, k] = j
             j += c
     gptr[g0 + G] = j
     for t in nb.prange(parts):
@@ -186,8 +185,8 @@ def _fill_one(int_head, int_tail, a0, a1, Sc, nb_, g0, p0, r0, gptr, perm, bh, b
             h = np.int64(int_head[e])
             tl = np.int64(int_tail[e])
             k, own = _group(h, tl, Sc, nb_, sb, sh, smask)
-            q = pos[t, k]
-            pos[t, k] = q + 1
+            q = cnt[t, k]
+            cnt[t, k] = q + 1
             perm[p0 + q] = e - a0
             bh[p0 + q] = h
             bt[p0 + q] = tl
