@@ -31,6 +31,29 @@ def _init(m, reverse, starts=None):
     return V
 
 
+NO_ROWS = np.empty((0, 2))
+
+
+def _inputs(V, reverse):
+    """The kernels' inputs from rows made by ``_init``: the final rows backward, the start
+    states (those of non-zero rows, each of value one) forward."""
+    if reverse:
+        return V, np.zeros(0, np.int64)
+    return NO_ROWS, np.flatnonzero(V[:, 0]).astype(np.int64)
+
+
+def _plain(V, src_start, dst, w, Q, reverse, out=NONE):
+    """acyclic_neglog_plain from ``_init``'s rows ``V`` into ``V`` (or -ln into ``out``)."""
+    F, starts = _inputs(V, reverse)
+    return acyclic_neglog_plain(V, out, F, starts, src_start, dst, w, Q, reverse)
+
+
+def _piped(V, src_start, dst, w, Qout, reverse, chunk, out=NONE):
+    """acyclic_neglog_piped from ``_init``'s rows ``V`` into ``V`` (or -ln into ``out``)."""
+    F, starts = _inputs(V, reverse)
+    return acyclic_neglog_piped(V, out, F, starts, src_start, dst, w, Qout, reverse, chunk)
+
+
 def _neglog(V):
     with np.errstate(divide="ignore"):
         return -(np.log(V[:, 0]) + V[:, 1] * np.log(2.0))
@@ -40,11 +63,27 @@ def _neglog(V):
 CHUNKS = (64, 997, 3 * NEGLOG_BLOCK + 5)
 
 
+def _output_check(run, m, reverse, starts, status, V):
+    """``run(V, out)`` (a plain pass into ``out``) gives ``status`` and, when done, the
+    output of the rows ``V`` bit for bit, without touching the rows; otherwise it leaves
+    ``out`` untouched."""
+    rows = _init(m, reverse, starts)
+    before = rows.copy()
+    out = np.full(m.num_states, -1.0)
+    assert run(rows, out) == status
+    assert np.array_equal(rows, before)
+    if status == PLAIN_DONE:
+        assert np.array_equal(out, LOG.output(V))
+    else:
+        assert (out == -1.0).all()
+
+
 def _piped_statuses(m, reverse, want, starts=None, want_V=None):
     """Run the two-thread plain pass over several chunk sizes, with and without a copy
     made on the way; each must return ``want`` (a status or a set of them), leave V
     untouched unless it is done, and give ``want_V`` (the one-thread pass's rows) bit for
-    bit when both are done.  Returns the statuses and their rows."""
+    bit when both are done; into an output instead of rows, the same status and the rows'
+    output (``_output_check``).  Returns the statuses and their rows."""
     w = np.ascontiguousarray(m.weight, np.float64)
     Q = np.empty_like(w)
     all_in = neglog_plain(w, Q)
@@ -54,7 +93,7 @@ def _piped_statuses(m, reverse, want, starts=None, want_V=None):
             V = _init(m, reverse, starts)
             before = V.copy()
             Qp = np.full_like(w, np.nan) if copy else NONE
-            status, converted = acyclic_neglog_piped(V, m.src_start, m.dst, w, Qp, reverse, chunk)
+            status, converted = _piped(V, m.src_start, m.dst, w, Qp, reverse, chunk)
             assert status in (want if isinstance(want, set) else {want}), (chunk, copy, status)
             if status != PLAIN_DONE:
                 assert np.array_equal(V, before)
@@ -64,6 +103,9 @@ def _piped_statuses(m, reverse, want, starts=None, want_V=None):
                     assert np.array_equal(Qp, Q)       # the copy made on the way
                 if want_V is not None:
                     assert np.array_equal(V, want_V)
+            if not copy:
+                _output_check(lambda rows, o: _piped(rows, m.src_start, m.dst, w, NONE, reverse, chunk, o)[0],
+                              m, reverse, starts, status, V)
             out.append((status, V))
     return out
 
@@ -73,14 +115,16 @@ def _both(m, reverse, starts=None):
     converted copy and on two threads must give the same status and values."""
     w = np.ascontiguousarray(m.weight, np.float64)
     V1 = _init(m, reverse, starts)
-    status = acyclic_neglog_plain(V1, m.src_start, m.dst, w, NONE, reverse)
+    status = _plain(V1, m.src_start, m.dst, w, NONE, reverse)
+    _output_check(lambda rows, o: _plain(rows, m.src_start, m.dst, w, NONE, reverse, o), m, reverse, starts,
+                  status, V1)
     Q = np.empty_like(w)
     V2 = _init(m, reverse, starts)
     acyclic_neglog(V2, m.src_start, m.dst, w, reverse)
     if neglog_plain(w, Q):
         # from a converted copy: the same values in the same order, so the same result
         V3 = _init(m, reverse, starts)
-        assert acyclic_neglog_plain(V3, m.src_start, m.dst, w, Q, reverse) == status
+        assert _plain(V3, m.src_start, m.dst, w, Q, reverse) == status
         assert status != PLAIN_DONE or np.array_equal(V3, V1)
         _piped_statuses(m, reverse, status, starts, V1 if status == PLAIN_DONE else None)
     else:
@@ -174,7 +218,7 @@ def test_weights_out_of_range_keep_the_scaled_pass(reverse):
     m = Machine.from_arcs(n, 0, {n - 1: 0.0}, src, src + 1, np.ones(n - 1, int), weight=w)
     V = _init(m, reverse)
     before = V.copy()
-    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == PLAIN_WEIGHTS
+    assert _plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == PLAIN_WEIGHTS
     assert np.array_equal(V, before)
     # on two threads the chunk that holds the weight is met later (the chunks before it are
     # converted whole, ahead): backward, the values falling e^-1 a state decline first
@@ -198,7 +242,7 @@ def test_a_value_far_below_its_block_declines(reverse):
     m = Machine.from_arcs(n, 0, {7: 0.0, 3: 0.0}, src, dst, np.ones(8, int), weight=w)
     V = _init(m, reverse)
     before = V.copy()
-    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == PLAIN_DECLINED
+    assert _plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == PLAIN_DECLINED
     assert np.array_equal(V, before)
     _piped_statuses(m, reverse, PLAIN_DECLINED)
     got = shortest_distance(m, "log", reverse=reverse)
@@ -291,7 +335,7 @@ def test_the_plain_pass_finds_a_numbering_that_is_not_topological(reverse, case)
     m = Machine.from_arcs(2000, 0, m0.final, src[order], dst[order], np.ones(len(src), int), weight=w[order])
     V = _init(m, reverse)
     before = V.copy()
-    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == NOT_ORDERED
+    assert _plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == NOT_ORDERED
     assert np.array_equal(V, before)
     _piped_statuses(m, reverse, NOT_ORDERED)
     _openfst_check(m, reverse)
@@ -310,7 +354,7 @@ def test_a_pass_that_declines_early_still_checks_the_numbering(reverse):
             (6, 7, 1.0), (back[0], back[1], 2.0)]
     m = _csr_machine(n, arcs, {7: 0.0, 3: 0.0})
     V = _init(m, reverse)
-    assert acyclic_neglog_plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == PLAIN_DECLINED
+    assert _plain(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE, reverse) == PLAIN_DECLINED
     _piped_statuses(m, reverse, PLAIN_DECLINED)
     _openfst_check(m, reverse)
     assert m.cached_value("forward_ordered") is False
@@ -446,9 +490,9 @@ def _force_two_threads(monkeypatch):
     on a small machine); returns a list that gets an entry per call."""
     calls = []
 
-    def small_chunks(V, src_start, dst, w, Qout, backward, chunk):
+    def small_chunks(V, out, F, starts, src_start, dst, w, Qout, backward, chunk):
         calls.append(True)
-        return acyclic_neglog_piped(V, src_start, dst, w, Qout, backward, 997)
+        return acyclic_neglog_piped(V, out, F, starts, src_start, dst, w, Qout, backward, 997)
 
     monkeypatch.setattr(shortest_module, "_PIPE_MIN_ARCS", 1000)
     monkeypatch.setattr(shortest_module, "_PIPE_MIN_THREADS", 1)
@@ -506,13 +550,13 @@ def test_the_two_thread_pass_on_one_thread_is_the_same(reverse):
             numba.set_num_threads(k)
             V = _init(m, reverse)
             Q = np.empty_like(w)
-            assert acyclic_neglog_piped(V, m.src_start, m.dst, w, Q, reverse, 2 * NEGLOG_BLOCK) == (PLAIN_DONE, True)
+            assert _piped(V, m.src_start, m.dst, w, Q, reverse, 2 * NEGLOG_BLOCK) == (PLAIN_DONE, True)
             got.append((V, Q))
     finally:
         numba.set_num_threads(threads)
     assert np.array_equal(got[0][0], got[1][0]) and np.array_equal(got[0][1], got[1][1])
     V = _init(m, reverse)
-    assert acyclic_neglog_plain(V, m.src_start, m.dst, w, NONE, reverse) == PLAIN_DONE
+    assert _plain(V, m.src_start, m.dst, w, NONE, reverse) == PLAIN_DONE
     assert np.array_equal(V, got[0][0])
 
 
@@ -527,12 +571,12 @@ def test_the_two_threads_share_each_chunks_conversion_without_a_gap(reverse):
     want = np.empty_like(w)
     assert neglog_plain(w, want)
     V0 = _init(m, reverse)
-    assert acyclic_neglog_plain(V0, m.src_start, m.dst, w, NONE, reverse) == PLAIN_DONE
+    assert _plain(V0, m.src_start, m.dst, w, NONE, reverse) == PLAIN_DONE
     for chunk in (NEGLOG_BLOCK // 2, 3 * NEGLOG_BLOCK, 8 * NEGLOG_BLOCK + 7):
         for _ in range(3):
             V = _init(m, reverse)
             Q = np.full_like(w, np.nan)
-            assert acyclic_neglog_piped(V, m.src_start, m.dst, w, Q, reverse, chunk) == (PLAIN_DONE, True)
+            assert _piped(V, m.src_start, m.dst, w, Q, reverse, chunk) == (PLAIN_DONE, True)
             assert np.array_equal(Q, want) and np.array_equal(V, V0)
 
 
@@ -544,9 +588,9 @@ def test_the_two_thread_pass_on_empty_and_late_starting_machines(reverse):
             n, 0, {n - 1: 0.5}, np.zeros(0, int), np.zeros(0, int), np.zeros(0, int), weight=np.zeros(0))
         V = _init(m, reverse)
         want = V.copy()
-        assert acyclic_neglog_plain(want, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE,
+        assert _plain(want, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE,
                                     reverse) == PLAIN_DONE
-        assert acyclic_neglog_piped(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE,
+        assert _piped(V, m.src_start, m.dst, np.ascontiguousarray(m.weight), NONE,
                                     reverse, 64)[0] == PLAIN_DONE
         assert np.array_equal(V, want)
     rng = np.random.default_rng(15)
@@ -566,3 +610,27 @@ def test_the_threaded_neglog_of_rows_is_the_one_thread_one():
     scaled_to_neglog(V, a)
     scaled_to_neglog_par(V, b)
     assert np.array_equal(a, b, equal_nan=True) and np.isnan(a[5]) and np.isinf(a[7])
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_the_solver_writes_the_output_of_its_rows(reverse):
+    # shortest_distance and a batch's values take the plain pass's output without rows:
+    # the same values, bit for bit, as the output of the rows the solver gives
+    # forward_backward and the real semiring
+    from fsmlearn.algo.shortest import solve_values
+    from fsmlearn.fsm import MachineBatch
+    rng = np.random.default_rng(21)
+    m = _spread(rng, 3000, 20000, 100, 0.5)
+    sr, V, _, extra = solve_values(m, "log", reverse)
+    assert V is not None and "output" not in extra
+    for _ in range(3):                          # converting as it goes, making the copy, from it
+        got = shortest_distance(m, "log", reverse=reverse)
+        assert np.array_equal(got, sr.output(V))
+    _, none, _, extra = solve_values(m, "log", reverse, output=True)
+    assert none is None and np.array_equal(extra["output"], got)
+    real, R, _, extra = solve_values(m, "real", reverse, output=True)
+    assert "output" not in extra
+    assert np.allclose(real.output(R), np.exp(-got), rtol=1e-13, atol=0)
+    batch = MachineBatch.from_machines([m, _spread(rng, 500, 3000, 20)])
+    _, U, _, _ = solve_values(batch.machine, "log", reverse, starts=None if reverse else batch.starts)
+    assert np.array_equal(shortest_distance(batch, "log", reverse=reverse), sr.output(U))

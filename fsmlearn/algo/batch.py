@@ -61,9 +61,9 @@ def batch_values(batch: MachineBatch, semiring="log", reverse: bool = False, **k
     from .shortest import solve_values
     _check(batch, "forward" if not reverse else "backward")
     return_info = kwargs.pop("return_info", False)
-    sr, V, info, _ = solve_values(batch.machine, semiring, reverse, starts=None if reverse else batch.starts,
-                                  **kwargs)
-    out = sr.output(V)
+    sr, V, info, extra = solve_values(batch.machine, semiring, reverse, starts=None if reverse else batch.starts,
+                                      output=True, **kwargs)
+    out = extra["output"] if V is None else sr.output(V)
     return (out, info) if return_info else out
 
 

@@ -199,6 +199,7 @@ def _ordered_rows(g, m: Machine, sr: Semiring, sched: Schedule, arc_values, W, a
 
 
 _NO_COPY = np.empty(0)
+_NO_ROWS = np.empty((0, 2))
 #: machines with this many arcs or more are solved on two threads (one converts the weights,
 #: the other passes over them: acyclic_neglog_piped) when numba has this many threads
 _PIPE_MIN_ARCS = 1 << 20
@@ -211,8 +212,9 @@ def _plain_weights(w):
     return Q if neglog_plain(w, Q) else False
 
 
-def _plain_pass(m: Machine, V, w, reverse):
-    """The acyclic plain pass (``acyclic_neglog_plain``) on ``V``; its result.
+def _plain_pass(m: Machine, V, out, F, starts, w, reverse):
+    """The acyclic plain pass (``acyclic_neglog_plain``: from value one at ``starts``
+    forward, from the final rows ``F`` backward, into ``V`` or ``out``); its result.
 
     The first time a machine is solved, its weights are converted as the pass goes (on
     two threads for a large machine, ``acyclic_neglog_piped``) and nothing is kept; the
@@ -221,29 +223,35 @@ def _plain_pass(m: Machine, V, w, reverse):
     re-weighting in EM, say) never holds the copy.  A copy that cannot be made (a
     weight outside the plain pass's range) is cached as False, and later solves
     convert as they go."""
+    args = (V, out, F, starts, m.src_start, m.dst, w)
     Q = m.cached_value("plain_weights")
     if Q is not None and Q is not False:
-        return acyclic_neglog_plain(V, m.src_start, m.dst, w, Q, reverse)
+        return acyclic_neglog_plain(*args, Q, reverse)
     keep = Q is None and bool(m.cached_value("plain_solved"))
     m.cached("plain_solved", lambda: True)
     if m.num_arcs >= _PIPE_MIN_ARCS and nb.get_num_threads() >= _PIPE_MIN_THREADS:
-        out = np.empty_like(w) if keep else _NO_COPY
-        status, converted = acyclic_neglog_piped(V, m.src_start, m.dst, w, out, reverse, PIPE_CHUNK)
+        copy = np.empty_like(w) if keep else _NO_COPY
+        status, converted = acyclic_neglog_piped(*args, copy, reverse, PIPE_CHUNK)
         if keep and status == PLAIN_DONE:
-            m.cached("plain_weights", lambda: out if converted else False)
+            m.cached("plain_weights", lambda: copy if converted else False)
         return status
     if keep:
         Q = m.cached("plain_weights", lambda: _plain_weights(w))
         if Q is not False:
-            return acyclic_neglog_plain(V, m.src_start, m.dst, w, Q, reverse)
-    return acyclic_neglog_plain(V, m.src_start, m.dst, w, _NO_COPY, reverse)
+            return acyclic_neglog_plain(*args, Q, reverse)
+    return acyclic_neglog_plain(*args, _NO_COPY, reverse)
 
 
 def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_values=None,
                  tol: float = DEFAULT_TOL, max_sweeps: int = DEFAULT_MAX_SWEEPS, init=None,
                  phi: str = "failure", phi_final: bool = True, arc_rows=None, device: str = "cpu",
-                 starts=None):
+                 starts=None, output: bool = False):
     """Internal rows of forward/backward values, in state order.
+
+    ``output``: the caller wants only ``sr.output(V)``.  Where the acyclic plain pass
+    solves the machine in the log semiring, it writes that output directly (the same
+    values, bit for bit, without the rows): then ``V`` is None and ``extra["output"]``
+    holds it.
 
     ``starts`` (forward only; int64 [B], -1 for none): several start states
     instead of ``m.start``, each given the value one: the forward values of a
@@ -316,21 +324,33 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
         # checks the numbering as it goes (a machine found not to be falls through to the
         # schedule).  The plain pass declines where it could lose a value, and a machine
         # where it declined once goes straight to the scaled pass after.
-        V = F.copy() if reverse else sr.zero_rows(n)
-        if not reverse:
-            V[m.start if starts is None else starts] = sr.one_row()
+        # (the rows, or the output alone, are written only when the pass is done)
+        direct = output and sr.name == "log"
+        out = np.empty(n) if direct else _NO_COPY
+        V = _NO_ROWS if direct else np.empty((n, sr.K))
+        first = np.array([m.start], np.int64) if starts is None else starts
         w = np.ascontiguousarray(m.weight, dtype=np.float64)
         declined = m.cached("plain_declined", dict)        # direction -> True
-        status = PLAIN_DECLINED if declined.get(reverse) else _plain_pass(m, V, w, reverse)
+        status = (PLAIN_DECLINED if declined.get(reverse) else
+                  _plain_pass(m, V, out, F if reverse else _NO_ROWS, first, w, reverse))
         # a pass that stopped early has not seen every arc
         ordered = status == PLAIN_DONE or (status != NOT_ORDERED and m.cached(
             "forward_ordered", lambda: csr_is_forward_ordered(m.src_start, m.dst)))
         m.cached("forward_ordered", lambda: ordered)
         if ordered:
             info.components = 1
-            if status != PLAIN_DONE:
-                declined[reverse] = True
-                acyclic_neglog(V, m.src_start, m.dst, w, reverse)
+            if status == PLAIN_DONE:
+                if direct:
+                    extra["output"] = out
+                    return sr, None, info, extra
+                return sr, V, info, extra
+            declined[reverse] = True
+            if reverse:
+                V = F.copy()
+            else:
+                V = sr.zero_rows(n)
+                V[first] = sr.one_row()
+            acyclic_neglog(V, m.src_start, m.dst, w, reverse)
             return sr, V, info, extra
     sched = schedule_for(g, reverse)
     info.components = sched.num_components
@@ -602,10 +622,10 @@ def shortest_distance(machine: Machine, semiring="log", reverse: bool = False, *
         return batch_values(machine, semiring, reverse, arc_values=arc_values, tol=tol, max_sweeps=max_sweeps,
                             init=init, phi=phi, phi_final=phi_final, return_info=return_info, device=device)
     require_machine(machine, "shortest_distance")
-    sr, V, info, _ = solve_values(machine, semiring, reverse, arc_values=arc_values, tol=tol,
-                                  max_sweeps=max_sweeps, init=init, phi=phi, phi_final=phi_final,
-                                  device=device)
-    out = sr.output(V)
+    sr, V, info, extra = solve_values(machine, semiring, reverse, arc_values=arc_values, tol=tol,
+                                      max_sweeps=max_sweeps, init=init, phi=phi, phi_final=phi_final,
+                                      device=device, output=True)
+    out = extra["output"] if V is None else sr.output(V)
     return (out, info) if return_info else out
 
 

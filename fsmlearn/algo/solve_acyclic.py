@@ -20,7 +20,8 @@ import numpy as np
 
 import math
 
-from ..semiring.ops import EXP_UNSET, NEGLOG_BLOCK, P2, P2X, neglog_block, neglog_plain_block
+from ..semiring.ops import (EXP_UNSET, NEGLOG_BLOCK, P2, P2X, neglog_block, neglog_of_scaled,
+                            neglog_plain_block)
 from ..semiring.ops import renorm as _renorm0
 
 __all__ = ["acyclic_neglog", "acyclic_neglog_plain", "acyclic_neglog_piped", "neglog_plain", "PLAIN_DONE",
@@ -127,7 +128,7 @@ def _push_arcs(b0, b1, s, ps, span, es, dst, Qb, qlo, v, Eb, reached):
 
 
 @nb.njit(cache=True)
-def _forward_rows(s0, s1, V, src_start, dst, w, v, Eb, reached, Qb, Tb, st):
+def _forward_rows(s0, s1, src_start, dst, w, v, Eb, reached, Qb, Tb, st):
     """The forward plain pass over states s0..s1-1 (see :func:`acyclic_neglog_plain`).
 
     ``Qb`` holds the plain weights of arcs ``st[0]``..``st[1]-1``; the pass converts the
@@ -186,8 +187,8 @@ def _forward_rows(s0, s1, V, src_start, dst, w, v, Eb, reached, Qb, Tb, st):
 
 
 @nb.njit(cache=True)
-def _backward_rows(s0, s1, V, src_start, dst, w, v, Eb, Qb, Tb, st):
-    """The backward plain pass over states s1-1 down to s0 (see
+def _backward_rows(s0, s1, F, src_start, dst, w, v, Eb, Qb, Tb, st):
+    """The backward plain pass over states s1-1 down to s0 from the final rows ``F`` (see
     :func:`acyclic_neglog_plain`).  ``Qb`` holds the plain weights of arcs
     ``st[0]``..``st[1]-1``; a row outside them is converted into ``Qb`` (which must hold
     NEGLOG_BLOCK) in a window that ends with it.  Returns _GOING or the pass's result."""
@@ -207,16 +208,16 @@ def _backward_rows(s0, s1, V, src_start, dst, w, v, Eb, Qb, Tb, st):
             else:
                 kmax = _NOEXP
                 for t in range(c << _SHIFT, s + 1):
-                    if V[t, 0] != 0.0:
-                        kmax = max(kmax, int(V[t, 1]))
+                    if F[t, 0] != 0.0:
+                        kmax = max(kmax, int(F[t, 1]))
                 Eb[c] = 0 if kmax == _NOEXP else kmax
         ec = Eb[c]
         same = c + 1 >= nblk or Eb[c + 1] == ec
         lim = min(n, (c + 2) << _SHIFT)
         acc = 0.0
         touched = False
-        if V[s, 0] != 0.0:
-            acc = V[s, 0] * _factor(int(V[s, 1]) - ec)
+        if F[s, 0] != 0.0:
+            acc = F[s, 0] * _factor(int(F[s, 1]) - ec)
             touched = True
         a0 = src_start[s]
         a1 = src_start[s + 1]
@@ -275,22 +276,27 @@ def _backward_rows(s0, s1, V, src_start, dst, w, v, Eb, Qb, Tb, st):
 
 
 @nb.njit(cache=True)
-def _start_rows(V, v, Eb, reached):
-    """The forward pass's start values, each in its block's exponent (the first start
-    state's of the block)."""
-    for s in range(v.shape[0]):
-        if V[s, 0] != 0.0:
-            c = s >> _SHIFT
-            k = int(V[s, 1])
-            if Eb[c] == _NOEXP:
-                Eb[c] = k
-            v[s] += V[s, 0] * _factor(k - Eb[c])
-            reached[s] = True
+def _start_rows(starts, v, Eb, reached):
+    """The forward pass's start values: one (the scaled row one_row, 0.5 * 2**1) at each
+    state of ``starts``, in its block's exponent (the first start's of the block)."""
+    for i in range(starts.shape[0]):
+        s = starts[i]
+        c = s >> _SHIFT
+        if Eb[c] == _NOEXP:
+            Eb[c] = 1
+        v[s] = 0.5 * _factor(1 - Eb[c])
+        reached[s] = True
 
 
 @nb.njit(inline="always")
-def _store_rows(V, v, Eb, lo, hi):
-    """V's scaled rows lo..hi-1 from the plain values and their blocks' exponents."""
+def _store_rows(V, out, v, Eb, lo, hi):
+    """States lo..hi-1 from the plain values and their blocks' exponents: when ``out``
+    has a place for every state, their -ln (``neglog_of_scaled``: what ``scaled_to_neglog``
+    gives for the rows), else V's scaled rows."""
+    if out.shape[0] == v.shape[0]:
+        for s in range(lo, hi):
+            out[s] = neglog_of_scaled(v[s], float(Eb[s >> _SHIFT]))
+        return
     for s in range(lo, hi):
         x = v[s]
         V[s, 0] = x
@@ -299,10 +305,15 @@ def _store_rows(V, v, Eb, lo, hi):
 
 
 @nb.njit(cache=True)
-def acyclic_neglog_plain(V, src_start, dst, w, Q, backward):
+def acyclic_neglog_plain(V, out, F, starts, src_start, dst, w, Q, backward):
     """:func:`acyclic_neglog` in plain float64, checking the numbering as it goes.
 
-    Returns PLAIN_DONE (``V`` holds the values), or leaves ``V`` untouched and
+    Forward, the values start at one at each state of ``starts`` (int64; ``F`` is not
+    read); backward, they start from the final rows ``F`` (scaled, one per state).
+    The result goes into ``out`` (float64 [N], -ln of each value) when it has a place
+    for every state, else into ``V``'s scaled rows (``V`` may be ``F`` itself).
+
+    Returns PLAIN_DONE (``V`` or ``out`` holds the values), or leaves both untouched and
     returns NOT_ORDERED (some arc goes from a state to itself or to a lower
     number: the machine is not topologically numbered), PLAIN_WEIGHTS (a weight
     this pass cannot hold) or PLAIN_DECLINED (a value it cannot hold).
@@ -361,15 +372,15 @@ def acyclic_neglog_plain(V, src_start, dst, w, Q, backward):
     if not backward:
         st[1] = E if whole else 0
         reached = np.zeros(n, np.bool_)
-        _start_rows(V, v, Eb, reached)
-        r = _forward_rows(0, n, V, src_start, dst, w, v, Eb, reached, Qb, Tb, st)
+        _start_rows(starts, v, Eb, reached)
+        r = _forward_rows(0, n, src_start, dst, w, v, Eb, reached, Qb, Tb, st)
     else:
         st[0] = 0 if whole else E
         st[1] = E
-        r = _backward_rows(0, n, V, src_start, dst, w, v, Eb, Qb, Tb, st)
+        r = _backward_rows(0, n, F, src_start, dst, w, v, Eb, Qb, Tb, st)
     if r != _GOING:
         return r
-    _store_rows(V, v, Eb, 0, n)
+    _store_rows(V, out, v, Eb, 0, n)
     return PLAIN_DONE
 
 
@@ -410,7 +421,7 @@ def _convert_chunk(w, lo, hi, B, T):
 
 
 @nb.njit(cache=True)
-def _pipe_step(t, i, V, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb, bad, prog, st, res, backward):
+def _pipe_step(t, i, F, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb, bad, prog, st, res, backward):
     """Step i of :func:`acyclic_neglog_piped` on thread t.
 
     t = 0 passes over chunk i (in pass order) from buffer i % 2 (or its part of
@@ -442,9 +453,9 @@ def _pipe_step(t, i, V, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb,
             st[0] = lo if not backward else 0
             st[1] = lo if not backward else 0
         if backward:
-            res[0] = _backward_rows(cuts[k], cuts[k + 1], V, src_start, dst, w, v, Eb, Qb, T[0, 1], st)
+            res[0] = _backward_rows(cuts[k], cuts[k + 1], F, src_start, dst, w, v, Eb, Qb, T[0, 1], st)
         else:
-            res[0] = _forward_rows(cuts[k], cuts[k + 1], V, src_start, dst, w, v, Eb, reached, Qb, T[0, 1], st)
+            res[0] = _forward_rows(cuts[k], cuts[k + 1], src_start, dst, w, v, Eb, reached, Qb, T[0, 1], st)
         if res[0] != _GOING:
             return                              # the pass has ended: no next chunk
     if i + 1 >= K:
@@ -475,28 +486,29 @@ def _pipe_step(t, i, V, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb,
 
 
 @nb.njit(cache=True, parallel=True)
-def _pipe_pair(i, V, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb, bad, prog, st, res, backward):
+def _pipe_pair(i, F, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb, bad, prog, st, res, backward):
     """One step of :func:`acyclic_neglog_piped`, the pass and the conversion on two
     threads (in turn on one); they meet at its end."""
     for t in nb.prange(2):
-        _pipe_step(t, i, V, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb, bad, prog, st, res, backward)
+        _pipe_step(t, i, F, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb, bad, prog, st, res, backward)
 
 
 @nb.njit(cache=True, parallel=True)
-def _store_rows_par(V, v, Eb):
+def _store_rows_par(V, out, v, Eb):
     """:func:`_store_rows` of every state, a block at a time over numba's threads."""
     n = v.shape[0]
     for c in nb.prange((n >> _SHIFT) + 1):
-        _store_rows(V, v, Eb, c << _SHIFT, min(n, (c + 1) << _SHIFT))
+        _store_rows(V, out, v, Eb, c << _SHIFT, min(n, (c + 1) << _SHIFT))
 
 
 @nb.njit(cache=True)
-def acyclic_neglog_piped(V, src_start, dst, w, Qout, backward, chunk=PIPE_CHUNK):
+def acyclic_neglog_piped(V, out, F, starts, src_start, dst, w, Qout, backward, chunk=PIPE_CHUNK):
     """:func:`acyclic_neglog_plain` (converting as it goes) on two threads: one
     converts the next chunk of about ``chunk`` arcs (whole rows) while the other
     passes over the current one, from two buffers in turn, or, when ``Qout`` has a
     place for every arc, into ``Qout`` (a converted copy made on the way, as
-    :func:`neglog_plain` makes it).
+    :func:`neglog_plain` makes it).  ``V``, ``out``, ``F`` and ``starts`` are
+    :func:`acyclic_neglog_plain`'s.
 
     Returns (the plain pass's result, whether every weight was converted: then, with
     PLAIN_DONE, ``Qout`` is the whole converted copy).
@@ -513,7 +525,7 @@ def acyclic_neglog_piped(V, src_start, dst, w, Qout, backward, chunk=PIPE_CHUNK)
     (PLAIN_DECLINED) before that weight.  Every such answer sends the solver to the
     scaled pass, which agrees to rounding.  The two threads meet at the end of each
     chunk (a ``prange`` of two, ``_pipe_pair``); with one thread the steps run in turn
-    and the results do not change.  The stored rows are written over both threads.
+    and the results do not change.  The results are stored over both threads.
     """
     n = src_start.shape[0] - 1
     cuts = _chunk_cuts(src_start, chunk)
@@ -534,7 +546,7 @@ def acyclic_neglog_piped(V, src_start, dst, w, Qout, backward, chunk=PIPE_CHUNK)
     Eb = np.full((n >> _SHIFT) + 1, _NOEXP, np.int64)
     reached = np.zeros(n if not backward else 0, np.bool_)
     if not backward:
-        _start_rows(V, v, Eb, reached)
+        _start_rows(starts, v, Eb, reached)
     if K == 0:
         return PLAIN_DONE, True
     k0 = K - 1 if backward else 0
@@ -546,10 +558,10 @@ def acyclic_neglog_piped(V, src_start, dst, w, Qout, backward, chunk=PIPE_CHUNK)
             k = K - 2 - i if backward else i + 1
             prog[0] = src_start[cuts[k]]
             prog[1] = src_start[cuts[k + 1]]
-        _pipe_pair(i, V, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb, bad, prog, st, res, backward)
+        _pipe_pair(i, F, src_start, dst, w, v, Eb, reached, cuts, B, Qout, T, Wb, bad, prog, st, res, backward)
         if res[0] != _GOING:
             return res[0], False
-    _store_rows_par(V, v, Eb)
+    _store_rows_par(V, out, v, Eb)
     return PLAIN_DONE, not np.any(bad)
 
 
