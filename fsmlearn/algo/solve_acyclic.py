@@ -112,10 +112,13 @@ def _push_arcs(b0, b1, s, ps, span, es, dst, Qb, qlo, v, Eb, reached):
     one to a block of another exponent is scaled, gives that block an exponent if it
     has none, and marks its head reached."""
     for b in range(b0, b1):
-        h = dst[b]
-        q = Qb[b - qlo]
+        # unsigned indices (b and h are never negative here): numba then adds no
+        # wraparound for a negative index to each load; the forward pass over the
+        # benchmark's acyclic machine on one thread took 53-57 ms with it, 32-33 without
+        h = dst[np.uint64(b)]
+        q = Qb[np.uint64(b - qlo)]
         if np.uint64(h - s - 1) < span:
-            v[h] += ps * q
+            v[np.uint64(h)] += ps * q
         elif h <= s:
             return False
         elif q != 0.0:
@@ -232,14 +235,14 @@ def _backward_rows(s0, s1, F, src_start, dst, w, v, Eb, Qb, Tb, st):
                     return PLAIN_WEIGHTS
             e = min(a1, qhi)
             for b in range(a, e):
-                h = dst[b]
-                vh = v[h]
-                q = Qb[b - qlo]
+                h = dst[np.uint64(b)]           # unsigned: see _push_arcs
+                q = Qb[np.uint64(b - qlo)]
                 if same and h > s and h < lim:
-                    acc += q * vh
+                    acc += q * v[np.uint64(h)]
                 elif h <= s:
                     return NOT_ORDERED
                 else:
+                    vh = v[h]
                     acc += q * vh * _factor(Eb[h >> _SHIFT] - ec)
                     touched |= (vh != 0.0) & (q != 0.0)
             a = e

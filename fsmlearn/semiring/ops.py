@@ -251,7 +251,7 @@ def neglog_block(w, lo, hi, P, K):
     K = EXP_UNSET.
     """
     for i in range(hi - lo):
-        x = w[lo + i]
+        x = w[np.uint64(lo + i)]     # unsigned: no wraparound, so a vector load, not a gather
         p, k = _exp_parts(x)
         zero = x == np.inf
         P[i] = 0.0 if zero else p
@@ -280,7 +280,7 @@ def neglog_plain_block(w, lo, hi, Q, T):
     TI = T.view(np.int64)
     bad = 0
     for i in range(hi - lo):
-        x = w[lo + i]
+        x = w[np.uint64(lo + i)]     # unsigned: no wraparound, so a vector load, not a gather
         p, k = _exp_parts(x)
         inside = (k >= -PLAIN_KMAX) & (k <= PLAIN_KMAX)
         zero = x == np.inf
