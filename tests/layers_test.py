@@ -25,6 +25,7 @@ PKG = ROOT / "fsmlearn"
 RANKS = {
     "errors": 1.0, "fsm": 1.0, "_lazy": 1.0,     # _lazy: the packages' PEP 562 exports, beside errors
     "_threads": 1.0,    # _threads: numba's TBB library, loaded when fsmlearn is imported
+    "_memory": 1.0,     # _memory: huge pages for the arrays numba kernels allocate
     "data": 1.5,
     "semiring": 2.0,
     "algo": 3.0, "testing": 3.0,

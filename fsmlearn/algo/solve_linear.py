@@ -55,6 +55,7 @@ from types import SimpleNamespace
 import numba as nb
 import numpy as np
 
+from .._memory import huge_pages
 from ..semiring.ops import EXP_UNSET, P2, fma, pow2_capped, from_plain, star_plain, times_plain, times_scaled, to_plain
 from .convergence import (FACTOR, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK,
                           STATUS_REPOTENTIAL, WHY_NONFINITE, WHY_POTENTIAL, WHY_STAR, new_rate_state,
@@ -78,7 +79,7 @@ def gather(a, idx):
     """a[idx] for a 1-D array and valid indices, in numba: one loop of independent loads,
     about twice as fast as numpy's fancy indexing on the 10M random internal arcs of the
     engine benchmark (127-142 against 265-269 ms, docs/bench-engine.md); no bounds check."""
-    out = np.empty(idx.shape[0], a.dtype)
+    out = huge_pages(np.empty(idx.shape[0], a.dtype))
     for i in range(idx.shape[0]):
         out[i] = a[idx[i]]
     return out
@@ -88,7 +89,7 @@ def gather(a, idx):
 def gather_par(a, idx):
     """:func:`gather` over numba's threads, 2**16 indices a task (the same array)."""
     n = idx.shape[0]
-    out = np.empty(n, a.dtype)
+    out = huge_pages(np.empty(n, a.dtype))
     B = 1 << 16
     for j in nb.prange((n + B - 1) // B):
         for i in range(j * B, min(n, (j + 1) * B)):
@@ -100,7 +101,7 @@ def gather_par(a, idx):
 def gather_rows(W, idx):
     """W[idx] for a 2-D array (rows), in numba."""
     K = W.shape[1]
-    out = np.empty((idx.shape[0], K), W.dtype)
+    out = huge_pages(np.empty((idx.shape[0], K), W.dtype))
     if K == 2:
         for i in range(idx.shape[0]):
             r = idx[i]
@@ -538,7 +539,7 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
     KE = K - 1
     n = states.shape[0]
     fstats[3] = 0.0
-    B = np.empty((n, K))
+    B = huge_pages(np.empty((n, K)))
     anyb = False
     for i in range(n):
         for j in range(K):
@@ -548,7 +549,8 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
     if not anyb:
         return STATUS_OK  # no mass enters: the solution is zero (V already is)
     # Kleene stars of the self-loops (plain rows)
-    S = np.zeros((n, KE))
+    S = huge_pages(np.empty((n, KE)))
+    S[:] = 0.0
     S[:, 0] = 1.0
     bad = np.zeros(n, np.bool_)
     nbad = 0
@@ -568,13 +570,13 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
                 nbad += 1
                 for j in range(KE):
                     S[h, j] = 0.0
-    Sc = np.empty((n, K))
+    Sc = huge_pages(np.empty((n, K)))
     for h in range(n):
         from_plain(Sc, h, S, h, 0.0)
     hasrow = np.zeros(n, np.bool_)
     for e in range(a0, a1):
         hasrow[ih[e]] = True
-    Vl = np.empty((n, K))
+    Vl = huge_pages(np.empty((n, K)))
     for i in range(n):
         if use_warm and hasrow[i]:
             for j in range(K):
@@ -590,12 +592,14 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
     # (flagged as a guess); the range checks and the final verification
     # catch a guess that was wrong.
     fallback = np.zeros(n, np.bool_)
-    pot = np.empty(n)
-    y = np.empty((n, KE))
-    yold = np.empty((n, KE))
-    b = np.empty((n, KE))
-    Wp = np.empty((a1 - a0, KE))
-    Vo = np.empty((n, K))
+    pot = huge_pages(np.empty(n))
+    # (the large arrays in transparent huge pages: fresh, they are faulted in a 2 MiB
+    # page at a time instead of 4 KiB; fsmlearn._memory)
+    y = huge_pages(np.empty((n, KE)))
+    yold = huge_pages(np.empty((n, KE)))
+    b = huge_pages(np.empty((n, KE)))
+    Wp = huge_pages(np.empty((a1 - a0, KE)))
+    Vo = huge_pages(np.empty((n, K)))
     wpos = np.empty(0, np.uint32)   # where each head-ordered arc's row is (banded: made when first needed)
     status = STATUS_NOT_CONVERGED
     rounds = 0
