@@ -14,6 +14,12 @@ in numba's cache, which a ctypes function pointer would prevent), on the whole 2
 pages inside the array.  It changes no value.  Where the advice is refused (huge pages
 off, another system), the call fails quietly and the array is faulted in as before.
 
+An array under 32 MiB may come from memory ``malloc`` recycles rather than a fresh
+mapping (glibc raises its mapping threshold up to 32 MiB after freeing a mapped block):
+pages already there stay as they are, and the advice stays on that memory after the
+array is freed, as numpy's does.  Like numpy's, it may make the kernel compact memory to
+find a huge page, and a process hold more resident memory.
+
 Public names: huge_pages.
 """
 
@@ -53,9 +59,10 @@ def _madvise(typingctx, addr, length, advice):
 
 @nb.njit(inline="always")
 def huge_pages(a):
-    """Advise the kernel to back the untouched array ``a`` with transparent huge pages
-    (the whole 2 MiB pages inside it; arrays under 4 MiB are left alone).  Call it right
-    after ``np.empty``, before anything is written; returns ``a``."""
+    """Advise the kernel to back the untouched array ``a`` (contiguous: an ``np.empty``
+    result) with transparent huge pages (the whole 2 MiB pages inside it; arrays under
+    4 MiB are left alone).  Call it right after ``np.empty``, before anything is written;
+    returns ``a``."""
     if _LINUX and a.nbytes >= _MIN_BYTES:
         p = np.uint64(a.ctypes.data)
         lo = (p + _PAGE - np.uint64(1)) & ~(_PAGE - np.uint64(1))

@@ -73,7 +73,7 @@ def _output_check(run, m, reverse, starts, status, V):
     assert run(rows, out) == status
     assert np.array_equal(rows, before)
     if status == PLAIN_DONE:
-        assert np.array_equal(out, LOG.output(V))
+        assert np.array_equal(out.view(np.int64), LOG.output(V).view(np.int64))     # -0.0 too
     else:
         assert (out == -1.0).all()
 
@@ -620,12 +620,19 @@ def test_the_solver_writes_the_output_of_its_rows(reverse):
     from fsmlearn.algo.shortest import solve_values
     from fsmlearn.fsm import MachineBatch
     rng = np.random.default_rng(21)
-    m = _spread(rng, 3000, 20000, 100, 0.5)
-    sr, V, _, extra = solve_values(m, "log", reverse)
+    m0 = _spread(rng, 3000, 20000, 100, 0.5)
+
+    def fresh():
+        return Machine(start=m0.start, final=m0.final.copy(), src_start=m0.src_start.copy(), dst=m0.dst.copy(),
+                       ilabel=m0.ilabel.copy(), weight=m0.weight.copy(), arc_type=m0.arc_type)
+    sr, V, _, extra = solve_values(fresh(), "log", reverse)
     assert V is not None and "output" not in extra
+    want = sr.output(V).view(np.int64)
+    m = fresh()
     for _ in range(3):                          # converting as it goes, making the copy, from it
         got = shortest_distance(m, "log", reverse=reverse)
-        assert np.array_equal(got, sr.output(V))
+        assert np.array_equal(got.view(np.int64), want)
+    assert m.cached_value("plain_weights") is not None
     _, none, _, extra = solve_values(m, "log", reverse, output=True)
     assert none is None and np.array_equal(extra["output"], got)
     real, R, _, extra = solve_values(m, "real", reverse, output=True)
@@ -633,4 +640,15 @@ def test_the_solver_writes_the_output_of_its_rows(reverse):
     assert np.allclose(real.output(R), np.exp(-got), rtol=1e-13, atol=0)
     batch = MachineBatch.from_machines([m, _spread(rng, 500, 3000, 20)])
     _, U, _, _ = solve_values(batch.machine, "log", reverse, starts=None if reverse else batch.starts)
-    assert np.array_equal(shortest_distance(batch, "log", reverse=reverse), sr.output(U))
+    assert np.array_equal(shortest_distance(batch, "log", reverse=reverse).view(np.int64), sr.output(U).view(np.int64))
+
+
+def test_a_start_state_past_the_machine_is_refused():
+    # the plain pass indexes its values by the start states unchecked
+    from fsmlearn.algo.shortest import solve_values
+    from fsmlearn.errors import ArgumentError
+    m = _spread(np.random.default_rng(22), 300, 2000, 10)
+    with pytest.raises(ArgumentError, match="start state 300 of a machine of 300 states"):
+        solve_values(m, "log", False, starts=np.array([0, 300]), output=True)
+    V = solve_values(m, "log", False, starts=np.array([-1, 0]))[1]       # -1: a machine without a start
+    assert np.array_equal(LOG.output(V), shortest_distance(m, "log"))

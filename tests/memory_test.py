@@ -4,6 +4,9 @@ advice."""
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numba as nb
 import numpy as np
 import pytest
@@ -38,3 +41,42 @@ def test_it_returns_the_array_it_was_given_and_changes_no_value():
         before = a.copy()
         b = _same(a)
         assert b.ctypes.data == a.ctypes.data and np.array_equal(b, before)
+
+
+def _vma_flags(addr):
+    """VmFlags of the mapping of this process that holds the address, from /proc/self/smaps."""
+    flags = None
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and ":" not in head:
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and head == "VmFlags:":
+                flags = line.split()[1:]
+    return flags
+
+
+@nb.njit
+def _advised(n):
+    return huge_pages(np.empty(n))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise(MADV_HUGEPAGE) is Linux's")
+def test_the_whole_huge_pages_inside_a_large_array_are_advised():
+    # the advice is a flag on the mapping ("hg" in /proc/self/smaps) where the kernel has
+    # transparent huge pages, on every whole 2 MiB page inside the array (40 MiB: a fresh
+    # mapping of its own, past the 32 MiB up to which malloc may recycle memory that an
+    # earlier array's advice still covers)
+    a = _advised(40 * (1 << 20) // 8 + 1000)
+    p = a.ctypes.data
+    page = 1 << 21
+    lo = (p + page - 1) // page * page
+    hi = (p + a.nbytes) // page * page
+    assert hi - lo >= 2 * page
+    if not os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"):
+        assert "hg" not in (_vma_flags(lo) or [])
+        return
+    for addr in [*range(lo, hi, page), hi - 1]:
+        assert "hg" in _vma_flags(addr), hex(addr)

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import numba as nb
 import numpy as np
 
-from ..errors import SemiringError
+from ..errors import ArgumentError, SemiringError
 from ..fsm.batch import MachineBatch
 from ..fsm.chain import ChainBatch
 from ..fsm.machine import PHI, Machine
@@ -267,12 +267,14 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
 
     Returns:
         (sr, V, info, extra): the semiring; float64 [N, K] rows (scaled for
-        linear semirings, costs for tropical); a SolveInfo; and a dict with
+        linear semirings, costs for tropical), or None where ``output`` was
+        asked for and written; a SolveInfo; and a dict with
         ``graph`` (the machine or its phi system), ``F`` (final rows; None for
         a forward solve of a machine without phi arcs on the CPU),
         ``arc_values`` (checked [E, R] array or None), a ``system_rows()``
-        callable giving the graph's arc rows, and for the tropical semiring
-        ``bp`` (int64 [N] back-pointer arc of each state, -1 for none).
+        callable giving the graph's arc rows, for the tropical semiring
+        ``bp`` (int64 [N] back-pointer arc of each state, -1 for none), and
+        ``output`` (float64 [N], ``sr.output`` of the rows) where V is None.
     """
     require_machine(m, "solve_values", "m")
     device = check_device(device)
@@ -302,6 +304,9 @@ def solve_values(m: Machine, semiring="log", reverse: bool = False, *, arc_value
     if starts is not None:
         starts = np.asarray(starts, np.int64)
         starts = starts[starts >= 0]
+        if starts.size and int(starts.max()) >= n:
+            # (the kernels index by them unchecked)
+            raise ArgumentError(f"a start state {int(starts.max())} of a machine of {n} states")
     # (backward values need no start state: a batch's union may have none of its own)
     if n == 0 or (not reverse and (m.start < 0 if starts is None else starts.size == 0)):
         V = F.copy() if reverse else sr.zero_rows(n)
@@ -644,7 +649,6 @@ def backward(machine: Machine, semiring="log", **kwargs):
 
 
 def _chain_total(chains: ChainBatch, semiring, kwargs):
-    from ..errors import ArgumentError
     from .chain import chain_best_paths, chain_total_weight
     if kwargs:
         raise ArgumentError(f"total_weight of a ChainBatch takes no {', '.join(sorted(kwargs))} (its dense-chain "

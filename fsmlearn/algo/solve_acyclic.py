@@ -27,8 +27,8 @@ from ..semiring.ops import renorm as _renorm0
 __all__ = ["acyclic_neglog", "acyclic_neglog_plain", "acyclic_neglog_piped", "neglog_plain", "PLAIN_DONE",
            "PLAIN_DECLINED", "PLAIN_WEIGHTS", "NOT_ORDERED", "PIPE_CHUNK"]
 
-#: acyclic_neglog_plain's results: the values are in V; a value it cannot hold; a weight it
-#: cannot hold; an arc that does not go to a higher state
+#: acyclic_neglog_plain's results: the values are in V (or out); a value it cannot hold; a
+#: weight it cannot hold; an arc that does not go to a higher state
 PLAIN_DONE = 1
 PLAIN_DECLINED = 0
 PLAIN_WEIGHTS = 2
