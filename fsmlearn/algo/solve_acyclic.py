@@ -20,8 +20,7 @@ import numpy as np
 
 import math
 
-from ..semiring.ops import (EXP_UNSET, NEGLOG_BLOCK, P2, P2X, neglog_block, neglog_of_scaled,
-                            neglog_plain_block)
+from ..semiring.ops import EXP_UNSET, NEGLOG_BLOCK, P2, P2X, neglog_block, neglog_plain_block, neglog_row
 from ..semiring.ops import renorm as _renorm0
 
 __all__ = ["acyclic_neglog", "acyclic_neglog_plain", "acyclic_neglog_piped", "neglog_plain", "PLAIN_DONE",
@@ -293,18 +292,19 @@ def _start_rows(starts, v, Eb, reached):
 
 @nb.njit(inline="always")
 def _store_rows(V, out, v, Eb, lo, hi):
-    """States lo..hi-1 from the plain values and their blocks' exponents: when ``out``
-    has a place for every state, their -ln (``neglog_of_scaled``: what ``scaled_to_neglog``
-    gives for the rows), else V's scaled rows."""
-    if out.shape[0] == v.shape[0]:
-        for s in range(lo, hi):
-            out[s] = neglog_of_scaled(v[s], float(Eb[s >> _SHIFT]))
-        return
+    """States lo..hi-1 from the plain values and their blocks' exponents: V's scaled
+    rows, or, when ``out`` has a place for every state, their -ln (each row made in a
+    scratch row and given to ``neglog_row``: what ``scaled_to_neglog`` gives for V)."""
+    direct = out.shape[0] == v.shape[0]
+    R = np.empty((1, 2)) if direct else V
     for s in range(lo, hi):
+        t = 0 if direct else s
         x = v[s]
-        V[s, 0] = x
-        V[s, 1] = float(Eb[s >> _SHIFT]) if x != 0.0 else EXP_UNSET
-        _renorm0(V, s)
+        R[t, 0] = x
+        R[t, 1] = float(Eb[s >> _SHIFT]) if x != 0.0 else EXP_UNSET
+        _renorm0(R, t)
+        if direct:
+            out[s] = neglog_row(R[0, 0], R[0, 1])
 
 
 @nb.njit(cache=True)

@@ -22,8 +22,8 @@ the cache (numba issue 6264).
 Public names: scaled_ops, tropical_ops, LinearOps, TropicalOps, renorm, fma, to_plain,
 from_plain, times_plain, star_plain, times_scaled, neg_scaled, tropical_fma,
 neglog_block, neglog_plain_block, neglog_to_scaled, real_to_scaled, scaled_to_neglog,
-neglog_of_scaled, scaled_to_neglog_par, neglog_to_scaled_par, neglog_to_scaled_at_par, scaled_to_real, P2, P2X,
-EXP_UNSET, NEGLOG_BLOCK, PLAIN_KMAX, PAR_ROWS.
+neglog_row, scaled_to_neglog_par, neglog_to_scaled_par, neglog_to_scaled_at_par,
+scaled_to_real, P2, P2X, EXP_UNSET, NEGLOG_BLOCK, PLAIN_KMAX, PAR_ROWS.
 """
 
 from __future__ import annotations
@@ -356,8 +356,9 @@ def real_to_scaled(v, out, col_p, col_k):
 
 
 @nb.njit(inline="always")
-def _neglog_row(p, k):
-    """-ln(p * 2**k) (+inf for zero, nan for negative)."""
+def neglog_row(p, k):
+    """-ln(p * 2**k) of one scaled value (+inf for zero, nan for negative): what
+    :func:`scaled_to_neglog` gives for the row (p, k)."""
     if p > 0.0:
         return -(math.log(p) + k * _LN2)
     if p == 0.0:
@@ -365,24 +366,12 @@ def _neglog_row(p, k):
     return np.nan
 
 
-@nb.njit(inline="always")
-def neglog_of_scaled(p, k):
-    """-ln(p * 2**k), as :func:`scaled_to_neglog` gives it for the one-column row (p, k)
-    once :func:`renorm` has scaled it: the same value, bit for bit, with no row written."""
-    m = abs(p)
-    if m >= _HI or (m < _LO and m > 0.0):
-        _, e = math.frexp(m)
-        p = math.ldexp(p, -e)
-        k += e
-    return _neglog_row(p, k)
-
-
 @nb.njit(cache=True)
 def scaled_to_neglog(V, out):
     """-ln of the p column of scaled rows (+inf for zero, nan for negative)."""
     KE = V.shape[1] - 1
     for i in range(V.shape[0]):
-        out[i] = _neglog_row(V[i, 0], V[i, KE])
+        out[i] = neglog_row(V[i, 0], V[i, KE])
 
 
 #: rows (or arcs) at which the threaded twins are worth their threads: scaled_to_neglog_par,
