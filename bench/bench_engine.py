@@ -22,7 +22,9 @@ final weight 0.1.  In the same run:
   flat sweep beside it) against the bytes a sweep reads; beside it the time of
   the sweep's loads alone (the same streams and gathers in the same order, no
   row arithmetic), a floor for any sweep in this layout, timed in turn with the
-  sweep (their ratio: the median of 9 pairs' ratios).
+  sweep (their ratio: the median of 9 pairs' ratios; issue 31's target); and the
+  same loads on two threads, half of the arcs each, timed in turn with the sweep
+  too (the sweep adds most of its arcs on two threads; not a target).
 
 Usage: python bench/bench_engine.py [--states N] [--degree D] [--pynini-runs K] [--only acyclic]
 Ends with issue 31's targets, met or missed in this run (on the default machines only).
@@ -169,18 +171,11 @@ def _median_time(f, runs: int) -> float:
     return statistics.median(times)
 
 
-def time_one_sweep(m: Machine, reverse: bool, runs=9):
-    """One plain Gauss-Seidel sweep over the largest component, the kernels the solver runs
-    (the banded sweep and its statistics where it bands the component), its loads alone
-    (:func:`_loads_only`, in the same order) and the flat sweep: (median sweep, median
-    flat sweep, median loads alone, median of the sweep / loads ratios).  The sweep and its
-    loads are timed in turn, ``runs`` pairs (the sweep first in every other pair), and
-    their ratio is the median of the pairs' ratios.  Timed 9 of one and then 9 of the
-    other, the same kernels gave 1.17x and 1.43x forward, 1.35x and 1.06x backward in two
-    whole runs 20 minutes apart: the machine's speed swings within minutes
-    (docs/bench-engine.md)."""
+def _sweep_kernels(m: Machine, reverse: bool):
+    """The largest component's sweep as the solver runs it, the flat sweep, and its loads
+    alone on one thread and on two, as callables over their own arrays:
+    (sweep, flat sweep, loads, loads on two threads, banded)."""
     from fsmlearn.algo.bands import banded_sweep1
-    from fsmlearn.algo.solve_linear import sweep_stats
     a0, a1, n, Wp, ih, it, bands = _largest_component(m, reverse)
     sweep = plain_sweep_kernel(0)
     y = np.full(n, 1e-6)
@@ -189,41 +184,74 @@ def time_one_sweep(m: Machine, reverse: bool, runs=9):
     st = np.empty(5)
     hasrow = np.zeros(n, np.bool_)
     hasrow[ih[a0:a1]] = True
+    yl = np.full(n, 1e-6)
+    out = np.empty(2)
 
     def flat_sweep():
         sweep(y, yold, b, Wp, ih, it, a0, a1, hasrow, st)
     if bands is None:
+        Wl, hl, tl = Wp, ih[a0:a1], it[a0:a1]
         kernel = flat_sweep
-        yl = np.full(n, 1e-6)
-
-        def loads():
-            _loads_only(yl, Wp, ih[a0:a1], it[a0:a1])
     else:
         S, perm, bh, bt, gptr, code = bands
-        Wb = Wp[perm]
+        Wl, hl, tl = Wp[perm], bh, bt
         acc = np.empty(2 << S)
-        yl = np.full(n, 1e-6)
-        flat = _median_time(flat_sweep, runs)
 
         def kernel():
-            banded_sweep1(y, yold, b, Wb, bh, bt, gptr, S, code, acc)
-            sweep_stats(y, yold, hasrow, True, st)
+            # the statistics come with it (fsmlearn.algo.bands.banded_sweep1)
+            banded_sweep1(y, yold, b, Wl, bh, bt, gptr, S, code, acc, st)
 
-        def loads():
-            _loads_only(yl, Wb, bh, bt)
+    def loads():
+        _loads_only(yl, Wl, hl, tl)
+
+    def loads2():
+        _loads_two_threads(yl, Wl, hl, tl, out)
+    return kernel, flat_sweep, loads, loads2, bands is not None
+
+
+def _in_turn(f, g, runs: int):
+    """``runs`` pairs of f and g timed in turn, f first in even pairs and second in odd ones
+    (ABBA), so that whatever one leaves in the caches for the other favours neither: (f's
+    times, g's times)."""
+    tf, tg = [], []
+    for k in range(runs):
+        for h, times in (((f, tf), (g, tg)) if k % 2 == 0 else ((g, tg), (f, tf))):
+            t = time.perf_counter()
+            h()
+            times.append(time.perf_counter() - t)
+    return tf, tg
+
+
+def time_one_sweep(m: Machine, reverse: bool, runs=9):
+    """One plain Gauss-Seidel sweep over the largest component, the kernels the solver runs
+    (the banded sweep, its statistics included, where it bands the component), its loads
+    alone (:func:`_loads_only`, in the same order) and the flat sweep: (median sweep,
+    median flat sweep, median loads alone, median of the sweep / loads ratios).  The sweep
+    and its loads are timed in turn, ``runs`` pairs (the sweep first in every other pair),
+    and their ratio is the median of the pairs' ratios.  Timed 9 of one and then 9 of the
+    other, the same kernels gave 1.17x and 1.43x forward, 1.35x and 1.06x backward in two
+    whole runs 20 minutes apart: the machine's speed swings within minutes
+    (docs/bench-engine.md)."""
+    kernel, flat_sweep, loads, _, banded = _sweep_kernels(m, reverse)
+    flat = _median_time(flat_sweep, runs) if banded else None
     kernel()
     loads()
-    ts, tl = [], []
-    for k in range(runs):
-        # in turn, the sweep first in even pairs and second in odd ones (ABBA), so that
-        # whatever one leaves in the caches for the other does not favour one side
-        for f, times in (((kernel, ts), (loads, tl)) if k % 2 == 0 else ((loads, tl), (kernel, ts))):
-            t = time.perf_counter()
-            f()
-            times.append(time.perf_counter() - t)
+    ts, tl = _in_turn(kernel, loads, runs)
     med = statistics.median
     # unbanded, the solver's sweep is the flat sweep: one figure for both
-    return med(ts), (med(ts) if bands is None else flat), med(tl), med([sw / ld for sw, ld in zip(ts, tl)])
+    return med(ts), (med(ts) if flat is None else flat), med(tl), med([sw / ld for sw, ld in zip(ts, tl)])
+
+
+def time_loads_two_threads(m: Machine, reverse: bool, runs=9):
+    """The sweep against its loads on two threads (:func:`_loads_two_threads`), timed in
+    turn as :func:`time_one_sweep` times it against its loads on one: (median loads on two
+    threads, median of the sweep / loads ratios).  Not a target: the sweep adds most of
+    its arcs on two threads, and this is what two threads' loads alone take."""
+    kernel, _, _, loads2, _ = _sweep_kernels(m, reverse)
+    kernel()
+    loads2()
+    ts, tl = _in_turn(kernel, loads2, runs)
+    return statistics.median(tl), statistics.median([sw / ld for sw, ld in zip(ts, tl)])
 
 
 @nb.njit(cache=True)
@@ -248,6 +276,16 @@ def _loads_only(y, W, ih, it):
         h ^= ih[e] ^ ih[e + one] ^ ih[e + two] ^ ih[e + three]
         e += np.uint64(4)
     return s0 + s1 + s2 + s3 + h
+
+
+@nb.njit(cache=True, parallel=True)
+def _loads_two_threads(y, W, ih, it, out):
+    """:func:`_loads_only` on two threads, each over half of the arcs (by count)."""
+    m = W.shape[0]
+    for j in nb.prange(2):
+        lo = j * m // 2
+        hi = (j + 1) * m // 2
+        out[j] = _loads_only(y, W[lo:hi], ih[lo:hi], it[lo:hi])
 
 
 #: the benchmark machines' size, on which issue 31's targets are set
@@ -323,12 +361,14 @@ def main(argv=None) -> int:
                    "relative_residual": res}
             if cyclic:
                 sweep, flat, loads, vs_loads = time_one_sweep(m, reverse)
+                loads2, vs_loads2 = time_loads_two_threads(m, reverse)
                 streamed, lines = sweep_bytes(m, reverse)
                 row.update(sweep_s=sweep, flat_sweep_s=flat, sweep_streamed_bytes=streamed, sweep_line_bytes=lines,
                            sweep_vs_streamed_bound=sweep / (streamed / (bw * 1e9)),
                            sweep_vs_line_bound=sweep / (lines / (bw * 1e9)),
                            loads_only_s=loads, loads_only_vs_streamed_bound=loads / (streamed / (bw * 1e9)),
-                           sweep_vs_loads=vs_loads)
+                           sweep_vs_loads=vs_loads, loads_two_threads_s=loads2,
+                           sweep_vs_loads_two_threads=vs_loads2)
             if fst is not None:
                 ref, pt, ptimes = time_pynini(fst, reverse, args.pynini_runs)
                 fin = np.isfinite(ref)
@@ -355,7 +395,9 @@ def main(argv=None) -> int:
                         f"{row['sweep_line_bytes'] * at_triad:.1f} ms with a whole 64-byte line per gather "
                         f"({row['sweep_line_bytes'] / 1e6:.0f} MB; the caches hold most lines)"
                         f"\n  {'':8s} its loads alone (no row arithmetic) {loads * 1e3:.1f} ms: "
-                        f"the sweep is {vs_loads:.2f}x its loads (the median of 9 pairs timed in turn)")
+                        f"the sweep is {vs_loads:.2f}x its loads (the median of 9 pairs timed in turn)"
+                        f"\n  {'':8s} its loads on two threads, half of the arcs each, {loads2 * 1e3:.1f} ms: "
+                        f"the sweep is {vs_loads2:.2f}x those (not a target; 9 pairs)")
             print(msg, flush=True)
         report[kind] = rows
     verdicts = target_lines(report)

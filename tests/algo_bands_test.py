@@ -18,8 +18,9 @@ from conftest import random_machine
 from fsmlearn import Machine
 from fsmlearn.algo import bands as B
 from fsmlearn.algo import forward, shortest_distance
+from fsmlearn.algo.convergence import sweep_stats_start
 from fsmlearn.algo.schedule import schedule_for
-from fsmlearn.algo.solve_linear import plain_sweep_kernel, sweep_stats
+from fsmlearn.algo.solve_linear import plain_sweep_kernel
 from fsmlearn.errors import DivergenceError, NotConvergedError
 from fsmlearn.testing import openfst_distances
 
@@ -204,22 +205,38 @@ def test_the_banded_sweep_is_its_four_steps_and_one_band_is_the_flat_sweep(rng, 
         Wb = Wp[perm]
         b = rng.random(n) * (code > 0)
         y0 = rng.random(n)
-        y, yold = y0.copy(), np.empty(n)
-        B.banded_sweep1(y, yold, b, Wb, bh, bt, gptr, Sc, code, np.empty(2 << Sc))
+        y, yold, st_b = y0.copy(), np.empty(n), np.empty(5)
+        B.banded_sweep1(y, yold, b, Wb, bh, bt, gptr, Sc, code, np.empty(2 << Sc), st_b)
         assert np.array_equal(yold, y0)
         want = _reference_banded_sweep(y0.copy(), b, Wb, bh.astype(np.int64), bt.astype(np.int64), gptr, Sc, code)
         np.testing.assert_allclose(y, want, rtol=1e-13, atol=0)
+        # the statistics, taken band by band, are those of the whole sweep's rows
+        hasrow = code > 0
+        _assert_stats(st_b, y, yold, hasrow)
         if (n - 1) >> Sc == 0:
             # one band: the flat sweep's order exactly, and the same statistics
-            hasrow = code > 0
             yf, yfo, st_f = y0.copy(), np.empty(n), np.empty(5)
             plain_sweep_kernel(0)(yf, yfo, b, Wp, s.int_head.view(np.uint32), s.int_tail.view(np.uint32),
                                   a0, a1, hasrow, st_f)
-            st_b = np.empty(5)
-            sweep_stats(y, yold, hasrow, True, st_b)
-            assert np.array_equal(y, yf) and np.array_equal(st_b, st_f)
+            assert np.array_equal(y, yf) and np.array_equal(yold, yfo)
+            # the same figures; the L1 change is summed in the order the compiler's vectors
+            # give, which may differ between the bool and uint8 versions of the loop
+            assert np.array_equal(st_b[[0, 2, 3, 4]], st_f[[0, 2, 3, 4]])
+            np.testing.assert_allclose(st_b[1], st_f[1], rtol=n * 2.0**-52, atol=0)
             one_band += 1
     assert one_band == 1            # bands of 2**9 hold the whole component of at most 500 rows
+
+
+def _assert_stats(st, y, yold, has):
+    """st is the sweep statistics of the rows ``has`` of a sweep from yold to y (finite values):
+    the largest quotient, the extremes and the bad row exactly, the L1 change to its rounding."""
+    m = np.abs(y[has])
+    d = np.abs(y[has] - yold[has])
+    pos = m > 0
+    dn = max(np.max(d[pos] / m[pos], initial=0.0), 1.0 if np.any(d[~pos] > 0) else 0.0)
+    assert st[0] == dn
+    np.testing.assert_allclose(st[1], d.sum(), rtol=has.sum() * 2.0**-52, atol=0)
+    assert st[2] == np.max(m[pos], initial=0.0) and st[3] == np.min(m[pos], initial=np.inf) and st[4] == -1
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -230,10 +247,10 @@ def test_the_banded_sweeps_fixed_point_is_the_systems_solution(rng, reverse):
     b = np.where(code > 0, 1.0, 0.0)
     A = sp.csr_matrix((Wp, (s.int_head[a0:a1], s.int_tail[a0:a1])), shape=(n, n))
     x = sla.spsolve((sp.eye(n) - A).tocsc(), b)
-    y, yold, acc = np.zeros(n), np.empty(n), np.empty(2 << Sc)
+    y, yold, acc, st = np.zeros(n), np.empty(n), np.empty(2 << Sc), np.empty(5)
     Wb = Wp[perm]
     for _ in range(400):
-        B.banded_sweep1(y, yold, b, Wb, bh, bt, gptr, Sc, code, acc)
+        B.banded_sweep1(y, yold, b, Wb, bh, bt, gptr, Sc, code, acc, st)
     assert np.max(np.abs(y - x) / np.maximum(x, 1e-300)) < 1e-10
 
 
@@ -274,7 +291,8 @@ def test_the_solver_with_and_without_bands_agree_within_the_tolerance(rng, monke
                                              (2, 1000, 137), (3, 1000, 1000)])
 def test_the_two_thread_scatter_adds_the_same_terms_as_one_thread(rng, hb, total, before):
     # a band's arcs from other bands lie before and after its own group; the pair cuts them
-    # in two halves by count (at 500 of 1000), wherever the cut falls
+    # in two halves by count (at 500 of 1000), wherever the cut falls.  It also starts the
+    # band's sums from b, copies the band's old values, and takes the last band's statistics
     n, w, own = 4 * 64, 64, 5
     m = total + own
     lo = hb * w
@@ -282,13 +300,25 @@ def test_the_two_thread_scatter_adds_the_same_terms_as_one_thread(rng, hb, total
     bt = rng.integers(0, n, m).astype(np.uint32)
     Wp = rng.random(m)
     y = rng.random(n)
+    b = rng.random(n)
+    code = rng.integers(0, 3, n).astype(np.uint8)
+    yold = rng.random(n)
+    yold0 = yold.copy()
     i0, own0, own1, i1 = 0, before, before + own, m
-    want = rng.random(w)
-    got, acc1 = want.copy(), np.full(w, np.nan)
-    B._scatter_pair(got, acc1, y, Wp, bh, bt, i0, own0, own1, i1, np.uint64(lo))
+    plo, phi = max(lo - w, 0), lo          # the last band (none for the first)
+    got, acc1, st = np.full(w, np.nan), np.full(w, np.nan), np.empty(5)
+    sweep_stats_start(st)
+    B._scatter_pair(got, acc1, y, yold, b, code, Wp, bh, bt, i0, own0, own1, i1, lo, plo, phi, st)
+    want = b[lo:lo + w].copy()
     ext = np.r_[np.arange(i0, own0), np.arange(own1, i1)].astype(np.int64)
     np.add.at(want, bh[ext].astype(np.int64) - lo, y[bt[ext]] * Wp[ext])
     np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+    assert np.array_equal(yold[lo:lo + w], y[lo:lo + w])
+    assert np.array_equal(np.delete(yold, np.s_[lo:lo + w]), np.delete(yold0, np.s_[lo:lo + w]))
+    if phi > plo:
+        _assert_stats(st, y[plo:phi], yold0[plo:phi], code[plo:phi] > 0)
+    else:
+        assert np.array_equal(st, [0.0, 0.0, 0.0, np.inf, -1.0])
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -321,16 +351,21 @@ def test_bands_whose_arcs_from_other_bands_are_added_on_two_threads(rng, monkeyp
     cc = code[s.comp_ptr[c]:s.comp_ptr[c + 1]]
     b = rng.random(nc) * (cc > 0)
     y0 = rng.random(nc)
-    y, yold = y0.copy(), np.empty(nc)
-    B.banded_sweep1(y, yold, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, np.empty(2 << 13))
+    y, yold, st = y0.copy(), np.empty(nc), np.empty(5)
+    B.banded_sweep1(y, yold, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, np.empty(2 << 13), st)
     want = _reference_banded_sweep(y0.copy(), b, Wb, bh[p0:p1].astype(np.int64), bt[p0:p1].astype(np.int64), g, 13,
                                    cc)
     np.testing.assert_allclose(y, want, rtol=1e-13, atol=0)
+    # the copy and the statistics, taken on the second thread of each band's pair
+    assert np.array_equal(yold, y0)
+    _assert_stats(st, y, y0, cc > 0)
     # a scratch of one band: the one-thread sweep, the same terms summed in another order
-    y1 = y0.copy()
-    B.banded_sweep1(y1, yold, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, np.empty(1 << 13))
+    y1, yold1, st1 = y0.copy(), np.empty(nc), np.empty(5)
+    B.banded_sweep1(y1, yold1, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, np.empty(1 << 13), st1)
     np.testing.assert_allclose(y1, want, rtol=1e-13, atol=0)
     assert not np.array_equal(y1, y)
+    assert np.array_equal(yold1, y0)
+    _assert_stats(st1, y1, y0, cc > 0)
 
 
 def _skip_chain(n, back):

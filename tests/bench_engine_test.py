@@ -148,3 +148,27 @@ def test_an_unbanded_component_times_the_flat_sweep_and_its_loads(bench_engine, 
     assert sweep == flat
     for y, W, h, t in loads:
         assert np.array_equal(W, Wp) and np.array_equal(h, ih[a0:a1]) and np.array_equal(t, it[a0:a1])
+
+
+def test_the_loads_on_two_threads_read_every_arc_once(bench_engine):
+    m, n = 800, 50
+    y = np.ones(n)
+    W = np.arange(m, dtype=float)
+    ih = np.zeros(m, np.uint32)             # heads xor to 0: the sums alone
+    it = (np.arange(m) % n).astype(np.uint32)
+    out = np.empty(2)
+    bench_engine._loads_two_threads(y, W, ih, it, out)
+    assert list(out) == [W[:400].sum(), W[400:].sum()]
+    assert bench_engine._loads_only(y, W, ih, it) == W.sum()
+
+
+@pytest.mark.parametrize("banded", [False, True])
+def test_the_sweep_is_timed_against_its_loads_on_two_threads(bench_engine, request, monkeypatch, banded):
+    if banded:
+        request.getfixturevalue("small_bands")
+    m = bench_engine.build(400, 3, True)
+    assert (bench_engine._largest_component(m, False)[-1] is not None) == banded
+    loads = []
+    _spy(monkeypatch, bench_engine, "_loads_two_threads", loads)
+    loads2, ratio = bench_engine.time_loads_two_threads(m, False, runs=3)
+    assert loads2 > 0 and ratio > 0 and len(loads) == 4       # one untimed call, then 3 pairs

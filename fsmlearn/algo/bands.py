@@ -35,6 +35,15 @@ sweep from 60.7 to 47.5 ms forward and from 69.9 to 61.1 ms backward
 (docs/bench-engine.md).  Step 4 is Gauss-Seidel inside the band and
 stays on one thread.
 
+The sweep also keeps what the solver's stopping rule needs: each band's old values,
+copied to ``yold`` before step 2, and the statistics of the changes
+(:func:`fsmlearn.algo.convergence.sweep_stats_rows`), taken band by band once a band's
+rows are final.  Where the next band takes two threads, the second thread does both
+(the copy, and the last band's statistics) before its half of the arcs; the first
+starts the band's sums from ``b``.  Made in separate passes over the whole vector
+after the sweep, with a loop of branches for the statistics, they took 10-15% of a
+sweep of the engine benchmark (docs/bench-engine.md).
+
 Every row is written once a sweep, from a non-negative combination of values of this
 sweep and the last (an asynchronous relaxation of the same system
 ``x = b + sum_t x_t W``: Mohri 2002, eq. 2, the generic single-source shortest-distance
@@ -69,6 +78,7 @@ import numba as nb
 import numpy as np
 
 from ..semiring.ops import pow2_capped
+from .convergence import sweep_stats_rows, sweep_stats_start
 
 __all__ = ["BAND_BITS", "BAND_MIN_STATES", "PAIR_MIN_ARCS", "band_layout", "band_order", "band_widths", "bands_for",
            "no_bands", "banded_sweep1", "build_plain_banded", "sub_bits"]
@@ -342,20 +352,29 @@ def _scatter_part(acc, y, Wp, bh, bt, i0, own0, own1, i1, c0, c1, ulo):
 
 
 @nb.njit(cache=True, parallel=True)
-def _scatter_pair(acc, acc1, y, Wp, bh, bt, i0, own0, own1, i1, ulo):
-    """Step 2 on two threads: the band's arcs from other bands cut in two halves by count,
-    the first added into ``acc`` and the second into ``acc1`` (zeroed here), then
-    ``acc += acc1``.  The halves read only values of other bands, so they are independent;
-    with one thread the same two halves run in turn, with the same sums."""
+def _scatter_pair(acc, acc1, y, yold, b, code, Wp, bh, bt, i0, own0, own1, i1, lo, plo, phi, st):
+    """Steps 1 and 2 on two threads, with the copy of the band's old values and the last
+    band's statistics: the band's arcs from other bands cut in two halves by count, the
+    first added into ``acc`` (after ``acc = b[lo:]``) and the second into ``acc1`` (zeroed
+    here), then ``acc += acc1``.  The second thread also copies ``y[lo:]`` to ``yold`` and
+    adds the rows ``plo:phi`` (the last band's, final by now) to the statistics ``st``.
+    The halves read only values of other bands and write only the accumulators, so they
+    are independent; with one thread the same work runs in turn, with the same sums."""
     total = (own0 - i0) + (i1 - own1)
     mid = total // 2
     w = acc.shape[0]
+    ulo = np.uint64(lo)
     for j in nb.prange(2):
         if j == 0:
+            for r in range(w):
+                acc[r] = b[lo + r]
             _scatter_part(acc, y, Wp, bh, bt, i0, own0, own1, i1, 0, mid, ulo)
         else:
             for r in range(w):
                 acc1[r] = 0.0
+                yold[lo + r] = y[lo + r]
+            if phi > plo:
+                sweep_stats_rows(y, yold, code, plo, phi, st)
             _scatter_part(acc1, y, Wp, bh, bt, i0, own0, own1, i1, mid, total, ulo)
     half = w // 2
     for j in nb.prange(2):
@@ -372,8 +391,9 @@ PAIR_MIN_ARCS = 1 << 16
 
 
 @nb.njit(cache=True)
-def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
-    """One banded Gauss-Seidel sweep of one-column rows (steps 1-4 of the module docstring).
+def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc, st):
+    """One banded Gauss-Seidel sweep of one-column rows (steps 1-4 of the module docstring),
+    with its statistics.
 
     y, yold, b: float64 [n] (values, previous values out, constants); Wp: float64 [m]
     the plain arc factors in band order; bh, bt: uint32 [m] local head and tail in band
@@ -383,12 +403,13 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
     from other bands, and twice as many as it has rows, adds them on two threads
     (:func:`_scatter_pair`: the rows' sums in another order, the same terms).  (The
     caller knows numba's thread count; asking it here would keep the kernel from numba's
-    cache.)
-    The statistics are the caller's (:func:`fsmlearn.algo.solve_linear.sweep_stats`).
+    cache.)  st: float64 [5] out, the statistics of the rows with arcs (``code`` not 0)
+    as :func:`fsmlearn.algo.solve_linear.sweep_stats` takes them, band by band
+    (:func:`fsmlearn.algo.convergence.sweep_stats_rows`): each band's rows once they are
+    final, on the second thread while the next band's arcs are added where that band
+    takes two threads.
     """
     n = y.shape[0]
-    for i in range(n):
-        yold[i] = y[i]
     nb_ = (n + (1 << S) - 1) >> S
     sb = sub_bits(nb_, S)
     one = np.uint64(1)
@@ -396,11 +417,12 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
     pair = acc.shape[0] >= 2 * w
     acc0 = acc[:w]
     acc1 = acc[w:2 * w] if pair else acc[:0]
+    sweep_stats_start(st)
+    plo = 0
+    phi = 0         # the last band's rows, whose statistics are still to be taken
     for hb in range(nb_):
         lo = hb << S
         hi = min(n, lo + (1 << S))
-        for r in range(hi - lo):
-            acc0[r] = b[lo + r]
         ulo = np.uint64(lo)
         i0 = gptr[(hb * nb_) << sb]
         own0 = gptr[(hb * nb_ + hb) << sb]
@@ -408,8 +430,14 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
         i1 = gptr[((hb + 1) * nb_) << sb]
         ext = (own0 - i0) + (i1 - own1)
         if pair and ext >= PAIR_MIN_ARCS and ext >= 2 * (hi - lo):
-            _scatter_pair(acc0[:hi - lo], acc1[:hi - lo], y, Wp, bh, bt, i0, own0, own1, i1, ulo)
+            _scatter_pair(acc0[:hi - lo], acc1[:hi - lo], y, yold, b, code, Wp, bh, bt, i0, own0, own1, i1,
+                          lo, plo, phi, st)
         else:
+            if phi > plo:
+                sweep_stats_rows(y, yold, code, plo, phi, st)
+            for r in range(hi - lo):
+                yold[lo + r] = y[lo + r]
+                acc0[r] = b[lo + r]
             _scatter(acc0, y, Wp, bh, bt, i0, own0, ulo)
             _scatter(acc0, y, Wp, bh, bt, own1, i1, ulo)
         for r in range(hi - lo):
@@ -426,6 +454,10 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc):
             acc0[np.uint64(h) - ulo] = v
             y[h] = v
             e += one
+        plo = lo
+        phi = hi
+    if phi > plo:
+        sweep_stats_rows(y, yold, code, plo, phi, st)
 
 
 @nb.njit(inline="always")

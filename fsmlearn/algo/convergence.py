@@ -26,20 +26,23 @@ or :class:`~fsmlearn.errors.NotConvergedError` naming the system.
 Public names: STATUS_OK, STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_REPOTENTIAL,
 WHY_NONFINITE, WHY_RATE, WHY_STAR, WHY_POTENTIAL, WHY_NEGCYCLE, RATE_CONTINUE,
 RATE_CONVERGED, RATE_DIVERGED, RATE_EXTRAPOLATE, SETTLE, new_rate_state, rate_step,
-stop_status, measure_change, extrapolate, raise_for_status.
+stop_status, measure_change, sweep_stats_start, sweep_stats_rows, extrapolate, raise_for_status.
 """
 
 from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba.core import types
+from numba.core.extending import intrinsic
 
 from ..errors import DivergenceError, NotConvergedError
 
 __all__ = ["STATUS_OK", "STATUS_DIVERGED", "STATUS_NOT_CONVERGED", "STATUS_REPOTENTIAL",
            "WHY_NONFINITE", "WHY_RATE", "WHY_STAR", "WHY_POTENTIAL", "WHY_NEGCYCLE",
            "RATE_CONTINUE", "RATE_CONVERGED", "RATE_DIVERGED", "RATE_EXTRAPOLATE", "SETTLE",
-           "new_rate_state", "rate_step", "stop_status", "measure_change", "extrapolate", "raise_for_status"]
+           "new_rate_state", "rate_step", "stop_status", "measure_change", "sweep_stats_start", "sweep_stats_rows",
+           "extrapolate", "raise_for_status"]
 
 # a solver's result
 STATUS_OK, STATUS_DIVERGED, STATUS_NOT_CONVERGED = 0, 1, 2
@@ -143,6 +146,93 @@ def measure_change(X, Y, D, stats):
         stats[5] = max(bad, 0)
         return dn, sd, True
     return dn, sd, False
+
+
+@intrinsic
+def _bitcast(typingctx, x, like):
+    """``x``'s 64 bits as a value of ``like``'s type (float64 to int64 or back; no conversion)."""
+    to = types.unliteral(like)
+    sig = to(x, like)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(to))
+    return sig, codegen
+
+
+_INF_BITS = 0x7FF0000000000000      # the bits of +inf
+_ONE_BITS = 0x3FF0000000000000      # the bits of 1.0
+
+
+@nb.njit(cache=True)
+def sweep_stats_start(st):
+    """Statistics of no rows yet, for :func:`sweep_stats_rows` to add rows to:
+    ``st[:5] = [0, 0, 0, inf, -1]``."""
+    st[0] = 0.0
+    st[1] = 0.0
+    st[2] = 0.0
+    st[3] = np.inf
+    st[4] = -1.0
+
+
+@nb.njit(cache=True, fastmath={"reassoc"}, error_model="numpy")
+def sweep_stats_rows(y, yold, has, lo, hi, st):
+    """Add the rows ``lo:hi`` of a one-column sweep to its statistics ``st`` (float64 [5],
+    from :func:`sweep_stats_start`), from the values after (``y``) and before (``yold``)
+    it; only rows with ``has[i] != 0`` count (``has`` bool or uint8 [n]).
+
+    With ``m = |y_i|`` and ``d = |y_i - yold_i|`` of each counted row, the statistics
+    :func:`rate_step` takes (``st`` = [dn, sd, ymax, ymin, bad]):
+
+    * ``dn``, the largest relative change: the largest ``d / m`` over rows with
+      ``m > 0``, and at least 1 where a row with ``m = 0`` changed;
+    * ``sd``, the L1 change: the sum of ``d``;
+    * ``ymax``, ``ymin``: the largest and smallest non-zero ``m`` (``ymin`` inf where none);
+    * ``bad``: the last row, of those added, whose value is not finite or whose change
+      is NaN, or -1 (then the other figures are not to be used).
+
+    The loop has no branches: the largest and smallest are taken on the values' bits
+    (a non-negative float64's bits order as its value does), the quotients with
+    numpy's division (no check for zero; a row with ``m = 0`` takes 1 or 0 instead).
+    So it runs in vector registers. ``sd`` is summed in the order the compiler's
+    vectors give it (``fastmath`` reassociation, on that sum only): the same rows in
+    the same call give the same sum bit for bit on one machine, and another machine's
+    vector width may round it differently (it is a rate estimate: the ratio of two
+    sweeps' sums). The other figures do not depend on the order. On the engine
+    benchmark's million rows, in cache: 0.8-1.2 ns a row, against 2.2-2.8 ns for the
+    loop with branches it replaces (docs/bench-engine.md).
+    """
+    sd = 0.0
+    mx = 0
+    mn = _INF_BITS
+    dn = 0
+    bad = False
+    i = np.uint64(lo)
+    end = np.uint64(hi)
+    while i < end:
+        h = has[i] != 0
+        m = abs(y[i])
+        d = abs(y[i] - yold[i])
+        sd += d if h else 0.0
+        mb = _bitcast(m, 0)
+        pos = h & (mb > 0)
+        mx = max(mx, mb if pos else 0)
+        mn = min(mn, mb if pos else _INF_BITS)
+        q = _bitcast(d / m, 0)
+        q = q if pos else ((_ONE_BITS if d > 0.0 else 0) if h else 0)
+        dn = max(dn, q)
+        bad |= h & ((m == np.inf) | (d != d))
+        i += np.uint64(1)
+    st[0] = max(st[0], _bitcast(dn, 0.0))
+    st[1] += sd
+    st[2] = max(st[2], _bitcast(mx, 0.0))
+    st[3] = min(st[3], _bitcast(mn, 0.0))
+    if bad:
+        # which row: the loop above only knows that one is
+        for j in range(lo, hi):
+            m = abs(y[j])
+            d = abs(y[j] - yold[j])
+            if has[j] != 0 and (not (m < np.inf) or d != d):
+                st[4] = float(j)
 
 
 @nb.njit(cache=True)

@@ -59,7 +59,7 @@ from .._memory import huge_pages
 from ..semiring.ops import EXP_UNSET, P2, fma, pow2_capped, from_plain, star_plain, times_plain, times_scaled, to_plain
 from .convergence import (FACTOR, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK,
                           STATUS_REPOTENTIAL, WHY_NONFINITE, WHY_POTENTIAL, WHY_STAR, new_rate_state,
-                          rate_step, stop_status)
+                          rate_step, stop_status, sweep_stats_rows, sweep_stats_start)
 from .bands import banded_sweep1, build_plain_banded
 from .schedule import trivial_run_end
 
@@ -272,7 +272,8 @@ def plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, hasrow, st):
     ``y``, ``yold``, ``b``: float64 [n]; ``Wp``: float64 [a1 - a0];
     ``ih``, ``it``: uint32 views of the head and tail arrays; ``hasrow``:
     bool [n], the rows with arcs in a0:a1.  The same sweep and the same
-    ``st`` as :func:`plain_sweep`, in three flat loops:
+    ``st`` as :func:`plain_sweep` (its L1 change summed in another order), in three
+    flat loops:
 
     1. ``yold = y`` (the component's values before the sweep);
     2. one loop over the arcs without a branch: each arc adds its term to
@@ -282,7 +283,8 @@ def plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, hasrow, st):
        as Gauss-Seidel does.  Rows of varying length no longer cost a
        mispredicted jump each (about a third of the sweep on a machine with
        Poisson in-degrees; docs/bench-engine.md);
-    3. the statistics over the rows with arcs, from ``y`` and ``yold``.
+    3. the statistics over the rows with arcs, from ``y`` and ``yold``
+       (:func:`sweep_stats`).
 
     Without the per-access negative-index checks of signed indices.
     """
@@ -310,34 +312,11 @@ def plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, hasrow, st):
 def sweep_stats(y, yold, hasrow, any_arcs, st):
     """The statistics of a one-column sweep from the values after and before it (the rows
     with arcs): ``st`` = [largest relative change, L1 change, largest and smallest non-zero
-    magnitude, a non-finite row or -1] (see :func:`plain_sweep`)."""
-    n = y.shape[0]
-    dn = 0.0
-    sd = 0.0
-    ymax = 0.0
-    ymin = np.inf
-    bad = -1
+    magnitude, a non-finite row or -1]
+    (:func:`fsmlearn.algo.convergence.sweep_stats_rows` over every row)."""
+    sweep_stats_start(st)
     if any_arcs:
-        for i in range(n):
-            if not hasrow[i]:
-                continue
-            m = abs(y[i])
-            d = abs(y[i] - yold[i])
-            sd += d
-            if m > 0.0:
-                ymax = max(ymax, m)
-                ymin = min(ymin, m)
-                if d > dn * m:
-                    dn = d / m
-            elif d > 0.0:
-                dn = max(dn, 1.0)
-            if not (m < np.inf) or d != d:
-                bad = i
-    st[0] = dn
-    st[1] = sd
-    st[2] = ymax
-    st[3] = ymin
-    st[4] = float(bad)
+        sweep_stats_rows(y, yold, hasrow, 0, y.shape[0], st)
 
 
 @nb.njit(cache=True)
@@ -468,8 +447,7 @@ def plain_phase(y, yold, b, Wp, ih, it, a0, a1, hasrow, accr, tol, max_sweeps, s
         itu = it.view(np.uint32)
     while stats[0] < max_sweeps:
         if KE == 1 and bS >= 0:
-            banded_sweep1(y1, yold1, b1, Wp1, bh, bt, gptr, bS, code, bacc)
-            sweep_stats(y1, yold1, hasrow, a1 > a0, st)
+            banded_sweep1(y1, yold1, b1, Wp1, bh, bt, gptr, bS, code, bacc, st)
         elif KE == 1:
             plain_sweep1(y1, yold1, b1, Wp1, ihu, itu, a0, a1, hasrow, st)
         else:
