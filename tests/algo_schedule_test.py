@@ -368,5 +368,7 @@ def test_plain_sweep1_is_the_row_sweep(seed):
     plain_sweep_kernel(1)(y2, yo2, b[:, None].copy(), Wp[:, None].copy(), ih, it, a0, a1, np.zeros(1), st2)
     assert np.array_equal(y1, y2[:, 0], equal_nan=True)
     assert np.array_equal(yo1[hasrow], yo2[hasrow, 0], equal_nan=True)
-    assert np.array_equal(st1, st2, equal_nan=True)
+    # the same statistics; the L1 change summed in another order (sweep_stats_rows' vectors)
+    assert np.array_equal(st1[[0, 2, 3, 4]], st2[[0, 2, 3, 4]], equal_nan=True)
+    np.testing.assert_allclose(st1[1], st2[1], rtol=n * 2.0**-52, atol=0, equal_nan=True)
     assert (st1[4] >= 0) == (not np.all(np.isfinite(b[hasrow])))

@@ -1,40 +1,19 @@
 """Layer 3: a one-column sweep's statistics (fsmlearn.algo.convergence.sweep_stats_rows), the
-figures the stopping rule takes after each sweep, against numpy on the same rows: the largest
-relative change, the extremes and the non-finite row exactly (they do not depend on the
-order), the L1 change to the rounding of a sum of that many terms."""
+figures the stopping rule takes after each sweep, against numpy on the same rows
+(conftest.sweep_stats_reference): the largest relative change, the extremes and the last
+non-finite row exactly (they do not depend on the order), the L1 change to the rounding of a
+sum of that many terms."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import strategies as hst
 
+from conftest import assert_sweep_stats
 from fsmlearn.algo.convergence import sweep_stats_rows, sweep_stats_start
 from fsmlearn.algo.solve_linear import sweep_stats
-
-
-def reference(y, yold, has):
-    """[dn, sd, ymax, ymin, bad] by numpy, as sweep_stats_rows defines them."""
-    idx = np.flatnonzero(has)
-    m = np.abs(y[idx])
-    with np.errstate(invalid="ignore"):
-        d = np.abs(y[idx] - yold[idx])
-        badrows = idx[~(m < np.inf) | np.isnan(d)]
-    pos = m > 0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        q = d[pos] / m[pos]
-    dn = max(np.max(q, initial=0.0), 1.0 if np.any(d[~pos] > 0) else 0.0)
-    return [dn, float(np.sum(d)), np.max(m[pos], initial=0.0), np.min(m[pos], initial=np.inf),
-            float(badrows[-1]) if badrows.size else -1.0]
-
-
-def check(st, want, terms):
-    assert st[4] == want[4]
-    if want[4] >= 0:
-        return                  # the other figures are not to be used then
-    assert st[0] == want[0] and st[2] == want[2] and st[3] == want[3]
-    np.testing.assert_allclose(st[1], want[1], rtol=max(terms, 1) * 2.0**-52, atol=0)
 
 
 def values(rng, n):
@@ -56,11 +35,11 @@ def test_the_statistics_are_numpys_on_the_same_rows(rng, n, dtype):
     st = np.empty(5)
     sweep_stats_start(st)
     sweep_stats_rows(y, yold, has, 0, n, st)
-    check(st, reference(y, yold, has != 0), n)
+    assert_sweep_stats(st, y, yold, has != 0)
     # sweep_stats: the same, over every row
     st2 = np.full(5, np.nan)
     sweep_stats(y, yold, has, True, st2)
-    assert np.array_equal(st, st2)
+    assert_sweep_stats(st2, y, yold, has != 0)
     sweep_stats(y, yold, has, False, st2)
     assert np.array_equal(st2, [0.0, 0.0, 0.0, np.inf, -1.0])
 
@@ -74,7 +53,7 @@ def test_rows_added_in_ranges_are_the_rows_added_at_once(rng):
     sweep_stats_start(st)
     for lo, hi in zip(cuts[:-1], cuts[1:]):
         sweep_stats_rows(y, yold, has, lo, hi, st)
-    check(st, reference(y, yold, has), n)
+    assert_sweep_stats(st, y, yold, has)
 
 
 def test_a_zero_row_that_changed_counts_as_a_change_of_one():
@@ -96,21 +75,30 @@ def test_the_last_non_finite_row_is_named(rng, bad):
     st = np.empty(5)
     sweep_stats(y, yold, has, True, st)
     assert st[4] == 150.0
+    assert_sweep_stats(st, y, yold, has)
     sweep_stats_start(st)
     sweep_stats_rows(y, yold, has, 0, 100, st)
     assert st[4] == 17.0
     sweep_stats_rows(y, yold, has, 200, 300, st)
     assert st[4] == 17.0          # rows 200-299 hold none that counts
+    assert_sweep_stats(st, np.r_[y[:100], y[200:]], np.r_[yold[:100], yold[200:]], np.r_[has[:100], has[200:]])
+
+
+def test_a_nan_value_counts_only_as_a_bad_row():
+    # the rows with finite values keep their figures, as a comparison with NaN leaves it out
+    st = np.empty(5)
+    sweep_stats(np.array([2.0, np.nan]), np.array([1.0, 1.0]), np.ones(2, np.bool_), True, st)
+    assert st[0] == 0.5 and np.isnan(st[1]) and st[2] == st[3] == 2.0 and st[4] == 1
+    sweep_stats(np.array([2.0, 3.0]), np.array([1.0, np.nan]), np.ones(2, np.bool_), True, st)
+    assert st[0] == 0.5 and np.isnan(st[1]) and st[2] == 3.0 and st[3] == 2.0 and st[4] == 1
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.floats(-1e300, 1e300), st.floats(-1e300, 1e300), st.booleans()), max_size=40))
+@given(hst.lists(hst.tuples(hst.floats(-1e300, 1e300), hst.floats(-1e300, 1e300), hst.booleans()), max_size=40))
 def test_any_finite_rows(rows):
     y = np.array([r[0] for r in rows], float)
     yold = np.array([r[1] for r in rows], float)
     has = np.array([r[2] for r in rows], np.bool_)
     st = np.empty(5)
-    with np.errstate(over="ignore"):
-        want = reference(y, yold, has)
     sweep_stats(y, yold, has, True, st)
-    check(st, want, len(rows))
+    assert_sweep_stats(st, y, yold, has)

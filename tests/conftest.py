@@ -87,3 +87,31 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("fuzz: inputs tried per reader and the answers")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+def sweep_stats_reference(y, yold, has):
+    """A one-column sweep's statistics [dn, sd, ymax, ymin, bad] by numpy, as
+    fsmlearn.algo.convergence.sweep_stats_rows defines them: over the rows ``has``, with
+    m = |y| and d = |y - yold|, the largest d / m over rows with 0 < m (NaN quotients left
+    out) and 1 where a row with m = 0 changed; the sum of d; the largest and smallest m
+    above 0 (a NaN m left out); the last row whose m is not finite or whose d is NaN, or -1."""
+    idx = np.flatnonzero(has)
+    m = np.abs(y[idx])
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        d = np.abs(y[idx] - yold[idx])
+        pos = m > 0                                   # False for NaN
+        q = d[pos] / m[pos]
+        badrows = idx[~(m < np.inf) | np.isnan(d)]
+        sd = float(np.sum(d))
+    q = q[~np.isnan(q)]
+    dn = max(np.max(q, initial=0.0), 1.0 if np.any((m == 0) & (d > 0)) else 0.0)
+    return np.array([dn, sd, np.max(m[pos], initial=0.0), np.min(m[pos], initial=np.inf),
+                     float(badrows[-1]) if badrows.size else -1.0])
+
+
+def assert_sweep_stats(st, y, yold, has):
+    """st holds the statistics of :func:`sweep_stats_reference`: every figure exactly but the
+    L1 change, which may be summed in another order (to the rounding of that many terms)."""
+    want = sweep_stats_reference(y, yold, has)
+    assert np.array_equal(st[[0, 2, 3, 4]], want[[0, 2, 3, 4]]), (st, want)
+    np.testing.assert_allclose(st[1], want[1], rtol=max(int(np.sum(has)), 1) * 2.0**-52, atol=0, equal_nan=True)

@@ -40,9 +40,9 @@ copied to ``yold`` before step 2, and the statistics of the changes
 (:func:`fsmlearn.algo.convergence.sweep_stats_rows`), taken band by band once a band's
 rows are final.  Where the next band takes two threads, the second thread does both
 (the copy, and the last band's statistics) before its half of the arcs; the first
-starts the band's sums from ``b``.  Made in separate passes over the whole vector
-after the sweep, with a loop of branches for the statistics, they took 10-15% of a
-sweep of the engine benchmark (docs/bench-engine.md).
+starts the band's sums from ``b``.  Made apart (a copy of the whole vector before the
+bands, a loop of branches over it after them), they took about 13% of a sweep of the
+engine benchmark (docs/bench-engine.md).
 
 Every row is written once a sweep, from a non-negative combination of values of this
 sweep and the last (an asynchronous relaxation of the same system

@@ -721,7 +721,7 @@ def plain_sweep_kernel(R: int = 0):
     arcs' plain weights, ih / it uint32 [arcs] head and tail (component-local states,
     arcs sorted by head), a0:a1 the component's arcs, hasrow bool [n] the rows with
     arcs there, st float64 [5] out (largest
-    relative change, L1 change, largest and smallest value, first bad row or -1).
+    relative change, L1 change, largest and smallest value, the last bad row or -1).
     For R > 0 the row-valued ``plain_sweep`` (no ``hasrow``; an accumulator float64
     [R + 1] before ``st``).
     """
