@@ -188,7 +188,7 @@ def sweep_stats_rows(y, yold, has, lo, hi, st):
     * ``sd``, the L1 change: the sum of ``d``;
     * ``ymax``, ``ymin``: the largest and smallest non-zero ``m`` (``ymin`` inf where none);
     * ``bad``: the last row, of those added, whose value is not finite or whose change
-      is NaN, or -1 (then the other figures are not to be used).
+      is NaN, or -1 (a solver stops on it; an infinite value also enters the others).
 
     The loop has no branches: the largest and smallest are taken on the values' bits
     (a non-negative float64's bits order as its value does), the quotients with

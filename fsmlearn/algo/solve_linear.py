@@ -312,7 +312,7 @@ def plain_sweep1(y, yold, b, Wp, ih, it, a0, a1, hasrow, st):
 def sweep_stats(y, yold, hasrow, any_arcs, st):
     """The statistics of a one-column sweep from the values after and before it (the rows
     with arcs): ``st`` = [largest relative change, L1 change, largest and smallest non-zero
-    magnitude, a non-finite row or -1]
+    magnitude, the last non-finite row or -1]
     (:func:`fsmlearn.algo.convergence.sweep_stats_rows` over every row)."""
     sweep_stats_start(st)
     if any_arcs:
