@@ -25,10 +25,13 @@ def lazy_exports(package: str, names: dict[str, str], namespace: dict, submodule
         submodules: submodule names also reachable as attributes (``fsmlearn.algo.shortest``
             after a bare ``import fsmlearn.algo``).
 
+    The package's ``__all__`` becomes the public names when it has none of its own.
+
     Returns:
         The two functions to bind as the package's ``__getattr__`` and ``__dir__``.
     """
     submodules = frozenset(submodules)
+    namespace.setdefault("__all__", list(names))
 
     def __getattr__(name: str):
         module = names.get(name)

@@ -61,7 +61,6 @@ _LAZY = {
     "tokenize": "tokenise",
 }
 
-__all__ = list(_LAZY)
 _MODULES = ("datasets", "locate", "readers", "tagged", "text", "textin", "tokenise", "tagsets", "cmudict", "speech")
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), _MODULES)

@@ -40,8 +40,6 @@ _LAZY = {
     "write_web1t": "web1t",
 }
 
-__all__ = list(_LAZY)
-
 
 # imported on first use (PEP 562)
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

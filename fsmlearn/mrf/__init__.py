@@ -55,8 +55,6 @@ _LAZY = {
     "train_tagger": "tagger",
 }
 
-__all__ = list(_LAZY)
-
 
 # imported on first use (PEP 562)
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

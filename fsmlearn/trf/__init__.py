@@ -43,8 +43,6 @@ _LAZY = {
     "exchange_clusters": "classes",
 }
 
-__all__ = list(_LAZY)
-
 
 # imported on first use (PEP 562)
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
