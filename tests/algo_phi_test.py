@@ -87,26 +87,30 @@ def test_expectations_and_posteriors_follow_failure_semantics():
     assert fb.final_posteriors.sum() == pytest.approx(1.0, abs=1e-9)
 
 
+def _top_strings_chi2_sf(m, strings, floor=-math.inf):
+    """The chi-square p-value of the 40 most frequent of ``strings`` (label tuples), plus "other"
+    (its expected mass at least ``floor``), against their exact probabilities under ``m``."""
+    counts = {}
+    for k in strings:
+        counts[k] = counts.get(k, 0) + 1
+    top = sorted(counts, key=counts.get, reverse=True)[:40]
+    ptr = np.concatenate([[0], np.cumsum([len(k) for k in top])])
+    lab = np.array([x for k in top for x in k], dtype=np.int32)
+    p = np.exp(-score_sequences(m, ptr, lab).weight)
+    obs = np.array([counts[k] for k in top] + [len(strings) - sum(counts[k] for k in top)], float)
+    exp_ = np.concatenate([p, [max(1 - p.sum(), floor)]]) * len(strings)
+    stat = float(((obs - exp_) ** 2 / exp_).sum())
+    return chi2_sf(stat, len(obs) - 1)
+
+
 @pytest.mark.parametrize("normalised,threads", [(False, 1), (True, 1), (True, 2)])
 def test_sampling_reproduces_string_probabilities(normalised, threads):
     # normalised=True skips the backward solve (the machine is its own process)
     rng = np.random.default_rng(11)
     m = backoff_machine(rng, V=3, order=3, normalised=True)
     S = sample_paths(m, 60000, seed=5, normalised=normalised, threads=threads)
-    seqs = S.label_sequences(m)
-    counts = {}
-    for s in seqs:
-        k = tuple(int(x) for x in s)
-        counts[k] = counts.get(k, 0) + 1
-    # the 40 most frequent strings, plus "other", against their exact probabilities
-    top = sorted(counts, key=counts.get, reverse=True)[:40]
-    ptr = np.concatenate([[0], np.cumsum([len(k) for k in top])])
-    lab = np.array([x for k in top for x in k], dtype=np.int32)
-    p = np.exp(-score_sequences(m, ptr, lab).weight)
-    obs = np.array([counts[k] for k in top] + [len(seqs) - sum(counts[k] for k in top)], float)
-    exp_ = np.concatenate([p, [1 - p.sum()]]) * len(seqs)
-    stat = float(((obs - exp_) ** 2 / exp_).sum())
-    assert chi2_sf(stat, len(obs) - 1) > 1e-3
+    strings = [tuple(int(x) for x in s) for s in S.label_sequences(m)]
+    assert _top_strings_chi2_sf(m, strings) > 1e-3
 
 
 def test_sampling_catches_a_wrong_distribution():
@@ -116,19 +120,8 @@ def test_sampling_catches_a_wrong_distribution():
     m = backoff_machine(rng, V=3, order=3, normalised=False)
     eps = m.replace(ilabel=np.where(m.ilabel == PHI, 0, m.ilabel))  # phi treated as epsilon
     S = sample_paths(eps, 60000, seed=5)
-    seqs = S.label_sequences(eps)
-    counts = {}
-    for s in seqs:
-        k = tuple(int(x) for x in s if x != 0)
-        counts[k] = counts.get(k, 0) + 1
-    top = sorted(counts, key=counts.get, reverse=True)[:40]
-    ptr = np.concatenate([[0], np.cumsum([len(k) for k in top])])
-    lab = np.array([x for k in top for x in k], dtype=np.int32)
-    p = np.exp(-score_sequences(m, ptr, lab).weight)
-    obs = np.array([counts[k] for k in top] + [len(seqs) - sum(counts[k] for k in top)], float)
-    exp_ = np.concatenate([p, [max(1 - p.sum(), 1e-12)]]) * len(seqs)
-    stat = float(((obs - exp_) ** 2 / exp_).sum())
-    assert chi2_sf(stat, len(obs) - 1) < 1e-6
+    strings = [tuple(int(x) for x in s if x != 0) for s in S.label_sequences(eps)]
+    assert _top_strings_chi2_sf(m, strings, floor=1e-12) < 1e-6
 
 
 def test_epsilon_approximation_double_counts():

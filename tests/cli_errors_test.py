@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from conftest import bigram_count_dir
+
 GOOD = ("\\data\\\nngram 1=4\nngram 2=2\n\n\\1-grams:\n-1\t<unk>\t0\n-99\t<s>\t-0.5\n-0.5\t</s>\n"
         "-0.5\tthe\t-0.3\n\n\\2-grams:\n-0.2\t<s> the\n-0.1\tthe </s>\n\n\\end\\\n")
 
@@ -44,11 +46,7 @@ def test_a_bad_arpa_file_is_one_located_line_and_exit_2(tmp_path, bad, line, nee
 
 
 def test_a_bad_count_directory_is_one_located_line_and_exit_2(tmp_path):
-    d = tmp_path / "counts"
-    (d / "1gms").mkdir(parents=True)
-    (d / "1gms" / "vocab").write_text("the\t5\n<S>\t2\n</S>\t2\n")
-    (d / "2gms").mkdir()
-    (d / "2gms" / "2gm-0000").write_text("the </S>\t2\n<S> the\t2\n")
+    d = bigram_count_dir(tmp_path / "counts", "the </S>\t2\n<S> the\t2\n")
     r = run("lm", "web1t", d)
     assert r.returncode == 2
     lines = errors(r.stderr, d)

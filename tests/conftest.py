@@ -115,3 +115,12 @@ def assert_sweep_stats(st, y, yold, has):
     want = sweep_stats_reference(y, yold, has)
     assert np.array_equal(st[[0, 2, 3, 4]], want[[0, 2, 3, 4]]), (st, want)
     np.testing.assert_allclose(st[1], want[1], rtol=max(int(np.sum(has)), 1) * 2.0**-52, atol=0, equal_nan=True)
+
+
+def bigram_count_dir(d, bigrams: str):
+    """A Web1T count directory ``d``: 1gms/vocab of the, <S> and </S>, 2gms/2gm-0000 of ``bigrams``."""
+    (d / "1gms").mkdir(parents=True)
+    (d / "1gms" / "vocab").write_text("the\t5\n<S>\t2\n</S>\t2\n")
+    (d / "2gms").mkdir()
+    (d / "2gms" / "2gm-0000").write_text(bigrams)
+    return d

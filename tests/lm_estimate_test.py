@@ -65,16 +65,22 @@ def test_every_method_is_normalised(text, method, kw, cut):
     assert math.exp(-total_weight(compile_lm(lm).machine)) == pytest.approx(1.0, abs=1e-6)
 
 
-def test_witten_bell_and_absolute_match_their_formulas():
-    sents = ["a b", "a b a", "b b c"]
-    c = count_ngrams(sents, 2)
-    wid = c.word_ids
-    big = Counter()
+def _unigram_and_bigram_counts(sents):
+    """By hand: the counts of the words (</s> too, not <s>) and of the bigrams of ``sents``."""
     uni = Counter()
+    big = Counter()
     for s in sents:
         t = ["<s>"] + s.split() + ["</s>"]
         big.update(zip(t, t[1:]))
         uni.update(t[1:])
+    return uni, big
+
+
+def test_witten_bell_and_absolute_match_their_formulas():
+    sents = ["a b", "a b a", "b b c"]
+    c = count_ngrams(sents, 2)
+    wid = c.word_ids
+    uni, big = _unigram_and_bigram_counts(sents)
     V = len(c.vocab) - 1            # uniform over every word but <s>
     N = sum(uni.values())
     h = "a"
@@ -147,12 +153,7 @@ def test_precut_counts_use_each_contexts_own_count():
     full = count_ngrams(sents, 2)
     cut = apply_cutoffs(full, [1, 2])          # drops (b a), (c a), (<s> b), ...: counts of 1
     wid = full.word_ids
-    uni = Counter()
-    big = Counter()
-    for s in sents:
-        t = ["<s>"] + s.split() + ["</s>"]
-        big.update(zip(t, t[1:]))
-        uni.update(t[1:])
+    uni, big = _unigram_and_bigram_counts(sents)
     V = len(full.vocab) - 1
     N = sum(uni.values())
     Tu = len(uni)

@@ -6,6 +6,7 @@ import gzip
 
 import pytest
 
+from conftest import bigram_count_dir
 from fsmlearn.lm.web1t import read_web1t, write_web1t
 from fsmlearn.errors import CorpusFormatError
 from fsmlearn.lm.counts import count_ngrams
@@ -35,11 +36,7 @@ def test_round_trip_and_cutoffs(tmp_path):
 
 
 def test_reader_errors(tmp_path):
-    d = tmp_path / "w"
-    (d / "1gms").mkdir(parents=True)
-    (d / "1gms" / "vocab").write_text("the\t5\n<S>\t2\n</S>\t2\n")
-    (d / "2gms").mkdir()
-    (d / "2gms" / "2gm-0000").write_text("<S> the\t2\nthe cat\t3\n")
+    d = bigram_count_dir(tmp_path / "w", "<S> the\t2\nthe cat\t3\n")
     with pytest.raises(CorpusFormatError) as e:
         read_web1t(d)
     assert e.value.line == 2 and "word 'cat' is not in 1gms/vocab" in str(e.value)
@@ -67,11 +64,7 @@ def test_reader_errors(tmp_path):
     (("2gms/2gm-0000.gz", b"\x1f\x8b\x08\x00garbage"), "2gms", None, "same file number"),
 ])
 def test_every_problem_of_a_count_directory_is_named(tmp_path, change, where, line, needle):
-    d = tmp_path / "w"
-    (d / "1gms").mkdir(parents=True)
-    (d / "1gms" / "vocab").write_text("the\t5\n<S>\t2\n</S>\t2\n")
-    (d / "2gms").mkdir()
-    (d / "2gms" / "2gm-0000").write_text("<S> the\t2\nthe </S>\t2\n")
+    d = bigram_count_dir(tmp_path / "w", "<S> the\t2\nthe </S>\t2\n")
     name, content = change
     (d / name).parent.mkdir(parents=True, exist_ok=True)
     (d / name).write_bytes(content if isinstance(content, bytes) else content.encode())

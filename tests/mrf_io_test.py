@@ -39,9 +39,10 @@ def test_round_trip(tmp_path, make):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["m.npz"]      # no temporary left
 
 
-def _arrays(m):
+def _arrays(m, save=save_mrf):
+    """The arrays of ``m`` as ``save`` writes them, to edit by hand."""
     with tempfile.TemporaryDirectory() as d:
-        save_mrf(m, Path(d) / "m.npz")
+        save(m, Path(d) / "m.npz")
         with np.load(Path(d) / "m.npz") as z:
             return {k: z[k].copy() for k in z.files}
 
@@ -49,6 +50,16 @@ def _arrays(m):
 def _write(path, arrays):
     with open(path, "wb") as f:
         np.savez(f, **arrays)
+
+
+def _refused_when_edited(tmp_path, arrays, load, match):
+    """``load`` of ``arrays`` written to edited.npz raises a ModelFormatError matching ``match``
+    that names the file."""
+    p = tmp_path / "edited.npz"
+    _write(p, arrays)
+    with pytest.raises(ModelFormatError, match=match) as e:
+        load(p)
+    assert "edited.npz" in str(e.value)
 
 
 @pytest.mark.parametrize("edit, match", [
@@ -67,11 +78,7 @@ def _write(path, arrays):
 def test_hand_edited_files_name_the_file_the_array_and_the_value(tmp_path, edit, match):
     a = _arrays(low_rank())
     edit(a)
-    p = tmp_path / "edited.npz"
-    _write(p, a)
-    with pytest.raises(ModelFormatError, match=match) as e:
-        load_mrf(p)
-    assert "edited.npz" in str(e.value)
+    _refused_when_edited(tmp_path, a, load_mrf, match)
 
 
 def _meta(a, **changes):
@@ -220,7 +227,7 @@ def test_old_format_tagger_still_loads(tmp_path):
     """A file written before the window (no 'offsets' in the metadata, no context_U) is L = 1."""
     from fsmlearn.mrf import decode, load_tagger
     m = toy_tagger(4)
-    a = _tagger_arrays(m)
+    a = _arrays(m, _save_tagger)
     d = json.loads(a["meta"].tobytes().decode())
     del d["offsets"]
     assert set(d) == {"format", "version", "num_tags", "order", "vocab_size", "num_features"}
@@ -230,14 +237,6 @@ def test_old_format_tagger_still_loads(tmp_path):
     assert r.offsets == (0,) and r.L == 1 and r.context_U.shape == (0, len(r.tags), len(r.features))
     np.testing.assert_array_equal(r.to_vector(), m.to_vector())
     assert decode(r, [["x", "Zz", "Yy"]]) == decode(m, [["x", "Zz", "Yy"]])
-
-
-def _tagger_arrays(m):
-    from fsmlearn.mrf import save_tagger
-    with tempfile.TemporaryDirectory() as d:
-        save_tagger(m, Path(d) / "t.npz")
-        with np.load(Path(d) / "t.npz") as z:
-            return {k: z[k].copy() for k in z.files}
 
 
 @pytest.mark.parametrize("edit, match", [
@@ -261,13 +260,9 @@ def _tagger_arrays(m):
 ])
 def test_bad_window_fields_name_the_file_the_field_and_the_value(tmp_path, edit, match):
     from fsmlearn.mrf import load_tagger
-    a = _tagger_arrays(window_tagger())
+    a = _arrays(window_tagger(), _save_tagger)
     edit(a)
-    p = tmp_path / "edited.npz"
-    _write(p, a)
-    with pytest.raises(ModelFormatError, match=match) as e:
-        load_tagger(p)
-    assert "edited.npz" in str(e.value)
+    _refused_when_edited(tmp_path, a, load_tagger, match)
 
 
 VALID_WINDOW_TAGGER = _valid_bytes(_save_tagger, window_tagger(5))
@@ -298,7 +293,7 @@ def test_fuzz_window_offsets_metadata(offsets):
     """Any JSON value as the metadata's 'offsets': a located error naming 'offsets' or
     'context_U', or a tagger whose window is that list (distinct, 0 first, in range)."""
     from fsmlearn.mrf import load_tagger
-    a = _tagger_arrays(window_tagger(6))
+    a = _arrays(window_tagger(6), _save_tagger)
     a["meta"] = _meta(a, offsets=offsets)
     data = _npz_bytes(a)
     m = check_reader("MRF tagger offsets", load_tagger, data, "o.npz", binary=True, check=_check_window_tagger)

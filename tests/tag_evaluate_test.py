@@ -15,12 +15,18 @@ from fsmlearn.tag import HMM, accuracy, encode_sentences, viterbi
 from tag_common import random_hmm, random_sentence
 
 
-def test_accuracy_counts_the_viterbi_tags_equal_to_gold():
-    rng = np.random.default_rng(11)
+def _random_sentences_tagged(seed, count, shortest):
+    """(rng, hmm, sents, ptr, ids, Viterbi tags): a random 3-tag, 5-word HMM and ``count`` of its
+    sentences of ``shortest`` to 5 words, encoded."""
+    rng = np.random.default_rng(seed)
     hmm = random_hmm(rng, T=3, V=5)
-    sents = [random_sentence(rng, hmm, int(rng.integers(1, 6))) for _ in range(6)]
+    sents = [random_sentence(rng, hmm, int(rng.integers(shortest, 6))) for _ in range(count)]
     ptr, ids, oov = encode_sentences(hmm, sents)
-    pred = viterbi(hmm, ptr, ids, oov_words=oov)
+    return rng, hmm, sents, ptr, ids, viterbi(hmm, ptr, ids, oov_words=oov)
+
+
+def test_accuracy_counts_the_viterbi_tags_equal_to_gold():
+    rng, hmm, sents, ptr, ids, pred = _random_sentences_tagged(11, 6, 1)
     gold = rng.integers(0, hmm.T, ids.shape[0])
     gold[::2] = pred[::2]                               # about half right
     tagged = [[(w, hmm.tags[gold[ptr[i] + k]]) for k, w in enumerate(s)] for i, s in enumerate(sents)]
@@ -34,11 +40,7 @@ def test_accuracy_counts_the_viterbi_tags_equal_to_gold():
 
 
 def test_gold_tags_outside_the_model_are_errors_of_the_model():
-    rng = np.random.default_rng(5)
-    hmm = random_hmm(rng, T=3, V=5)
-    sents = [random_sentence(rng, hmm, int(rng.integers(2, 6))) for _ in range(8)]
-    ptr, ids, oov = encode_sentences(hmm, sents)
-    pred = viterbi(hmm, ptr, ids, oov_words=oov)
+    _, hmm, sents, ptr, ids, pred = _random_sentences_tagged(5, 8, 2)
     gold = [hmm.tags[t] for t in pred]                  # all right ...
     for k in (0, 3, 7):
         gold[k] = "HYPH"                                # ... but three tokens the model cannot tag

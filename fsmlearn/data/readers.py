@@ -230,6 +230,16 @@ def _no_control(where: str, lineno: int, line: str) -> None:
                                 f"{_clip(line, m.start())!r}", where, lineno)
 
 
+def _token_lines(where: str, lines: Iterable[str]) -> Iterator[tuple[int, str, list[str]]]:
+    """(line number, line, its whitespace-split tokens) of each non-blank line; a control character raises."""
+    for lineno, line in enumerate(lines, 1):
+        pieces = line.split()
+        if not pieces:
+            continue
+        _no_control(where, lineno, line)
+        yield lineno, line, pieces
+
+
 def _split_token(tok: str, sep: str, where: str, lineno: int, line: str):
     i = tok.rfind(sep)
     if i <= 0 or i == len(tok) - 1:
@@ -514,11 +524,7 @@ def parse_masc_lines(where: str, lines: Iterable[str], normalize: bool = True
     Raises:
         CorpusFormatError: as for :func:`iter_masc`; names ``where`` and the line.
     """
-    for lineno, line in enumerate(lines, 1):
-        pieces = line.split()
-        if not pieces:
-            continue
-        _no_control(where, lineno, line)
+    for lineno, line, pieces in _token_lines(where, lines):
         sent = []
         waiting = []
         for tok in pieces:
@@ -602,11 +608,7 @@ def word_tag_lines(where: str, lines: Iterable[str], check_tag=None, quote=None
         CorpusFormatError: a control character or a token that is not ``word/TAG``
             (no ``/``, empty word or tag), naming ``where``, the line and the token.
     """
-    for lineno, line in enumerate(lines, 1):
-        pieces = line.split()
-        if not pieces:
-            continue
-        _no_control(where, lineno, line)
+    for lineno, line, pieces in _token_lines(where, lines):
         sent = []
         for tok in pieces:
             word, tag = _split_token(tok, "/", where, lineno, line if quote is None else quote(line))
