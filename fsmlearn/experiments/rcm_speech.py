@@ -160,9 +160,9 @@ def _read_report(path: Path):
         raise FsmError(f"{path}: cannot resume from this report: not a JSON report ({e})") from None
 
 
-def _finished_runs(path: Path, old, report: dict, specs: list, keys=_RESUME_KEYS, spec_of=_speech_spec) -> dict:
+def _finished_runs(path: Path, old, report: dict, specs: list, say, keys=_RESUME_KEYS, spec_of=_speech_spec) -> dict:
     """The runs of an earlier report ``old`` (read by :func:`_read_report` from ``path``; None:
-    no report) that this one would repeat: {spec index: run}.
+    no report) that this one would repeat: {spec index: run}, said when there are any.
     The report must have been written with the same task and settings (``keys``; else a
     located error); a run counts when it has every pass; ``spec_of(run)`` is its spec."""
     from ..errors import FsmError
@@ -183,7 +183,38 @@ def _finished_runs(path: Path, old, report: dict, specs: list, keys=_RESUME_KEYS
             raise FsmError(f"{path}: cannot resume: run {j} has no spec and passes") from None
         if complete and spec in index:
             done[index[spec]] = run
+    if done:
+        say(f"resuming {path}: {len(done)} of {len(specs)} runs already finished "
+            f"({', '.join(done[k]['name'] for k in sorted(done))})")
     return done
+
+
+def _start(cfg, task, name: str, say):
+    """(the report's path or None, the earlier report to resume from or None, the task): ``task``,
+    else the ``name`` task ("speech" or "word") built from Mixed-text and cmudict with ``cfg``'s
+    sizes and seed."""
+    path = Path(cfg.report) if cfg.report else None
+    old = _read_report(path) if cfg.resume and path is not None else None
+    if task is None:
+        from ..data.speech import build_speech_task, build_word_task
+        say(f"building the {name} task from Mixed-text and cmudict")
+        build = build_speech_task if name == "speech" else build_word_task
+        task = build(train=cfg.train, test=cfg.test, seed=cfg.seed)
+    return path, old, task
+
+
+def _run_all(run, specs: list, done: dict, todo: list, report: dict, path, cfg, **shared) -> None:
+    """``run`` over the specs still to do (``todo``, in ``cfg.jobs`` processes; ``shared``: what
+    they read from :data:`_SHARED`), the report holding every finished run (rewritten at ``path``
+    as each ends) and, at the end, ``complete``."""
+    _SHARED.update(cfg=cfg, **shared)
+    record = _recorder(report, path, done)
+    if done:
+        record(*next(iter(sorted(done.items()))))      # the report holds the finished runs from the start
+    _pool_map(run, [specs[k] for k in todo], cfg.jobs, record, indices=todo)
+    report["complete"] = True
+    if path is not None:
+        write_report(path, report)
 
 
 _SHARED: dict = {}     # a run's data, inherited by forked workers
@@ -279,12 +310,17 @@ def _plot_lengths(runs, path: Path, title: str) -> None:
     save_figure(fig, path)
 
 
+def _fresh_model(cfg, task):
+    """(the training pairs, an untrained AlignRCM of ``cfg``'s n and hash bits, its AdaGrad)."""
+    data = list(zip(task.train.x, task.train.y))
+    model = AlignRCM(len(task.chars), len(task.phonemes), n=cfg.n, hash_bits=cfg.hash_bits)
+    return data, model, DenseAdaGrad(model.theta.size)
+
+
 def _speech_run(item):
     k, (strategy, order) = item
     cfg, task, alignments, say = (_SHARED[x] for x in ("cfg", "task", "alignments", "say"))
-    data = list(zip(task.train.x, task.train.y))
-    model = AlignRCM(len(task.chars), len(task.phonemes), n=cfg.n, hash_bits=cfg.hash_bits)
-    opt = DenseAdaGrad(model.theta.size)
+    data, model, opt = _fresh_model(cfg, task)
     method = "rcms" if strategy == "rcms" else "beam"
     name = f"{NAMES[strategy]} order {order}"
     on_update, lengths = _length_tracker(cfg.length_every)
@@ -319,12 +355,7 @@ def run_speech(cfg: SpeechConfig, progress=None, task=None) -> dict:
     bad = [s for s in cfg.strategies if s not in STRATEGIES]
     if bad or not cfg.strategies:
         raise ArgumentError(f"strategies must be among {', '.join(STRATEGIES)}; got {bad or 'none'}")
-    path = Path(cfg.report) if cfg.report else None
-    old = _read_report(path) if cfg.resume and path is not None else None
-    if task is None:
-        from ..data.speech import build_speech_task
-        say("building the speech task from Mixed-text and cmudict")
-        task = build_speech_task(train=cfg.train, test=cfg.test, seed=cfg.seed)
+    path, old, task = _start(cfg, task, "speech", say)
     stats = task.stats()
     say(f"speech task: {len(task.train)} training and {len(task.test)} test utterances, "
         f"{stats['train']['mean_phonemes']:.1f} phonemes and {stats['train']['mean_chars']:.1f} characters "
@@ -334,21 +365,12 @@ def run_speech(cfg: SpeechConfig, progress=None, task=None) -> dict:
               "orders": cfg.orders, "seed": cfg.seed, "runs": [], "complete": False}
     specs = [(s, 0) for s in cfg.strategies]
     specs += [(s, o) for s in cfg.strategies if s in ("forced", "rcms") for o in range(1, cfg.orders)]
-    done = _finished_runs(path, old, report, specs)
-    if done:
-        say(f"resuming {path}: {len(done)} of {len(specs)} runs already finished "
-            f"({', '.join(done[k]['name'] for k in sorted(done))})")
+    done = _finished_runs(path, old, report, specs, say)
     todo = [k for k in range(len(specs)) if k not in done]
     if any(specs[k][0] == "forced" for k in todo):
         alignments, report["impute_seconds"] = _imputed(task, cfg.seed, cfg.model_dir, say)
-    _SHARED.update(cfg=cfg, task=task, alignments=alignments, say=say)
-    record = _recorder(report, path, done)
-    if done:
-        record(*next(iter(sorted(done.items()))))      # the report holds the finished runs from the start
-    _pool_map(_speech_run, [specs[k] for k in todo], cfg.jobs, record, indices=todo)
-    report["complete"] = True
+    _run_all(_speech_run, specs, done, todo, report, path, cfg, task=task, alignments=alignments, say=say)
     if path is not None:
-        write_report(path, report)
         _plot_speech(report, path)
         say(f"wrote {path} and its PNGs")
     return report
@@ -375,9 +397,7 @@ def _plot_speech(report: dict, path: Path) -> None:
 def _words_run(item):
     k, (method, size) = item
     cfg, task, alignments, say = (_SHARED[x] for x in ("cfg", "task", "alignments", "say"))
-    data = list(zip(task.train.x, task.train.y))
-    model = AlignRCM(len(task.chars), len(task.phonemes), n=cfg.n, hash_bits=cfg.hash_bits)
-    opt = DenseAdaGrad(model.theta.size)
+    data, model, opt = _fresh_model(cfg, task)
     name = f"{'RCMS' if method == 'rcms' else 'beam'} {size}"
     strategy = "rcms" if method == "rcms" else "forced"
     on_update, lengths = _length_tracker(cfg.length_every)
@@ -410,34 +430,20 @@ def run_words(cfg: WordsConfig, progress=None, task=None) -> dict:
     if not 0 < cfg.precision < 1 or not cfg.runs or any(m not in ("beam", "rcms") or s < 1 for m, s in cfg.runs):
         raise ArgumentError(f"precision must be in (0, 1) and runs (beam|rcms):size with size >= 1; got "
                             f"{cfg.precision} and {cfg.runs}")
-    path = Path(cfg.report) if cfg.report else None
-    old = _read_report(path) if cfg.resume and path is not None else None
-    if task is None:
-        from ..data.speech import build_word_task
-        say("building the word task from Mixed-text and cmudict")
-        task = build_word_task(train=cfg.train, test=cfg.test, seed=cfg.seed)
+    path, old, task = _start(cfg, task, "word", say)
     stats = task.stats()
     say(f"word task: {len(task.train)} training and {len(task.test)} test words, "
         f"{stats['train']['mean_phonemes']:.2f} phonemes and {stats['train']['mean_chars']:.2f} letters on average")
     report = {"command": "fsmlearn rcms words", "task": stats, "n": cfg.n, "passes": cfg.passes,
               "precision": cfg.precision, "impute_seconds": 0.0, "runs": [], "complete": False}
     specs = [(m, int(b)) for m, b in cfg.runs]
-    done = _finished_runs(path, old, report, specs, _WORDS_RESUME_KEYS, _words_spec)
-    if done:
-        say(f"resuming {path}: {len(done)} of {len(specs)} runs already finished "
-            f"({', '.join(done[k]['name'] for k in sorted(done))})")
+    done = _finished_runs(path, old, report, specs, say, _WORDS_RESUME_KEYS, _words_spec)
     todo = [k for k in range(len(specs)) if k not in done]
     alignments = None
     if todo:
         alignments, report["impute_seconds"] = _imputed(task, cfg.seed, cfg.model_dir, say)
-    _SHARED.update(cfg=cfg, task=task, alignments=alignments, say=say)
-    record = _recorder(report, path, done)
-    if done:
-        record(*next(iter(sorted(done.items()))))
-    _pool_map(_words_run, [specs[k] for k in todo], cfg.jobs, record, indices=todo)
-    report["complete"] = True
+    _run_all(_words_run, specs, done, todo, report, path, cfg, task=task, alignments=alignments, say=say)
     if path is not None:
-        write_report(path, report)
         curves = {r["name"]: precision_recall_curve(np.array(r["confidence"]), np.array(r["correct"]))
                   for r in report["runs"]}
         plot_pr_curves(curves, path.with_suffix(".png"), precision_line=cfg.precision,

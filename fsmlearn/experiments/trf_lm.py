@@ -42,10 +42,10 @@ import numpy as np
 
 from ..data.datasets import brown_lm_vocabulary, load_dataset
 from ..errors import ArgumentError
-from ..trf.augsa import AugSAConfig, refine_zeta, train_augsa
+from ..trf.augsa import train_augsa
 from ..trf.classes import exchange_clusters
 from ..trf.features import as_corpus, build_features, make_templates
-from ..trf.fit import FitConfig
+from ..trf.fit import FitConfig, augsa_config, perplexity_of, refine
 from .report import device, new_figure, output_place, peak_rss_mb, save_figure, write_report
 
 UNK = "<unk>"
@@ -111,12 +111,8 @@ def _kn5(cfg: LMConfig, vocab, data, work: Path, progress) -> dict:
             out[split] = np.array([model.score(s, bos=True, eos=True)
                                    for s in kenlm_text(data[split], vocab)]) * math.log(10)
         del model
-    progress(f"KN{cfg.kn_order} (lmplz, {secs:.0f} s): test perplexity {_ppl(out['test'], data['test']):.1f}")
+    progress(f"KN{cfg.kn_order} (lmplz, {secs:.0f} s): test perplexity {perplexity_of(out['test'], data['test']):.1f}")
     return out
-
-
-def _ppl(logp, corpus) -> float:
-    return float(math.exp(-np.sum(logp) / (corpus.lengths.sum() + len(corpus))))
 
 
 def _mix(a, lt, lk, kind):
@@ -151,12 +147,7 @@ def run_lm(cfg: LMConfig, progress=print) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     model_path.parent.mkdir(parents=True, exist_ok=True)
     kn = _kn5(cfg, vocab, data, work, progress)
-    acfg = AugSAConfig(samples=cfg.samples, chains=cfg.chains, iterations=cfg.iterations, t_c=cfg.t_c,
-                       beta_lambda=cfg.beta_lambda, beta_zeta=cfg.beta_zeta, t0=cfg.t0, l2=cfg.l2, pi0="eq26",
-                       max_length=cfg.max_length, long=True, stop=True, stop_window=cfg.stop_window,
-                       stop_threshold=cfg.stop_threshold, eval_every=cfg.eval_every, length_add=0.5,
-                       gap_every=1, eval_sentences=1000,
-                       seed=cfg.seed)
+    acfg = augsa_config(cfg, 1000)
     model = None
     curve = []
     if resumed is not None:
@@ -172,7 +163,7 @@ def run_lm(cfg: LMConfig, progress=print) -> dict:
         if t % cfg.eval_every == 0:
             lz1 = m.log_z1()
             curve.append({"iteration": t, "seconds": time.time() - t_train,
-                          "valid_ppl": _ppl(m.log_probs(data["valid"], log_z1=lz1), data["valid"]),
+                          "valid_ppl": perplexity_of(m.log_probs(data["valid"], log_z1=lz1), data["valid"]),
                           "mean_sampled_length": float(np.mean(rec.mean_length[-cfg.eval_every:])),
                           "sampled_sentences_per_s": cfg.samples * cfg.eval_every
                           / max(sum(rec.sample_seconds[-cfg.eval_every:]), 1e-9),
@@ -188,25 +179,21 @@ def run_lm(cfg: LMConfig, progress=print) -> dict:
     model.meta["curve"] = curve
     save_trf(model, model_path, vocab)
     lz1 = model.log_z1()
-    at_end = {s: _ppl(model.log_probs(data[s], log_z1=lz1), data[s]) for s in ("valid", "test")}
+    at_end = {s: perplexity_of(model.log_probs(data[s], log_z1=lz1), data[s]) for s in ("valid", "test")}
     t_ref = time.time()
-    if cfg.refine_iterations > 0:
-        progress(f"re-estimating zeta with lambda fixed ({cfg.refine_iterations:,} iterations)")
-        refine_zeta(model, cfg.refine_iterations, samples=cfg.samples, chains=cfg.chains, train=tr,
-                    seed=cfg.seed + 1, progress=progress)
-        model.meta["zeta_refined_iterations"] = cfg.refine_iterations
+    if refine(model, cfg, tr, progress):
         save_trf(model, model_path, vocab)
     refine_s = time.time() - t_ref
     trf = {s: model.log_probs(data[s], log_z1=lz1) for s in ("valid", "test")}
-    res = {"trf": {"valid": _ppl(trf["valid"], data["valid"]), "test": _ppl(trf["test"], data["test"])},
+    res = {"trf": {s: perplexity_of(trf[s], data[s]) for s in ("valid", "test")},
            "trf_zeta_at_end_of_training": at_end,
-           f"kn{cfg.kn_order}": {"valid": _ppl(kn["valid"], data["valid"]), "test": _ppl(kn["test"], data["test"])}}
+           f"kn{cfg.kn_order}": {s: perplexity_of(kn[s], data[s]) for s in ("valid", "test")}}
     for kind in ("linear", "log-linear"):  # with the refined zeta
         grid = np.linspace(0, 1, 21)
-        vals = [_ppl(_mix(a, trf["valid"], kn["valid"], kind), data["valid"]) for a in grid]
+        vals = [perplexity_of(_mix(a, trf["valid"], kn["valid"], kind), data["valid"]) for a in grid]
         a = float(grid[int(np.argmin(vals))])
         res[kind] = {"alpha": a, "valid": float(min(vals)),
-                     "test": _ppl(_mix(a, trf["test"], kn["test"], kind), data["test"])}
+                     "test": perplexity_of(_mix(a, trf["test"], kn["test"], kind), data["test"])}
     report = {"experiment": "trf-lm", "config": asdict(cfg), "device": device(),
               "data": {"vocabulary": V, "train_sentences": len(tr), "train_tokens": int(tr.lengths.sum()),
                        "valid_sentences": len(data["valid"]), "test_sentences": len(data["test"]),

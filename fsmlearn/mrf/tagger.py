@@ -84,12 +84,10 @@ engine on the cycle of (tag, word) symbols).
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import minimize
 
 from ..algo import best_path
 from ..errors import ArgumentError, ModelError, NotConvergedError
@@ -97,6 +95,7 @@ from ..fsm import Machine
 from .exact import cycle_log_partition
 from .lifted import TightenState, star_marginals, tighten
 from .model import SEP
+from .train import _lbfgs
 
 __all__ = ["fit_tagger", "tagging_accuracy", "TaggerMRF", "window_offsets", "word_features", "tagged_sequence",
            "TaggerMoments", "tagger_moments",
@@ -521,8 +520,6 @@ def train_tagger(model: TaggerMRF, mom: TaggerMoments, *, max_iter: int = 100, l
     mask = np.ones(model.to_vector().size)
     mask[:T] = 0.0
     last: dict = {}
-    history: list = []
-    t0 = time.perf_counter()
 
     def evaluate(v):
         m = model.with_vector(v)
@@ -542,23 +539,11 @@ def train_tagger(model: TaggerMRF, mom: TaggerMoments, *, max_iter: int = 100, l
                     delta=state.delta.copy(), alpha=state.alpha, bp=state.iterations - before)
         return -obj, -g
 
-    def record(v):
-        if "v" not in last or not np.array_equal(v, last["v"]):
-            evaluate(v)
-        anchor.update(delta=last["delta"], alpha=last["alpha"], g=last["g"], objective=last["objective"])
-        e = {"iteration": len(history) + 1, "bound": last["bound"], "objective": last["objective"],
-             "gap": last["gap"], "bp_passes": last["bp"], "seconds": time.perf_counter() - t0}
-        history.append(e)
-        if on_iteration is not None and on_iteration(last["model"], e):
-            raise StopIteration
+    def fields():
+        return {"bound": last["bound"], "objective": last["objective"], "gap": last["gap"], "bp_passes": last["bp"]}
 
-    v0 = model.to_vector()
-    try:
-        res = minimize(evaluate, v0, jac=True, method="L-BFGS-B", callback=record,
-                       options={"maxiter": max_iter, "ftol": 1e-12, "gtol": 1e-10})
-        v = res.x
-    except StopIteration:
-        v = last["v"]
+    options = {"maxiter": max_iter, "ftol": 1e-12, "gtol": 1e-10}
+    v, history, _ = _lbfgs(evaluate, model.to_vector(), last, fields, options, on_iteration, anchor)
     return model.with_vector(v), history
 
 

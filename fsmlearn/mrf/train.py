@@ -55,6 +55,30 @@ class _Stop(Exception):
     pass
 
 
+def _lbfgs(evaluate, v0, last: dict, fields, options: dict, on_iteration=None, anchor: dict | None = None):
+    """L-BFGS-B on ``evaluate`` (which stores each iterate's ``v``, ``model`` and figures in ``last``),
+    one history entry per iteration (``fields()`` between its number and its seconds); ``anchor``
+    takes each accepted iterate's dual variables.  Returns (last vector, history, message)."""
+    history: list = []
+    t0 = time.perf_counter()
+
+    def record(v):
+        if "v" not in last or not np.array_equal(v, last["v"]):
+            evaluate(v)
+        if anchor is not None:
+            anchor.update(delta=last["delta"], alpha=last["alpha"], g=last["g"], objective=last["objective"])
+        entry = {"iteration": len(history) + 1, **fields(), "seconds": time.perf_counter() - t0}
+        history.append(entry)
+        if on_iteration is not None and on_iteration(last["model"], entry):
+            raise _Stop
+
+    try:
+        res = minimize(evaluate, v0, jac=True, method="L-BFGS-B", callback=record, options=options)
+        return res.x, history, str(res.message)
+    except _Stop:
+        return last["v"], history, "stopped by on_iteration"
+
+
 def _pair_mask(model: MRFModel) -> np.ndarray:
     m = np.ones(model.num_params)
     m[:model.C] = 0.0
@@ -92,8 +116,6 @@ def train_lifted(model: MRFModel, moments: Moments, *, max_iter: int = 100, dtyp
     mask = _pair_mask(model) if l2 else None
     last: dict = {}
     counters = {"evals": 0}
-    t0 = time.perf_counter()
-    history: list = []
 
     # every evaluation starts from the dual variables of the last accepted iterate, so that a
     # wild trial point of the line search does not spoil the next warm start
@@ -126,27 +148,15 @@ def train_lifted(model: MRFModel, moments: Moments, *, max_iter: int = 100, dtyp
                     tighten=state.iterations - before, delta=state.delta.copy(), alpha=state.alpha, g=-g)
         return -obj, -g
 
-    def record(v):
-        if "v" not in last or not np.array_equal(v, last["v"]):
-            evaluate(v)
-        anchor.update(delta=last["delta"], alpha=last["alpha"], g=last["g"], objective=last["objective"])
-        entry = {"iteration": len(history) + 1, "evaluations": counters["evals"], "bound": last["bound"],
-                 "objective": last["objective"], "gap": last["gap"], "log_z_star": last["log_z_star"],
-                 "tighten_iterations": last["tighten"], "seconds": time.perf_counter() - t0}
-        history.append(entry)
-        if on_iteration is not None and on_iteration(last["model"], entry):
-            raise _Stop
+    def fields():
+        return {"evaluations": counters["evals"], "bound": last["bound"], "objective": last["objective"],
+                "gap": last["gap"], "log_z_star": last["log_z_star"], "tighten_iterations": last["tighten"]}
 
     v0 = model.to_vector()
-    message = "max_iter = 0"
-    best_v = v0
+    best_v, history, message = v0, [], "max_iter = 0"
     if max_iter > 0:
-        try:
-            res = minimize(evaluate, v0, jac=True, method="L-BFGS-B", callback=record,
-                           options={"maxiter": max_iter, "maxcor": lbfgs_memory, "ftol": 1e-12, "gtol": 1e-9})
-            best_v, message = res.x, str(res.message)
-        except _Stop:
-            best_v, message = last["v"], "stopped by on_iteration"
+        options = {"maxiter": max_iter, "maxcor": lbfgs_memory, "ftol": 1e-12, "gtol": 1e-9}
+        best_v, history, message = _lbfgs(evaluate, v0, last, fields, options, on_iteration, anchor)
     state.delta, state.alpha = anchor["delta"].copy(), anchor["alpha"]
     return TrainResult(model.with_vector(best_v), history, state, message)
 
@@ -163,8 +173,6 @@ def train_exact(model: MRFModel, x, sep: int, *, max_iter: int = 100, on_iterati
     structure = CycleStructure(model.C, model.K, N, separator_mask(x, model.C, sep))
     last: dict = {}
     counters = {"evals": 0}
-    t0 = time.perf_counter()
-    history: list = []
 
     def evaluate(v):
         m = model.with_vector(v)
@@ -173,22 +181,12 @@ def train_exact(model: MRFModel, x, sep: int, *, max_iter: int = 100, on_iterati
         last.update(v=v.copy(), model=m, ll=ll / N)
         return -ll / N, -g / N
 
-    def record(v):
-        if "v" not in last or not np.array_equal(v, last["v"]):
-            evaluate(v)
-        entry = {"iteration": len(history) + 1, "evaluations": counters["evals"], "log_likelihood": last["ll"],
-                 "seconds": time.perf_counter() - t0}
-        history.append(entry)
-        if on_iteration is not None and on_iteration(last["model"], entry):
-            raise _Stop
+    def fields():
+        return {"evaluations": counters["evals"], "log_likelihood": last["ll"]}
 
     v0 = model.to_vector()
-    best_v, message = v0, "max_iter = 0"
+    best_v, history, message = v0, [], "max_iter = 0"
     if max_iter > 0:
-        try:
-            res = minimize(evaluate, v0, jac=True, method="L-BFGS-B", callback=record,
-                           options={"maxiter": max_iter, "ftol": 1e-14, "gtol": 1e-10})
-            best_v, message = res.x, str(res.message)
-        except _Stop:
-            best_v, message = last["v"], "stopped by on_iteration"
+        options = {"maxiter": max_iter, "ftol": 1e-14, "gtol": 1e-10}
+        best_v, history, message = _lbfgs(evaluate, v0, last, fields, options, on_iteration)
     return TrainResult(model.with_vector(best_v), history, None, message)

@@ -7,7 +7,7 @@ that fire in training (section 7), AugSA (Figure 1, eqs. 24-25; the stop rule of
 on held-out text), checkpoints of the model at every evaluation so that a run can be
 resumed, and optionally the re-estimation of zeta with lambda fixed.
 
-Public names: vocabulary, to_corpus, FitConfig, fit_trf.
+Public names: vocabulary, to_corpus, FitConfig, fit_trf, augsa_config, refine, perplexity_of.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ArgumentError
+from .augsa import AugSAConfig, refine_zeta, train_augsa
 
 UNK = "<unk>"
 
-__all__ = ["vocabulary", "to_corpus", "FitConfig", "fit_trf"]
+__all__ = ["vocabulary", "to_corpus", "FitConfig", "fit_trf", "augsa_config", "refine", "perplexity_of"]
 
 
 def vocabulary(sents, size: int | None = None, words=None) -> list[str]:
@@ -53,22 +54,23 @@ def to_corpus(sents, vocab):
 
 @dataclass
 class FitConfig:
-    """Settings (defaults: the paper's PTB settings, as ``fsmlearn trf lm`` uses them)."""
+    """Settings (defaults: the paper's PTB settings, as ``fsmlearn trf lm`` uses them; K, the
+    rates, L2, m and the stop threshold are :class:`~fsmlearn.trf.augsa.AugSAConfig`'s)."""
     features: str = "w+c+ws+cs+wsh+csh+tied"
     order: int = 4
     classes: int = 200
-    samples: int = 300
+    samples: int = AugSAConfig.samples
     chains: int = 10
     iterations: int = 50_000
     hours: float = 2.75
-    t_c: float = 3000.0
-    beta_lambda: float = 0.8
-    beta_zeta: float = 0.6
-    t0: int = 2000
-    l2: float = 4e-5
-    max_length: int = 100
+    t_c: float = AugSAConfig.t_c
+    beta_lambda: float = AugSAConfig.beta_lambda
+    beta_zeta: float = AugSAConfig.beta_zeta
+    t0: int = AugSAConfig.t0
+    l2: float = AugSAConfig.l2
+    max_length: int = AugSAConfig.max_length
     stop_window: int = 1000
-    stop_threshold: float = 1e-4
+    stop_threshold: float = AugSAConfig.stop_threshold
     eval_every: int = 100
     refine_iterations: int = 1000
     seed: int = 0
@@ -86,8 +88,32 @@ class FitConfig:
                                 f"and iterations {self.iterations} (>= 1)")
 
 
-def _ppl(logp, corpus) -> float:
+def perplexity_of(logp, corpus) -> float:
+    """The perplexity of ``corpus`` (an id corpus) from its sentences' log probabilities ``logp``,
+    each sentence's end counted as a token."""
     return float(math.exp(-np.sum(logp) / (corpus.lengths.sum() + len(corpus))))
+
+
+def augsa_config(cfg: FitConfig, eval_sentences: int) -> AugSAConfig:
+    """AugSA's settings for ``cfg``: pi0 of (26), the long-sentence group, the stop rule (D every
+    iteration on ``eval_sentences`` training and held-out sentences), 0.5 added to each length's count."""
+    return AugSAConfig(samples=cfg.samples, chains=cfg.chains, iterations=cfg.iterations, t_c=cfg.t_c,
+                       beta_lambda=cfg.beta_lambda, beta_zeta=cfg.beta_zeta, t0=cfg.t0, l2=cfg.l2, pi0="eq26",
+                       max_length=cfg.max_length, long=True, stop=True, stop_window=cfg.stop_window,
+                       stop_threshold=cfg.stop_threshold, eval_every=cfg.eval_every, length_add=0.5, gap_every=1,
+                       eval_sentences=eval_sentences, seed=cfg.seed)
+
+
+def refine(model, cfg: FitConfig, train, say) -> bool:
+    """Re-estimate ``model``'s zeta with lambda fixed for ``cfg.refine_iterations`` iterations
+    (:func:`~fsmlearn.trf.augsa.refine_zeta`, recorded in its meta); False when there are none."""
+    if cfg.refine_iterations <= 0:
+        return False
+    say(f"re-estimating zeta with lambda fixed ({cfg.refine_iterations:,} iterations)")
+    refine_zeta(model, cfg.refine_iterations, samples=cfg.samples, chains=cfg.chains, train=train,
+                seed=cfg.seed + 1, progress=say)
+    model.meta["zeta_refined_iterations"] = cfg.refine_iterations
+    return True
 
 
 def fit_trf(train, dev, vocab, cfg: FitConfig, *, model_path, resume: bool = False, progress=None,
@@ -99,7 +125,6 @@ def fit_trf(train, dev, vocab, cfg: FitConfig, *, model_path, resume: bool = Fal
     Returns:
         (model, summary dict: iterations, seconds, the held-out perplexity curve and at the end).
     """
-    from .augsa import AugSAConfig, refine_zeta, train_augsa
     from .classes import exchange_clusters
     from .features import build_features, make_templates
     from .io import load_trf, save_trf
@@ -125,11 +150,7 @@ def fit_trf(train, dev, vocab, cfg: FitConfig, *, model_path, resume: bool = Fal
         say(f"{n_classes} classes by exchange clustering: {len(cinfo.criterion)} passes, {time.time() - t0:.1f} s")
     fs = build_features(train, V, templates, classes=classes, n_classes=n_classes or None)
     say(f"{fs.num_features:,} features ({'+'.join(templates.names)})")
-    acfg = AugSAConfig(samples=cfg.samples, chains=cfg.chains, iterations=cfg.iterations, t_c=cfg.t_c,
-                       beta_lambda=cfg.beta_lambda, beta_zeta=cfg.beta_zeta, t0=cfg.t0, l2=cfg.l2, pi0="eq26",
-                       max_length=cfg.max_length, long=True, stop=True, stop_window=cfg.stop_window,
-                       stop_threshold=cfg.stop_threshold, eval_every=cfg.eval_every, length_add=0.5, gap_every=1,
-                       eval_sentences=min(1000, len(dev)), seed=cfg.seed)
+    acfg = augsa_config(cfg, min(1000, len(dev)))
     curve = []
     if resumed is not None:
         if not np.array_equal(resumed.features.keys, fs.keys):
@@ -144,7 +165,7 @@ def fit_trf(train, dev, vocab, cfg: FitConfig, *, model_path, resume: bool = Fal
         m.meta["lower"] = bool(lower)
         if t % cfg.eval_every == 0:
             curve.append({"iteration": t, "seconds": time.time() - t_train,
-                          "dev_ppl": _ppl(m.log_probs(dev, log_z1=m.log_z1()), dev)})
+                          "dev_ppl": perplexity_of(m.log_probs(dev, log_z1=m.log_z1()), dev)})
             m.meta["curve"] = curve
             save_trf(m, model_path, vocab)
             say(f"iteration {t:,}: held-out perplexity {curve[-1]['dev_ppl']:.1f}")
@@ -159,13 +180,9 @@ def fit_trf(train, dev, vocab, cfg: FitConfig, *, model_path, resume: bool = Fal
         nb.set_num_threads(before)
     model.meta["curve"] = curve
     model.meta["lower"] = bool(lower)
-    if cfg.refine_iterations > 0:
-        say(f"re-estimating zeta with lambda fixed ({cfg.refine_iterations:,} iterations)")
-        refine_zeta(model, cfg.refine_iterations, samples=cfg.samples, chains=cfg.chains, train=train,
-                    seed=cfg.seed + 1, progress=say)
-        model.meta["zeta_refined_iterations"] = cfg.refine_iterations
+    refine(model, cfg, train, say)
     save_trf(model, model_path, vocab)
     summary = {"iterations": rec.iteration[-1] if rec.iteration else 0, "seconds": time.time() - t_train,
                "stopped_by_rule_at": rec.stopped_at, "features": fs.num_features, "classes": n_classes,
-               "dev_ppl": _ppl(model.log_probs(dev, log_z1=model.log_z1()), dev), "curve": curve}
+               "dev_ppl": perplexity_of(model.log_probs(dev, log_z1=model.log_z1()), dev), "curve": curve}
     return model, summary
