@@ -315,6 +315,18 @@ def _grow(buf, need):
     return nb_
 
 
+@nb.njit(cache=True, inline="always")
+def _upper_bound(keys, lo, hi, x):
+    """The first i in [lo, hi) with keys[i] > x (hi when none), keys[lo:hi] sorted."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] <= x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @nb.njit(cache=True)
 def _cumulative(src_start, arc_p, final_p):
     cum = np.empty(arc_p.shape[0])
@@ -362,14 +374,7 @@ def _sample_kernel(num, seed, start, src_start, dst, ilabel, arc_p, arc_cum, fin
                     ev_final = True
                 else:
                     # first arc whose cumulative probability exceeds u
-                    a_lo = lo
-                    a_hi = hi
-                    while a_lo < a_hi:
-                        mid = (a_lo + a_hi) >> 1
-                        if arc_cum[mid] <= u:
-                            a_lo = mid + 1
-                        else:
-                            a_hi = mid
+                    a_lo = _upper_bound(arc_cum, lo, hi, u)
                     while a_lo < hi and ilabel[a_lo] == PHI:
                         a_lo += 1
                     if a_lo < hi:

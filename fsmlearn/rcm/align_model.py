@@ -85,18 +85,26 @@ def _ch(h, C):
     return h % C if h >= 0 else h
 
 
+@nb.njit(cache=True, inline="always")
+def _context_hash(template, j, hist, k, C):
+    """The running hash of ``template``, j and the last j characters of context k (a row of
+    ``hist``): the key of the n-gram and end templates before what follows it."""
+    W = hist.shape[1]
+    h = _mix(_mix(_SEED, template), j)
+    for t in range(W - j, W):
+        h = _mix(h, _ch(hist[k, t], C))
+    return h
+
+
 @nb.njit(cache=True)
 def _ngram_ids(hist, C, n, backoff, mask):
     """[K, C, G] ids of the n-gram features of each context (a row of ``hist``) and character."""
-    K, W = hist.shape
+    K = hist.shape[0]
     G = n + 1 if backoff else 1
     out = np.empty((K, C, G), np.int64)
     for k in range(K):
         for gi in range(G):
-            j = n - gi
-            h = _mix(_mix(_SEED, _T_NGRAM), j)
-            for t in range(W - j, W):
-                h = _mix(h, _ch(hist[k, t], C))
+            h = _context_hash(_T_NGRAM, n - gi, hist, k, C)
             for c in range(C):
                 out[k, c, gi] = _fin(_mix(h, c), mask)
     return out
@@ -105,16 +113,12 @@ def _ngram_ids(hist, C, n, backoff, mask):
 @nb.njit(cache=True)
 def _end_ids(hist, C, n, backoff, mask):
     """[K, G] ids of the end features of each context."""
-    K, W = hist.shape
+    K = hist.shape[0]
     G = n + 1 if backoff else 1
     out = np.empty((K, G), np.int64)
     for k in range(K):
         for gi in range(G):
-            j = n - gi
-            h = _mix(_mix(_SEED, _T_END), j)
-            for t in range(W - j, W):
-                h = _mix(h, _ch(hist[k, t], C))
-            out[k, gi] = _fin(h, mask)
+            out[k, gi] = _fin(_context_hash(_T_END, n - gi, hist, k, C), mask)
     return out
 
 

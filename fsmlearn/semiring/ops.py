@@ -136,14 +136,20 @@ def from_plain(V, t, Y, s, pot):
 
 
 @nb.njit(inline="always")
-def times_plain(Y, t, A, i, B, j):
-    """Plain rows: Y[t] = A[i] (x) B[j] (Y may alias A or B)."""
-    KE = Y.shape[1]
+def _times_cols(Y, t, A, i, B, j, KE):
+    """Columns 0..KE-1 (p, r_1..r_R) of Y[t] = A[i] (x) B[j]: p1 p2, p1 r2 + r1 p2 (Y may alias
+    A or B)."""
     pa = A[i, 0]
     pb = B[j, 0]
     for c in range(1, KE):
         Y[t, c] = pa * B[j, c] + A[i, c] * pb
     Y[t, 0] = pa * pb
+
+
+@nb.njit(inline="always")
+def times_plain(Y, t, A, i, B, j):
+    """Plain rows: Y[t] = A[i] (x) B[j] (Y may alias A or B)."""
+    _times_cols(Y, t, A, i, B, j, Y.shape[1])
 
 
 @nb.njit(inline="always")
@@ -164,12 +170,8 @@ def star_plain(Y, t, A, i):
 def times_scaled(Y, t, A, i, B, j):
     """Scaled rows: Y[t] = A[i] (x) B[j] (Y may alias A or B)."""
     KE = Y.shape[1] - 1
-    pa = A[i, 0]
-    pb = B[j, 0]
     k = A[i, KE] + B[j, KE]
-    for c in range(1, KE):
-        Y[t, c] = pa * B[j, c] + A[i, c] * pb
-    Y[t, 0] = pa * pb
+    _times_cols(Y, t, A, i, B, j, KE)
     Y[t, KE] = k
     renorm(Y, t)
 

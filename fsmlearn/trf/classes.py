@@ -177,6 +177,20 @@ def _gain(b, M, Nc, xl, rc, lc, tr, nr, tl, nl, s, n):
     return g
 
 
+@nb.njit(cache=True, inline="always")
+def _neighbour_classes(w, ptr, nbr, cnt, cls, acc, touched):
+    """Add word w's neighbour counts (CSR ptr, nbr, cnt) into acc by the neighbours' classes,
+    listing in ``touched`` each class met while its sum is still 0; returns how many it listed."""
+    n = 0
+    for k in range(ptr[w], ptr[w + 1]):
+        c = cls[nbr[k]]
+        if acc[c] == 0:
+            touched[n] = c
+            n += 1
+        acc[c] += cnt[k]
+    return n
+
+
 @nb.njit(cache=True)
 def _exchange_pass(order, cls, sp, sv, sc, pp, pv, pc, selfc, word_count, M, Nc, members, xl, tol):
     """One exchange pass over the words in ``order``; updates cls, M, Nc, members in place.
@@ -195,20 +209,8 @@ def _exchange_pass(order, cls, sp, sv, sc, pp, pv, pc, selfc, word_count, M, Nc,
         a = cls[w]
         if n == 0 or members[a] == 1:
             continue
-        nr = 0
-        for k in range(sp[w], sp[w + 1]):
-            c = cls[sv[k]]
-            if rc[c] == 0:
-                tr[nr] = c
-                nr += 1
-            rc[c] += sc[k]
-        nl = 0
-        for k in range(pp[w], pp[w + 1]):
-            c = cls[pv[k]]
-            if lc[c] == 0:
-                tl[nl] = c
-                nl += 1
-            lc[c] += pc[k]
+        nr = _neighbour_classes(w, sp, sv, sc, cls, rc, tr)
+        nl = _neighbour_classes(w, pp, pv, pc, cls, lc, tl)
         s = selfc[w]
         # take w out of a
         for i in range(nr):

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from ..algo.paths import _upper_bound
 from ..errors import ArgumentError
 from ..fsm.hashing import hash_insert, hash_lookup, new_table
 from .features import HOLE, ID_BITS, KIND_C, MAX_SLOTS, FeatureSet, _fires, _key
@@ -195,15 +196,7 @@ def _class_range(hcls, lo, hi, c):
             a = mid + 1
         else:
             b = mid
-    start = a
-    b = hi
-    while a < b:
-        mid = (a + b) >> 1
-        if hcls[mid] <= c:
-            a = mid + 1
-        else:
-            b = mid
-    return start, a
+    return a, _upper_bound(hcls, a, hi, c)
 
 
 @nb.njit(cache=True)

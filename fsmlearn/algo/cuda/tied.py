@@ -40,6 +40,7 @@ from . import kernels as K
 from .solve import forest_levels, forest_pass_rows, launch, reduce_sum
 from ..tied.objective import MIN_BLOCK_MASS, NEG_LOG, Stats, dot_log
 from .product import row_times as _row_times_dev
+from .product import _times_trans_rows as _row_times    # out[h] = X[h] @ L, one thread per state
 from ..flow_arith import retarget
 from ..tied.arith import arc_emit_entropy_py, block_scores_py, block_softmax_py, event_scatter_py
 from ..tied.kernels import _arc_mass
@@ -129,17 +130,9 @@ def _sum_parts(part, out):
 
 
 @cuda.jit
-def _row_times(X, L, out):
-    """out[h, t] = sum_u X[h, u] L[u, t] for every state h (one thread per state;
-    :func:`fsmlearn.algo.product_entry.row_times_py`)."""
-    h = cuda.grid(1)
-    if h < X.shape[0]:
-        _row_times_dev(X, h, L, out, False, False)
-
-
-@cuda.jit
 def _out_scores(G, logT, S):
-    """S[h, t'] = sum_t G[h, t] logT[t', t] (one thread per state; the same function, transposed)."""
+    """S[h, t'] = sum_t G[h, t] logT[t', t] (one thread per state;
+    :func:`fsmlearn.algo.product_entry.row_times_py`, transposed)."""
     h = cuda.grid(1)
     if h < G.shape[0]:
         _row_times_dev(G, h, logT, S, True, False)

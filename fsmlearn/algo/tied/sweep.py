@@ -205,19 +205,25 @@ def _arcs(update, p_state, p_arc, p_blk, p_sh, sbase, abase, bbase, src_start, p
     return A2c, G, ents.sum()
 
 
+@nb.njit(cache=True, inline="always")
+def _pair_span(p, pair_dst, pair_word, pair_off, wt_ptr):
+    """Pair p's (d, w, lo, off, n): its destination and word, w's first tag in ``wt_tag``, and
+    its n entries from ``off`` on (w's tags in order; none for a pair without a word, w < 0)."""
+    w = pair_word[p]
+    if w < 0:
+        return pair_dst[p], w, 0, pair_off[p], 0
+    return pair_dst[p], w, wt_ptr[w], pair_off[p], pair_off[p + 1] - pair_off[p]
+
+
 @nb.njit(cache=True)
 def _pair_rows(pair_dst, pair_word, pair_off, wt_ptr, wt_tag, U, logE):
     """UE: per (word, destination) pair and tag of the word, log theta(w | t) + U[d, t]."""
     UE = np.empty(pair_off[pair_off.shape[0] - 1])
     for p in range(pair_dst.shape[0]):
-        w = pair_word[p]
-        if w < 0:
-            continue
-        d = pair_dst[p]
-        lo = wt_ptr[w]
-        for i in range(pair_off[p + 1] - pair_off[p]):
+        d, w, lo, off, n = _pair_span(p, pair_dst, pair_word, pair_off, wt_ptr)
+        for i in range(n):
             t = wt_tag[lo + i]
-            UE[pair_off[p] + i] = logE[w, t] + U[d, t]
+            UE[off + i] = logE[w, t] + U[d, t]
     return UE
 
 
@@ -228,14 +234,10 @@ def _unpack(A2c, pair_dst, pair_word, pair_off, wt_ptr, wt_tag, N, T, V1):
     A2 = np.zeros((N, T + 1))
     emit = np.zeros((T, V1))
     for p in range(pair_dst.shape[0]):
-        w = pair_word[p]
-        if w < 0:
-            continue
-        d = pair_dst[p]
-        lo = wt_ptr[w]
-        for i in range(pair_off[p + 1] - pair_off[p]):
+        d, w, lo, off, n = _pair_span(p, pair_dst, pair_word, pair_off, wt_ptr)
+        for i in range(n):
             t = wt_tag[lo + i]
-            v = A2c[pair_off[p] + i]
+            v = A2c[off + i]
             A2[d, t] += v
             emit[t, w] += v
     return A2, emit
