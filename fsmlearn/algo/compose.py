@@ -30,19 +30,11 @@ from numba import types
 from numba.typed import Dict
 
 from ..errors import MachineError, SymbolTableError
+from ..fsm.buffers import grow
 from ..fsm.machine import EPSILON, PHI, Machine
 from ..fsm.symbols import SymbolTable
 from ._check import require_machine
 from .phi import label_index, phi_structure, phi_walk
-
-
-@nb.njit(cache=True)
-def _grow_i(buf, n):
-    if n < buf.shape[0]:
-        return buf
-    out = np.empty(2 * buf.shape[0] + 16, buf.dtype)
-    out[:buf.shape[0]] = buf
-    return out
 
 
 @nb.njit(cache=True)
@@ -76,8 +68,8 @@ def _pair_state(ids, qa, qb, nb_states, qa_of, qb_of, n_states):
         return ids[key], qa_of, qb_of, n_states
     d = n_states
     ids[key] = d
-    qa_of = _grow_i(qa_of, d)
-    qb_of = _grow_i(qb_of, d)
+    qa_of = grow(qa_of, d)
+    qb_of = grow(qb_of, d)
     qa_of[d] = qa
     qb_of[d] = qb
     return d, qa_of, qb_of, n_states + 1
@@ -86,11 +78,11 @@ def _pair_state(ids, qa, qb, nb_states, qa_of, qb_of, n_states):
 @nb.njit(inline="always")
 def _add_arc(r_src, r_dst, r_il, r_ol, r_w, n, src, dst, il, ol, w):
     """Arc n of the result (the arrays grown as needed); returns the arrays."""
-    r_src = _grow_i(r_src, n)
-    r_dst = _grow_i(r_dst, n)
-    r_il = _grow_i(r_il, n)
-    r_ol = _grow_i(r_ol, n)
-    r_w = _grow_i(r_w, n)
+    r_src = grow(r_src, n)
+    r_dst = grow(r_dst, n)
+    r_il = grow(r_il, n)
+    r_ol = grow(r_ol, n)
+    r_w = grow(r_w, n)
     r_src[n] = src
     r_dst[n] = dst
     r_il[n] = il
@@ -135,7 +127,7 @@ def _compose_kernel(a_start, a_src_start, a_dst, a_il, a_ol, a_w, a_final,
     while head < n_states:
         qa = qa_of[head]
         qb = qb_of[head]
-        finals = _grow_i(finals, head)
+        finals = grow(finals, head)
         finals[head] = a_final[qa] + _final_fail(qb, b_final, b_has_final, b_phi, b_dst, b_w, phi_final) \
             if a_final[qa] < np.inf else np.inf
         for e in range(a_src_start[qa], a_src_start[qa + 1]):

@@ -4,9 +4,12 @@ Keys are non-negative int64 (-1 marks an empty slot); a table of capacity
 2**k (mask = 2**k - 1) with linear probing, hashed by splitmix64's finaliser.
 
 Also a software prefetch for kernels that probe many slots of a large table in a row
-(:func:`prefetch`: LLVM's ``llvm.prefetch``, a hint with no effect on results).
+(:func:`prefetch`: LLVM's ``llvm.prefetch``, a hint with no effect on results), and the
+element-by-element key tests of probes whose keys are runs of values rather than one
+int64 (a word's bytes, an n-gram's word ids, a history's tokens): :func:`same_run`,
+:func:`same_rows`, inlined where they are called.
 
-Public names: hash64, hash_insert, hash_lookup, new_table, table_capacity, prefetch.
+Public names: hash64, hash_insert, hash_lookup, new_table, table_capacity, prefetch, same_run, same_rows.
 """
 
 from __future__ import annotations
@@ -95,3 +98,22 @@ def prefetch(typingctx, arr, idx):
         builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
         return context.get_dummy_value()
     return sig, codegen
+
+
+@nb.njit(cache=True, inline="always")
+def same_run(x, i, y, j, n):
+    """Whether ``x[i:i + n]`` equals ``y[j:j + n]`` (1-D arrays), stopping at the first difference."""
+    for k in range(n):
+        if x[i + k] != y[j + k]:
+            return False
+    return True
+
+
+@nb.njit(cache=True, inline="always")
+def same_rows(a, r, s, n):
+    """Whether rows ``r`` and ``s`` of the 2-D array ``a`` agree in their first ``n`` columns,
+    stopping at the first difference."""
+    for k in range(n):
+        if a[r, k] != a[s, k]:
+            return False
+    return True

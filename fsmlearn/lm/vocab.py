@@ -21,7 +21,7 @@ import math
 import numba as nb
 import numpy as np
 
-from ..fsm.hashing import table_capacity
+from ..fsm.hashing import same_run, table_capacity
 
 BOS = "<s>"
 EOS = "</s>"
@@ -119,14 +119,8 @@ def _probe(h, buf, s, e, table, wbuf, woff, mask):
         if w < 0:
             return -1, i
         a = woff[w]
-        if woff[w + 1] - a == L:
-            same = True
-            for j in range(L):
-                if wbuf[a + j] != buf[s + j]:
-                    same = False
-                    break
-            if same:
-                return w, i
+        if woff[w + 1] - a == L and same_run(wbuf, a, buf, s, L):
+            return w, i
         i = (i + 1) & mask
 
 

@@ -29,7 +29,7 @@ from ..algo import forward, forward_backward, intersect
 from ..errors import ArgumentError
 from ..fsm import Machine
 from ..fsm.buffers import grow
-from ..fsm.hashing import hash64, hash_lookup
+from ..fsm.hashing import hash64, hash_lookup, same_rows
 from .features import KIND_C, MAX_SLOTS, ID_BITS, FeatureSet
 
 NONE = -1
@@ -75,14 +75,7 @@ def _hist_slot(hist, q, span, table, mask):
     i = np.int64(hash64(x) & np.uint64(mask))
     while True:
         t = table[i]
-        if t == -1:
-            return i
-        same = True
-        for j in range(span):
-            if hist[t, j] != hist[q, j]:
-                same = False
-                break
-        if same:
+        if t == -1 or same_rows(hist, t, q, span):
             return i
         i = (i + 1) & mask
 

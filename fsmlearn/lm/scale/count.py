@@ -41,7 +41,7 @@ import numba as nb
 import numpy as np
 
 from ...errors import ArgumentError, CorpusFormatError
-from ...fsm.hashing import hash64, table_capacity
+from ...fsm.hashing import hash64, same_rows, same_run, table_capacity
 from ..counts import count_ngrams
 from ..vocab import BOS, EOS, UNK, scan_token, word_bytes
 from ..web1t import _TO_OURS, _TO_WEB1T, new_output_folder   # Web1T's spelling of <s>, </s>, <unk>
@@ -309,13 +309,7 @@ def _group_kernel(rows, table, mask, gid, first):
                 gid[i] = G
                 G += 1
                 break
-            r = first[g]
-            same = True
-            for j in range(m):
-                if rows[r, j] != rows[i, j]:
-                    same = False
-                    break
-            if same:
+            if same_rows(rows, first[g], i, m):
                 gid[i] = g
                 break
             s = (s + 1) & mask
@@ -500,16 +494,9 @@ def _vocab_kernel(buf):
                         hashes = np.concatenate((hashes, np.empty(cap - hashes.shape[0], np.uint64)))
                         counts = np.concatenate((counts, np.empty(cap - counts.shape[0], np.int64)))
                     break
-                if hashes[u] == h and lens[u] == L:
-                    b = starts[u]
-                    same = True
-                    for j in range(L):
-                        if buf[b + j] != buf[a + j]:
-                            same = False
-                            break
-                    if same:
-                        counts[u] += 1
-                        break
+                if hashes[u] == h and lens[u] == L and same_run(buf, starts[u], buf, a, L):
+                    counts[u] += 1
+                    break
                 slot = (slot + 1) & mask
         lines += 1
         i += 1
