@@ -17,7 +17,7 @@ read.  Only plain numeric dtypes are accepted (no objects,
 no pickles, no structured or string arrays); big-endian arrays are converted
 to the machine's byte order.
 
-Public names: NpzFile.
+Public names: NpzFile, check_format_version.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import FileFormatError
 from .strings import unpack_strings
 
-__all__ = ["NpzFile"]
+__all__ = ["NpzFile", "check_format_version"]
 
 #: dtype kinds an fsmlearn archive may hold: bool, signed and unsigned ints, floats
 _KINDS = "biuf"
@@ -44,6 +44,18 @@ _MAX_HEADER = 10000
 _CORRUPT = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, EOFError, OSError,
             ValueError, KeyError, IndexError, TypeError, OverflowError, RuntimeError,
             NotImplementedError, RecursionError, SyntaxError)
+
+
+
+def check_format_version(meta, path, error: type[FileFormatError], *, kind: str, fmt: str, version: int) -> None:
+    """Raise ``error`` naming ``path`` unless ``meta`` (a file's decoded JSON header) is a dict of
+    format ``fmt`` and version ``version`` (an int, not a bool)."""
+    if not isinstance(meta, dict) or meta.get("format") != fmt:
+        got = meta.get("format") if isinstance(meta, dict) else None
+        raise error(f"not a fsmlearn {kind} (format {got!r}, expected {fmt!r})", path)
+    if meta.get("version") != version or isinstance(meta.get("version"), bool):
+        raise error(f"unsupported {kind} file version {meta.get('version')!r} "
+                    f"(this fsmlearn reads version {version})", path)
 
 
 class NpzFile:
@@ -80,12 +92,7 @@ class NpzFile:
             meta = json.loads(m.tobytes().decode())
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise error(f"array 'meta': corrupt metadata: {e}", path) from None
-        if not isinstance(meta, dict) or meta.get("format") != fmt:
-            got = meta.get("format") if isinstance(meta, dict) else None
-            raise error(f"not a fsmlearn {kind} (format {got!r}, expected {fmt!r})", path)
-        if meta.get("version") != version or isinstance(meta.get("version"), bool):
-            raise error(f"unsupported {kind} file version {meta.get('version')!r} "
-                        f"(this fsmlearn reads version {version})", path)
+        check_format_version(meta, path, error, kind=kind, fmt=fmt, version=version)
         self.meta = meta
 
     # ------------------------------------------------------------ errors

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..errors import FileFormatError
 from ..fsm.atomic import atomic_write
+from ..fsm.npz import check_format_version
 
 __all__ = ["MappedFile", "write_mapped", "write_mapped_with", "is_mapped_file", "MAGIC", "ALIGN"]
 
@@ -194,12 +195,7 @@ class MappedFile:
                 head = json.loads(f.read(H).decode())
             except (ValueError, UnicodeDecodeError, RecursionError) as e:
                 raise error(f"corrupt header: {e}", path) from None
-            if not isinstance(head, dict) or head.get("format") != fmt:
-                got = head.get("format") if isinstance(head, dict) else None
-                raise error(f"not a fsmlearn {kind} (format {got!r}, expected {fmt!r})", path)
-            if head.get("version") != version or isinstance(head.get("version"), bool):
-                raise error(f"unsupported {kind} file version {head.get('version')!r} "
-                            f"(this fsmlearn reads version {version})", path)
+            check_format_version(head, path, error, kind=kind, fmt=fmt, version=version)
             if head.get("size") != size:
                 raise error(f"the file has {size} bytes; its header says {head.get('size')!r} "
                             f"(truncated or extended)", path)

@@ -27,8 +27,8 @@ is a lower bound on (1/N) log p_cycl(x) for *every* delta (section 5), concave i
 The dense kernel is E^l = exp((K+1) theta^l - s_l) [C, C] (s_l its max, float32 for large
 C); one BP pass is 2K matrix-vector products, O(K C^2) (section 4.4).
 
-Public names: StarPotentials, star_potentials, StarResult, star_bp, star_marginals, TightenState, tighten,
-LiftedBound, lifted_bound.
+Public names: StarPotentials, star_potentials, StarResult, star_bp, star_marginals, copies_gap, TightenState,
+tighten, LiftedBound, lifted_bound.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ import numpy as np
 from ..errors import ArgumentError, NotConvergedError
 from .model import Moments, MRFModel
 
-__all__ = ["StarPotentials", "star_potentials", "StarResult", "star_bp", "star_marginals", "TightenState", "tighten",
-           "LiftedBound", "lifted_bound"]
+__all__ = ["StarPotentials", "star_potentials", "StarResult", "star_bp", "star_marginals", "copies_gap", "TightenState",
+           "tighten", "LiftedBound", "lifted_bound"]
 
 
 @dataclass
@@ -97,6 +97,12 @@ def _scaled_exp(v):
     return np.exp(v - m), m
 
 
+def copies_gap(mu: np.ndarray) -> float:
+    """max_l sum_x |mu^l(x) - mu^0(x)| of node marginals mu [copies, states] (copy 0 the centre):
+    how far the copies are from agreeing (eq. 13)."""
+    return float(np.abs(mu[1:] - mu[0]).sum(axis=1).max())
+
+
 @dataclass
 class StarResult:
     """Exact BP on the star for one delta.
@@ -115,8 +121,8 @@ class StarResult:
 
     @property
     def gap(self) -> float:
-        """max_l sum_x |mu^l_V(x) - mu^0_V(x)|: how far the copies are from agreeing (eq. 13)."""
-        return float(np.abs(self.mu[1:] - self.mu[0]).sum(axis=1).max())
+        """:func:`copies_gap` of the node marginals (eq. 13)."""
+        return copies_gap(self.mu)
 
     def edge_marginal(self, pot: StarPotentials, l: int) -> np.ndarray:
         """mu^l_E, float64 [C, C] (dense: small C only)."""

@@ -93,7 +93,7 @@ from ..algo import best_path
 from ..errors import ArgumentError, ModelError, NotConvergedError
 from ..fsm import Machine
 from .exact import cycle_log_partition
-from .lifted import TightenState, star_marginals, tighten
+from .lifted import TightenState, copies_gap, star_marginals, tighten
 from .model import SEP
 from .train import _lbfgs
 
@@ -344,7 +344,8 @@ class TreeResult:
 
     @property
     def gap(self) -> float:
-        return float(np.abs(self.mu[1:] - self.mu[0]).sum(axis=1).max())
+        """:func:`~fsmlearn.mrf.lifted.copies_gap` of the node marginals."""
+        return copies_gap(self.mu)
 
 
 @dataclass
