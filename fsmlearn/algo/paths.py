@@ -42,6 +42,7 @@ import numpy as np
 
 from ..errors import ArgumentError, FsmError, MachineError, NoAcceptingPathError, SemiringError
 from ..fsm.batch import MachineBatch
+from ..fsm.buffers import upper_bound
 from ..fsm.chain import ChainBatch
 from ..fsm.machine import EPSILON, PHI, Machine
 from ._check import require_machine
@@ -315,18 +316,6 @@ def _grow(buf, need):
     return nb_
 
 
-@nb.njit(cache=True, inline="always")
-def _upper_bound(keys, lo, hi, x):
-    """The first i in [lo, hi) with keys[i] > x (hi when none), keys[lo:hi] sorted."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] <= x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
 @nb.njit(cache=True)
 def _cumulative(src_start, arc_p, final_p):
     cum = np.empty(arc_p.shape[0])
@@ -374,7 +363,7 @@ def _sample_kernel(num, seed, start, src_start, dst, ilabel, arc_p, arc_cum, fin
                     ev_final = True
                 else:
                     # first arc whose cumulative probability exceeds u
-                    a_lo = _upper_bound(arc_cum, lo, hi, u)
+                    a_lo = upper_bound(arc_cum, lo, hi, u)
                     while a_lo < hi and ilabel[a_lo] == PHI:
                         a_lo += 1
                     if a_lo < hi:

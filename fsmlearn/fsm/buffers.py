@@ -1,6 +1,6 @@
-"""Growing arrays inside numba kernels that build machines.
+"""Growing arrays inside numba kernels that build machines, and searching sorted ones.
 
-Public names: grow.
+Public names: grow, upper_bound.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-__all__ = ["grow"]
+__all__ = ["grow", "upper_bound"]
 
 
 @nb.njit(cache=True)
@@ -21,3 +21,15 @@ def grow(a, n):
     b = np.empty(shape, a.dtype)
     b[:a.shape[0]] = a
     return b
+
+
+@nb.njit(cache=True, inline="always")
+def upper_bound(keys, lo, hi, x):
+    """The first i in [lo, hi) with keys[i] > x (hi when none), keys[lo:hi] sorted."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] <= x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

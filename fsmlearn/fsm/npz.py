@@ -46,7 +46,6 @@ _CORRUPT = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, 
             NotImplementedError, RecursionError, SyntaxError)
 
 
-
 def check_format_version(meta, path, error: type[FileFormatError], *, kind: str, fmt: str, version: int) -> None:
     """Raise ``error`` naming ``path`` unless ``meta`` (a file's decoded JSON header) is a dict of
     format ``fmt`` and version ``version`` (an int, not a bool)."""

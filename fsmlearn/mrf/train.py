@@ -12,8 +12,9 @@ An optional L2 penalty (l2/2 ||pairwise parameters||^2) regularises the pairwise
 its value and gradient from the engine over the unrolled cycle
 (:func:`fsmlearn.mrf.exact.conditional_log_likelihood`).
 
-Both record one history entry per L-BFGS iteration and call ``on_iteration(model, entry)``
-(which may add fields, e.g. a held-out figure, or return True to stop).
+Both, and :func:`fsmlearn.mrf.tagger.train_tagger`, run one L-BFGS-B loop (``_lbfgs``) that
+records one history entry per iteration and calls ``on_iteration(model, entry)`` (which may
+add fields, e.g. a held-out figure, or return True to stop).
 
 Public names: TrainResult, train_lifted, train_exact.
 """

@@ -35,7 +35,7 @@ _LAZY = {
     "as_corpus": "features",
     "FeatureAcceptor": "acceptor",
     "compile_acceptor": "acceptor",
-    "AugSAConfig": "augsa",
+    "AugSAConfig": "config",
     "train_augsa": "augsa",
     "Sampler": "sampler",
     "Rescorer": "rescore",

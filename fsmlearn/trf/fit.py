@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ArgumentError
-from .augsa import AugSAConfig, refine_zeta, train_augsa
+from .config import AugSAConfig
 
 UNK = "<unk>"
 
@@ -55,7 +55,7 @@ def to_corpus(sents, vocab):
 @dataclass
 class FitConfig:
     """Settings (defaults: the paper's PTB settings, as ``fsmlearn trf lm`` uses them; K, the
-    rates, L2, m and the stop threshold are :class:`~fsmlearn.trf.augsa.AugSAConfig`'s)."""
+    rates, L2, m and the stop threshold are :class:`~fsmlearn.trf.config.AugSAConfig`'s)."""
     features: str = "w+c+ws+cs+wsh+csh+tied"
     order: int = 4
     classes: int = 200
@@ -109,6 +109,7 @@ def refine(model, cfg: FitConfig, train, say) -> bool:
     (:func:`~fsmlearn.trf.augsa.refine_zeta`, recorded in its meta); False when there are none."""
     if cfg.refine_iterations <= 0:
         return False
+    from .augsa import refine_zeta
     say(f"re-estimating zeta with lambda fixed ({cfg.refine_iterations:,} iterations)")
     refine_zeta(model, cfg.refine_iterations, samples=cfg.samples, chains=cfg.chains, train=train,
                 seed=cfg.seed + 1, progress=say)
@@ -125,6 +126,7 @@ def fit_trf(train, dev, vocab, cfg: FitConfig, *, model_path, resume: bool = Fal
     Returns:
         (model, summary dict: iterations, seconds, the held-out perplexity curve and at the end).
     """
+    from .augsa import train_augsa
     from .classes import exchange_clusters
     from .features import build_features, make_templates
     from .io import load_trf, save_trf

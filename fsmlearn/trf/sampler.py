@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from ..algo.paths import _upper_bound
 from ..errors import ArgumentError
+from ..fsm.buffers import upper_bound
 from ..fsm.hashing import hash_insert, hash_lookup, new_table
 from .features import HOLE, ID_BITS, KIND_C, MAX_SLOTS, FeatureSet, _fires, _key
 
@@ -196,7 +196,7 @@ def _class_range(hcls, lo, hi, c):
             a = mid + 1
         else:
             b = mid
-    return a, _upper_bound(hcls, a, hi, c)
+    return a, upper_bound(hcls, a, hi, c)
 
 
 @nb.njit(cache=True)
