@@ -264,6 +264,44 @@ def test_bad_files_are_named_errors(model, tmp_path):
     assert not (tmp_path / "x.fsm").exists() and MAGIC == data[:8] and h["format"] == LM_FORMAT
 
 
+def _fnv1a_table(words: list[bytes], size: int) -> np.ndarray:
+    """The word table of a version-1 file: FNV-1a of each word's bytes, linear probing."""
+    table = np.full(size, -1, np.int64)
+    for w, b in enumerate(words):
+        h = 1469598103934665603
+        for c in b:
+            h = ((h ^ c) * 1099511628211) % 2**64
+        j = h & (size - 1)
+        while table[j] >= 0:
+            j = (j + 1) & (size - 1)
+        table[j] = w
+    return table
+
+
+def test_a_version_1_file_is_read_with_its_word_table_built_again(model, sents, tmp_path):
+    """Version 1 hashed the words by FNV-1a; its table is rebuilt at load, and the file scores
+    as the version-2 file it was made from."""
+    _, c, path = model
+    data, h, H = _header(path)
+    arr = h["arrays"]
+    V, size = h["meta"]["vocab_size"], h["meta"]["word_table_mask"] + 1
+    woff = np.frombuffer(data, np.int64, count=V + 1, offset=arr["word_offsets"]["offset"])
+    words_at = arr["words"]["offset"]
+    words = [data[words_at + int(woff[w]):words_at + int(woff[w + 1])] for w in range(V)]
+    table = _fnv1a_table(words, size)
+    h1 = dict(h, version=1)
+    old = _rewrite(path, tmp_path / "v1.fsm", h1, patch=[(arr["word_table"]["offset"], table.tobytes())])
+    assert _header(old)[1]["version"] == 1
+    new = CompiledLM.load(path)
+    v1 = CompiledLM.load(old)
+    lines = sents[1]
+    w2, o2 = new.score(lines)
+    w1, o1 = v1.score(lines)
+    np.testing.assert_array_equal(w1, w2)
+    np.testing.assert_array_equal(o1, o2)
+    assert all(v1.word_id(x.decode()) == i for i, x in enumerate(words))
+
+
 def test_corrupt_values_are_found_where_read_or_by_verify(model, sents, tmp_path):
     _, c, path = model
     data, h, H = _header(path)

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from fsmlearn.lm.compiled import _encode_parts
 from fsmlearn.lm.vocab import ByteVocab, count_span, encode_lines
 
-WORDS = ["a", "bb", "<unk>", "ccc", "é", "a\x00b"]
+# words of one to eight bytes and beyond (the tokeniser and the hash take eight bytes at a time)
+WORDS = ["a", "bb", "<unk>", "ccc", "é", "a\x00b", "eightchr", "ninechars", "sixteen-bytes-16", "a\x1cword-of-18-bytes"]
 UNK = 2
 BV = ByteVocab(WORDS)
 
@@ -32,7 +33,8 @@ def reference(text: bytes):
 
 
 pieces = st.sampled_from([b"a", b"bb", b"<unk>", b"ccc", "é".encode(), b"zz", b"a\x00b", b" ", b"\t", b"\r",
-                          b"\x0b", b"\x0c", b"\n", b"\n", b"  ", b"\xff"])
+                          b"\x0b", b"\x0c", b"\n", b"\n", b"  ", b"\xff", b"eightchr", b"ninechars",
+                          b"sixteen-bytes-16", b"a\x1cword-of-18-bytes", b"eightch", b"\xa0\x85"])
 
 
 @settings(max_examples=300, deadline=None)

@@ -46,15 +46,18 @@ _CORRUPT = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, 
             NotImplementedError, RecursionError, SyntaxError)
 
 
-def check_format_version(meta, path, error: type[FileFormatError], *, kind: str, fmt: str, version: int) -> None:
+def check_format_version(meta, path, error: type[FileFormatError], *, kind: str, fmt: str, version: int,
+                         older: tuple = ()) -> None:
     """Raise ``error`` naming ``path`` unless ``meta`` (a file's decoded JSON header) is a dict of
-    format ``fmt`` and version ``version`` (an int, not a bool)."""
+    format ``fmt`` and version ``version`` or one of the ``older`` versions still read (an int,
+    not a bool)."""
     if not isinstance(meta, dict) or meta.get("format") != fmt:
         got = meta.get("format") if isinstance(meta, dict) else None
         raise error(f"not a fsmlearn {kind} (format {got!r}, expected {fmt!r})", path)
-    if meta.get("version") != version or isinstance(meta.get("version"), bool):
-        raise error(f"unsupported {kind} file version {meta.get('version')!r} "
-                    f"(this fsmlearn reads version {version})", path)
+    got = meta.get("version")
+    if isinstance(got, bool) or got not in (version, *older):
+        reads = f"version {version}" if not older else f"versions {', '.join(map(str, sorted(older)))} and {version}"
+        raise error(f"unsupported {kind} file version {got!r} (this fsmlearn reads {reads})", path)
 
 
 class NpzFile:

@@ -22,11 +22,12 @@ import numpy as np
 from ..algo.phi import phi_depths
 from ..algo.score import WALK_OK, ScoreTables, _read_label, _walk_error, score_sequences, score_tables, seed_label_hash
 from ..errors import ArgumentError, MachineError, ModelFormatError
+from ..fsm.hashing import table_capacity
 from ..fsm.machine import PHI, Machine
 from ..fsm.symbols import SymbolTable
 from .mapfile import MappedFile, write_mapped
-from .vocab import (BOS, LN10, UNK, ByteVocab, WordIndex, count_lines, encode_lines, encode_span, token_room,
-                    vocab_find)
+from .vocab import (BOS, LN10, UNK, ByteVocab, WordIndex, build_table, count_lines, encode_lines, encode_span,
+                    token_room, vocab_find)
 
 
 @nb.njit(cache=True)
@@ -90,7 +91,9 @@ def sort_arcs(src, dst, lab, wt, src_start):
 
 
 LM_FORMAT = "fsmlearn-compiled-lm"
-LM_VERSION = 1
+#: 2: the word table hashed by :func:`~fsmlearn.lm.vocab.word_hash` (eight bytes at a time);
+#: a version-1 file (FNV-1a) is read with its word table built again at load (O(V))
+LM_VERSION = 2
 
 
 @nb.njit(cache=True)
@@ -623,7 +626,8 @@ class CompiledLM(WordIndex):
 
     @classmethod
     def _load_mapped(cls, path) -> "CompiledLM":
-        f = MappedFile(path, ModelFormatError, kind="compiled language model", fmt=LM_FORMAT, version=LM_VERSION)
+        f = MappedFile(path, ModelFormatError, kind="compiled language model", fmt=LM_FORMAT, version=LM_VERSION,
+                       older=(1,))
         order = f.integer("order", 1, 127)
         n = f.integer("num_states", 1, 2**31 - 1)
         V = f.integer("vocab_size", 1, 2**31 - 2)
@@ -663,6 +667,10 @@ class CompiledLM(WordIndex):
             raise f.bad("word_table", f"entry {i} is {int(table[i])}; expected -1 (free) or a word id below {V}")
         if not np.any(table == -1):
             raise f.bad("word_table", "has no free slot (a lookup of an unknown word would not end)")
+        if f.version == 1:      # hashed by FNV-1a: the table again, by word_hash
+            vmask = table_capacity(V) - 1
+            table = np.full(vmask + 1, -1, np.int64)
+            build_table(wbuf, woff, table, vmask)
         try:
             tables = ScoreTables(start, arcs, mask, L, back, back_cost, final, max_back)
         except MachineError as e:

@@ -163,10 +163,11 @@ class MappedFile:
         path: the file.
         error: the FileFormatError subclass to raise (it names the file).
         kind: what the file holds, for messages.
-        fmt, version: the format and version the header must give.
+        fmt, version: the format and version the header must give; ``older``: earlier
+            versions also read.
 
     Attributes:
-        path (Path), meta (dict, the header's ``meta``), size (bytes).
+        path (Path), meta (dict, the header's ``meta``), version (the file's), size (bytes).
 
     Raises:
         error: no such file, not a mapped-arrays file, a corrupt header,
@@ -174,7 +175,8 @@ class MappedFile:
             (a truncated or extended file).
     """
 
-    def __init__(self, path, error: type[FileFormatError], *, kind: str, fmt: str, version: int):
+    def __init__(self, path, error: type[FileFormatError], *, kind: str, fmt: str, version: int,
+                 older: tuple = ()):
         self.path = path = Path(path)
         self.error = error
         try:
@@ -195,7 +197,7 @@ class MappedFile:
                 head = json.loads(f.read(H).decode())
             except (ValueError, UnicodeDecodeError, RecursionError) as e:
                 raise error(f"corrupt header: {e}", path) from None
-            check_format_version(head, path, error, kind=kind, fmt=fmt, version=version)
+            check_format_version(head, path, error, kind=kind, fmt=fmt, version=version, older=older)
             if head.get("size") != size:
                 raise error(f"the file has {size} bytes; its header says {head.get('size')!r} "
                             f"(truncated or extended)", path)
@@ -204,6 +206,7 @@ class MappedFile:
             self._data_start = 16 + H
             self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
         self.meta = head["meta"]
+        self.version = head["version"]
         self.size = size
         self._specs = head["arrays"]
 

@@ -451,8 +451,8 @@ def _write_vocab(tmp: Path, vocab: GlobalVocab, ext: str) -> int:
 def _vocab_kernel(buf):
     """(starts, lengths, counts, lines) of the distinct whitespace-separated tokens of UTF-8 text
     ``buf`` (uint8), in order of first appearance, and its lines (a last line without a newline
-    counted): one scan through the tokeniser's byte classes, each token hashed (FNV-1a) as its
-    bytes go by into an open-addressing table that doubles when half full."""
+    counted): one scan of the tokeniser (:func:`~fsmlearn.lm.vocab.scan_token`, each token
+    hashed as its end is found) into an open-addressing table that doubles when half full."""
     cap = 1 << 12
     mask = cap - 1
     table = np.full(cap, -1, np.int64)
