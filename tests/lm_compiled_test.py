@@ -241,7 +241,8 @@ def test_bad_files_are_named_errors(model, tmp_path):
     t = tmp_path / "trunc.fsm"
     t.write_bytes(data[:len(data) // 2])
     load_err(t, "truncated")
-    for key, val, match in (("format", "other", "format 'other'"), ("version", 9, "version 9")):
+    for key, val, match in (("format", "other", "format 'other'"),
+                            ("version", 9, r"version 9 \(this fsmlearn reads versions 1 and 2\)")):
         load_err(_rewrite(path, tmp_path / f"{key}.fsm", dict(h, **{key: val})), match)
     h2 = json.loads(json.dumps(h))
     h2["arrays"]["back"]["dtype"] = "<i8"
@@ -300,6 +301,10 @@ def test_a_version_1_file_is_read_with_its_word_table_built_again(model, sents, 
     np.testing.assert_array_equal(w1, w2)
     np.testing.assert_array_equal(o1, o2)
     assert all(v1.word_id(x.decode()) == i for i, x in enumerate(words))
+    again = tmp_path / "v1-saved.fsm"       # saved by this fsmlearn: version 2, the new table
+    v1.save(again)
+    assert _header(again)[1]["version"] == 2
+    np.testing.assert_array_equal(CompiledLM.load(again).score(lines)[0], w2)
 
 
 def test_corrupt_values_are_found_where_read_or_by_verify(model, sents, tmp_path):

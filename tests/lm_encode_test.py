@@ -12,7 +12,8 @@ from fsmlearn.lm.compiled import _encode_parts
 from fsmlearn.lm.vocab import ByteVocab, count_span, encode_lines
 
 # words of one to eight bytes and beyond (the tokeniser and the hash take eight bytes at a time)
-WORDS = ["a", "bb", "<unk>", "ccc", "é", "a\x00b", "eightchr", "ninechars", "sixteen-bytes-16", "a\x1cword-of-18-bytes"]
+WORDS = ["a", "bb", "<unk>", "ccc", "é", "a\x00b", "eightchr", "ninechars", "sixteen-bytes-16", "a\x1cword-of-18-bytes",
+         "ÉÍы"]
 UNK = 2
 BV = ByteVocab(WORDS)
 
@@ -34,7 +35,10 @@ def reference(text: bytes):
 
 pieces = st.sampled_from([b"a", b"bb", b"<unk>", b"ccc", "é".encode(), b"zz", b"a\x00b", b" ", b"\t", b"\r",
                           b"\x0b", b"\x0c", b"\n", b"\n", b"  ", b"\xff", b"eightchr", b"ninechars",
-                          b"sixteen-bytes-16", b"a\x1cword-of-18-bytes", b"eightch", b"\xa0\x85"])
+                          b"sixteen-bytes-16", b"a\x1cword-of-18-bytes", b"eightch", b"\xa0\x85",
+                          # bytes whose low seven bits are whitespace (0x89-0x8d: "É", "Í", "ы"), and the
+                          # bytes either side of the 9-13 range and of the space: all inside tokens
+                          "ÉÍы".encode(), b"\x8d", b"\x08", b"\x0e", b"\x1f", b"\x21", b"\x7f"])
 
 
 @settings(max_examples=300, deadline=None)

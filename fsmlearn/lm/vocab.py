@@ -114,9 +114,10 @@ def word_bytes(words) -> tuple[np.ndarray, np.ndarray]:
 
 @intrinsic
 def _load8(typingctx, arr, idx):
-    """The eight bytes ``arr[idx:idx + 8]`` of a 1-D uint8 array as one little-endian uint64
-    (an unaligned load; the caller makes sure they lie inside the array)."""
-    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(idx, types.Integer):
+    """The eight bytes ``arr[idx:idx + 8]`` of a contiguous 1-D uint8 array as one little-endian
+    uint64 (an unaligned load; the caller makes sure they lie inside the array)."""
+    if (not isinstance(arr, types.Array) or arr.ndim != 1 or arr.dtype != types.uint8 or arr.layout != "C"
+            or not isinstance(idx, types.Integer)):
         return None
     sig = types.uint64(arr, idx)
 
