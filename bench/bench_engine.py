@@ -175,7 +175,7 @@ def _sweep_kernels(m: Machine, reverse: bool):
     """The largest component's sweep as the solver runs it, the flat sweep, and its loads
     alone on one thread and on two, as callables over their own arrays:
     (sweep, flat sweep, loads, loads on two threads, banded)."""
-    from fsmlearn.algo.bands import banded_sweep1
+    from fsmlearn.algo.bands import banded_sweep1, sweep_scratch
     a0, a1, n, Wp, ih, it, bands = _largest_component(m, reverse)
     sweep = plain_sweep_kernel(0)
     y = np.full(n, 1e-6)
@@ -195,7 +195,7 @@ def _sweep_kernels(m: Machine, reverse: bool):
     else:
         S, perm, bh, bt, gptr, code = bands
         Wl, hl, tl = Wp[perm], bh, bt
-        acc = np.empty(2 << S)
+        acc = sweep_scratch(S, nb.get_num_threads() >= 2)     # as the solver gives it
 
         def kernel():
             # the statistics come with it (fsmlearn.algo.bands.banded_sweep1)

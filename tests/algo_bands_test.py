@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -196,7 +197,10 @@ def _reference_banded_sweep(y, b, W, h, t, g, S, code):
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-def test_the_banded_sweep_is_its_four_steps_and_one_band_is_the_flat_sweep(rng, reverse):
+@pytest.mark.parametrize("two_threads", [False, True])
+def test_the_banded_sweep_is_its_four_steps_and_one_band_is_the_flat_sweep(rng, reverse, two_threads):
+    # (with a scratch of four bands the sweep runs as the two-thread pipeline, whose bands
+    # here have too few arcs from other bands to split them: the first thread adds them all)
     m = random_machine(rng, 500, 3000, cyclic=True)
     one_band = 0
     for S in (3, 6, 9):
@@ -206,7 +210,7 @@ def test_the_banded_sweep_is_its_four_steps_and_one_band_is_the_flat_sweep(rng, 
         b = rng.random(n) * (code > 0)
         y0 = rng.random(n)
         y, yold, st_b = y0.copy(), np.empty(n), np.empty(5)
-        B.banded_sweep1(y, yold, b, Wb, bh, bt, gptr, Sc, code, np.empty(2 << Sc), st_b)
+        B.banded_sweep1(y, yold, b, Wb, bh, bt, gptr, Sc, code, B.sweep_scratch(Sc, two_threads), st_b)
         assert np.array_equal(yold, y0)
         want = _reference_banded_sweep(y0.copy(), b, Wb, bh.astype(np.int64), bt.astype(np.int64), gptr, Sc, code)
         np.testing.assert_allclose(y, want, rtol=1e-13, atol=0)
@@ -228,14 +232,15 @@ def test_the_banded_sweep_is_its_four_steps_and_one_band_is_the_flat_sweep(rng, 
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-def test_the_banded_sweeps_fixed_point_is_the_systems_solution(rng, reverse):
+@pytest.mark.parametrize("two_threads", [False, True])
+def test_the_banded_sweeps_fixed_point_is_the_systems_solution(rng, reverse, two_threads):
     m = random_machine(rng, 600, 4000, cyclic=True, mass=0.9)
     s, c, a0, a1, n, Sc, perm, bh, bt, gptr, code = _largest(m, reverse, 4)
     Wp = np.exp(-m.weight[s.int_arc[a0:a1]])
     b = np.where(code > 0, 1.0, 0.0)
     A = sp.csr_matrix((Wp, (s.int_head[a0:a1], s.int_tail[a0:a1])), shape=(n, n))
     x = sla.spsolve((sp.eye(n) - A).tocsc(), b)
-    y, yold, acc, st = np.zeros(n), np.empty(n), np.empty(2 << Sc), np.empty(5)
+    y, yold, acc, st = np.zeros(n), np.empty(n), B.sweep_scratch(Sc, two_threads), np.empty(5)
     Wb = Wp[perm]
     for _ in range(400):
         B.banded_sweep1(y, yold, b, Wb, bh, bt, gptr, Sc, code, acc, st)
@@ -277,10 +282,10 @@ def test_the_solver_with_and_without_bands_agree_within_the_tolerance(rng, monke
 @pytest.mark.parametrize("hb,total,before", [(0, 0, 0), (1, 1, 0), (1, 1, 1), (3, 7, 7), (1, 7, 3),
                                              (0, 1000, 0), (1, 1000, 499), (1, 1000, 500), (1, 1000, 501),
                                              (2, 1000, 137), (3, 1000, 1000)])
-def test_the_two_thread_scatter_adds_the_same_terms_as_one_thread(rng, hb, total, before):
-    # a band's arcs from other bands lie before and after its own group; the pair cuts them
-    # in two halves by count (at 500 of 1000), wherever the cut falls.  It also starts the
-    # band's sums from b, copies the band's old values, and takes the last band's statistics
+def test_a_band_s_arcs_cut_between_two_accumulators_add_the_same_terms(rng, hb, total, before):
+    # the arcs a band's two threads add lie before and after a group left out (its own, or
+    # its own and the one from the band before); they are cut by count wherever the cut
+    # falls, before, inside or after the gap
     n, w, own = 4 * 64, 64, 5
     m = total + own
     lo = hb * w
@@ -288,25 +293,20 @@ def test_the_two_thread_scatter_adds_the_same_terms_as_one_thread(rng, hb, total
     bt = rng.integers(0, n, m).astype(np.uint32)
     Wp = rng.random(m)
     y = rng.random(n)
-    b = rng.random(n)
-    code = rng.integers(0, 3, n).astype(np.uint8)
-    yold = rng.random(n)
-    yold0 = yold.copy()
     i0, own0, own1, i1 = 0, before, before + own, m
-    plo, phi = max(lo - w, 0), lo          # the last band (none for the first)
-    got, acc1, st = np.full(w, np.nan), np.full(w, np.nan), np.empty(5)
-    sweep_stats_start(st)
-    B._scatter_pair(got, acc1, y, yold, b, code, Wp, bh, bt, i0, own0, own1, i1, lo, plo, phi, st)
-    want = b[lo:lo + w].copy()
+    want = np.zeros(w)
     ext = np.r_[np.arange(i0, own0), np.arange(own1, i1)].astype(np.int64)
     np.add.at(want, bh[ext].astype(np.int64) - lo, y[bt[ext]] * Wp[ext])
-    np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
-    assert np.array_equal(yold[lo:lo + w], y[lo:lo + w])
-    assert np.array_equal(np.delete(yold, np.s_[lo:lo + w]), np.delete(yold0, np.s_[lo:lo + w]))
-    if phi > plo:
-        assert_sweep_stats(st, y[plo:phi], yold0[plo:phi], code[plo:phi] > 0)
-    else:
-        assert np.array_equal(st, [0.0, 0.0, 0.0, np.inf, -1.0])
+    for cut in sorted({0, 1, before, before + 1, total // 2, total - 1, total} & set(range(total + 1))):
+        first, second = np.zeros(w), np.zeros(w)
+        B._scatter_part(first, y, Wp, bh, bt, i0, own0, own1, i1, 0, cut, np.uint64(lo))
+        B._scatter_part(second, y, Wp, bh, bt, i0, own0, own1, i1, cut, total, np.uint64(lo))
+        np.testing.assert_allclose(first + second, want, rtol=1e-14, atol=0)
+        # each half alone: the terms of its own arcs, counted across the gap
+        got = np.zeros(w)
+        half = ext[:cut]
+        np.add.at(got, bh[half].astype(np.int64) - lo, y[bt[half]] * Wp[half])
+        np.testing.assert_allclose(first, got, rtol=1e-14, atol=0)
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -340,29 +340,46 @@ def test_bands_whose_arcs_from_other_bands_are_added_on_two_threads(rng, monkeyp
     b = rng.random(nc) * (cc > 0)
     y0 = rng.random(nc)
     y, yold, st = y0.copy(), np.empty(nc), np.empty(5)
-    B.banded_sweep1(y, yold, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, np.empty(2 << 13), st)
+    B.banded_sweep1(y, yold, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, B.sweep_scratch(13, True), st)
     want = _reference_banded_sweep(y0.copy(), b, Wb, bh[p0:p1].astype(np.int64), bt[p0:p1].astype(np.int64), g, 13,
                                    cc)
     np.testing.assert_allclose(y, want, rtol=1e-13, atol=0)
-    # the copy and the statistics, taken on the second thread of each band's pair
+    # the copy and the statistics, taken on the pipeline's second thread
     assert np.array_equal(yold, y0)
     assert_sweep_stats(st, y, y0, cc > 0)
+    # each band's arcs from bands other than the one before are split between the threads
+    # (the first also adds the arcs from the band before, and finishes that band)
+    for hb in range(nb):
+        i0, g0, own0, own1, i1 = B._around(g, hb, nb, sb)
+        rest = (g0 - i0) + (i1 - own1)
+        rows = min(nc, (hb + 1) << 13) - (hb << 13)
+        assert B._paired(g, hb, nb, sb, rows) and 0 < B._first_share(g, hb, nb, sb, rows) < rest
+    # the pipeline's two threads are independent: on one thread the same work, in turn,
+    # gives the same values, statistics included, bit for bit
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        y1, yold1, st1 = y0.copy(), np.empty(nc), np.empty(5)
+        B.banded_sweep1(y1, yold1, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, B.sweep_scratch(13, True), st1)
+    finally:
+        numba.set_num_threads(threads)
+    assert np.array_equal(y1, y) and np.array_equal(yold1, yold) and np.array_equal(st1, st)
     # a scratch of one band: the one-thread sweep, the same terms summed in another order
     y1, yold1, st1 = y0.copy(), np.empty(nc), np.empty(5)
-    B.banded_sweep1(y1, yold1, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, np.empty(1 << 13), st1)
+    B.banded_sweep1(y1, yold1, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, B.sweep_scratch(13, False), st1)
     np.testing.assert_allclose(y1, want, rtol=1e-13, atol=0)
     assert not np.array_equal(y1, y)
     assert np.array_equal(yold1, y0)
     assert_sweep_stats(st1, y1, y0, cc > 0)
     # values that are not finite, in band 0 and in band 2: the last row they make bad is
-    # named, by the second thread of a band's pair or after the last band
+    # named, by the pipeline's second thread or after the last band
     yb = y0.copy()
     yb[100] = np.nan
     yb[(2 << 13) + 5] = np.inf
-    for scratch in (2, 1):
+    for two_threads in (True, False):
         y2, yold2, st2 = yb.copy(), np.empty(nc), np.empty(5)
         with np.errstate(invalid="ignore"):
-            B.banded_sweep1(y2, yold2, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, np.empty(scratch << 13), st2)
+            B.banded_sweep1(y2, yold2, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, B.sweep_scratch(13, two_threads), st2)
         assert st2[4] >= (2 << 13)
         assert_sweep_stats(st2, y2, yb, cc > 0)
 

@@ -25,22 +25,27 @@ in order; for band ``hb`` with rows ``lo:hi``:
 4. the arcs inside the band run as the flat sweep runs: rows in order, each row's
    running sum starting from its ``acc`` and stored in ``y`` after every arc.
 
-Step 2 reads only values of other bands, so a band with at least
-:data:`PAIR_MIN_ARCS` such arcs, and twice as many as it has rows, has them added on
-two threads when numba has two (the solver then gives the sweep a scratch of two
-bands): each half of them into an accumulator of its own, then
-the two summed (the rows' sums in another order than on one thread, the same terms).
-On the engine benchmark (bands of 2**18 rows then, on the AMD machine) that took a
-sweep from 60.7 to 47.5 ms forward and from 69.9 to 61.1 ms backward
-(docs/bench-engine.md).  Step 4 is Gauss-Seidel inside the band and
-stays on one thread.
+Step 2 of band k reads only values of other bands, and only the arcs from band k - 1
+need that band's steps 3 and 4 done first.  So when numba has two threads (the solver
+then gives the sweep a scratch of four bands, :func:`sweep_scratch`), the sweep runs as
+a pipeline of two threads (:func:`_pipeline_step`): while the first thread finishes band
+k - 1 (steps 3 and 4, Gauss-Seidel inside the band, on one thread) and then adds band k's
+arcs from band k - 1, the second adds most of band k's other arcs from other bands into
+an accumulator of its own; the first adds a share of them too, so that the two threads'
+work is even.  Band k's two accumulators are summed when it is finished (the rows' sums
+in another order than on one thread, the same terms).  A band with fewer than
+:data:`PAIR_MIN_ARCS` arcs from other bands, or fewer than twice its rows, has them all
+added on the first thread.  On the engine benchmark (bands of 2**18 rows then, on the
+AMD machine) adding a band's arcs on two threads took a sweep from 60.7 to 47.5 ms
+forward and from 69.9 to 61.1 ms backward; the pipeline, which also takes the finishing
+of each band off the critical path, made the sweep a further 1.05-1.15x faster on the
+Intel machine (docs/bench-engine.md).
 
 The sweep also keeps what the solver's stopping rule needs: each band's old values,
 copied to ``yold`` before step 2, and the statistics of the changes
 (:func:`fsmlearn.algo.convergence.sweep_stats_rows`), taken band by band once a band's
-rows are final.  Where the next band takes two threads, the second thread does both
-(the copy, and the last band's statistics) before its half of the arcs; the first
-starts the band's sums from ``b``.  Made apart (a copy of the whole vector before the
+rows are final (in the pipeline, on the second thread: band k's copy and band k - 2's
+statistics before its arcs).  Made apart (a copy of the whole vector before the
 bands, a loop of branches over it after them), they took about 13% of a sweep of the
 engine benchmark (docs/bench-engine.md).
 
@@ -70,7 +75,7 @@ made, each of its runs (one a thread) counts its arcs in 8 bytes a group.  Only
 components of at least ``min_states`` states (:data:`BAND_MIN_STATES`) get bands.
 
 Public names: BAND_BITS, BAND_MIN_STATES, PAIR_MIN_ARCS, band_layout, band_order, band_widths, bands_for, no_bands,
-banded_sweep1, build_plain_banded, sub_bits.
+banded_sweep1, build_plain_banded, sub_bits, sweep_scratch.
 """
 from __future__ import annotations
 
@@ -81,7 +86,7 @@ from ..semiring.ops import pow2_capped
 from .convergence import sweep_stats_rows, sweep_stats_start
 
 __all__ = ["BAND_BITS", "BAND_MIN_STATES", "PAIR_MIN_ARCS", "band_layout", "band_order", "band_widths", "bands_for",
-           "no_bands", "banded_sweep1", "build_plain_banded", "sub_bits"]
+           "no_bands", "banded_sweep1", "build_plain_banded", "sub_bits", "sweep_scratch"]
 
 #: rows a band holds (a power of two): 2**16 float64 values are 512 KB, an accumulator that
 #: leaves most of a 2 MB L2 to the streams and the tail band's window.  On the project's
@@ -351,43 +356,139 @@ def _scatter_part(acc, y, Wp, bh, bt, i0, own0, own1, i1, c0, c1, ulo):
         _scatter(acc, y, Wp, bh, bt, own1 + max(c0, n0) - n0, own1 + c1 - n0, ulo)
 
 
-@nb.njit(cache=True, parallel=True)
-def _scatter_pair(acc, acc1, y, yold, b, code, Wp, bh, bt, i0, own0, own1, i1, lo, plo, phi, st):
-    """Steps 1 and 2 on two threads, with the copy of the band's old values and the last
-    band's statistics: the band's arcs from other bands cut in two halves by count, the
-    first added into ``acc`` (after ``acc = b[lo:]``) and the second into ``acc1`` (zeroed
-    here), then ``acc += acc1``.  The second thread also copies ``y[lo:]`` to ``yold`` and
-    adds the rows ``plo:phi`` (the last band's, final by now) to the statistics ``st``.
-    The halves read only values of other bands and write only the accumulators, so they
-    are independent; with one thread the same work runs in turn, with the same sums."""
-    total = (own0 - i0) + (i1 - own1)
-    mid = total // 2
-    w = acc.shape[0]
+@nb.njit(inline="always")
+def _around(gptr, k, nb_, sb):
+    """Band k's arcs from other bands, which lie around its own group: (i0, g0, own0, own1,
+    i1) with ``i0:g0`` those from bands before k - 1, ``g0:own0`` those from band k - 1
+    (none for band 0), ``own0:own1`` the band's own and ``own1:i1`` those from later bands."""
+    i0 = gptr[(k * nb_) << sb]
+    g0 = gptr[(k * nb_ + k - 1) << sb] if k >= 1 else i0
+    own0 = gptr[(k * nb_ + k) << sb]
+    own1 = gptr[(k * nb_ + k + 1) << sb]
+    i1 = gptr[((k + 1) * nb_) << sb]
+    return i0, g0, own0, own1, i1
+
+
+@nb.njit(inline="always")
+def _paired(gptr, k, nb_, sb, rows):
+    """Whether band k's arcs from other bands are split between two accumulators: at least
+    :data:`PAIR_MIN_ARCS` of them, and twice the band's rows."""
+    i0, g0, own0, own1, i1 = _around(gptr, k, nb_, sb)
+    ext = (own0 - i0) + (i1 - own1)
+    return ext >= PAIR_MIN_ARCS and ext >= 2 * rows
+
+
+@nb.njit(inline="always")
+def _first_share(gptr, k, nb_, sb, rows):
+    """How many of band k's arcs from bands other than k - 1 the first thread adds (the
+    second adds the rest): the first also finishes band k - 1 (its own arcs) and adds the
+    arcs from band k - 1, so it takes what evens the two threads' arcs, plus a quarter of
+    the band's rows (measured on the engine benchmark: 0 to 40,000 more arcs to the first
+    thread gave the same time within the noise; 30,000 fewer, a slower sweep).  All of
+    them where the band is not paired (:func:`_paired`)."""
+    i0, g0, own0, own1, i1 = _around(gptr, k, nb_, sb)
+    rest = (g0 - i0) + (i1 - own1)
+    if not _paired(gptr, k, nb_, sb, rows):
+        return rest
+    mine = own0 - g0
+    if k >= 1:
+        mine += gptr[((k - 1) * nb_ + k) << sb] - gptr[((k - 1) * nb_ + k - 1) << sb]
+    return max(0, min(rest, (rest + mine) // 2 - mine + rows // 4))
+
+
+@nb.njit(inline="always")
+def _finish_band(y, code, Wp, bh, bt, a0, a1, paired, lo, hi, own0, own1):
+    """Steps 3 and 4 for the band of rows lo:hi: its sums (``a0``, plus ``a1`` where it is
+    paired) taken into ``a0``, the rows all of whose arcs come from other bands set, then
+    the band's own arcs added row by row, Gauss-Seidel."""
+    for r in range(hi - lo):
+        v = a0[r] + a1[r] if paired else a0[r]
+        a0[r] = v
+        if code[lo + r] == 1:
+            y[lo + r] = v
+    one = np.uint64(1)
     ulo = np.uint64(lo)
+    e = np.uint64(own0)
+    end = np.uint64(own1)
+    while e < end:
+        # the row's running sum lives in a0 (a read-modify-write the store forwarding
+        # serves; a select between a0 and a register sum took 1.3x as long), and its
+        # newest value in y after every arc
+        h = bh[e]
+        v = a0[np.uint64(h) - ulo] + y[bt[e]] * Wp[e]
+        a0[np.uint64(h) - ulo] = v
+        y[h] = v
+        e += one
+
+
+@nb.njit(cache=True, parallel=True)
+def _pipeline_step(y, yold, b, Wp, bh, bt, gptr, S, code, accs, st, k, nb_, sb):
+    """Step k (0 to nb_) of the two-thread sweep: band k's arcs from other bands added while
+    band k - 1 is finished.
+
+    The first thread finishes band k - 1 (:func:`_finish_band`), then starts band k's sums
+    from ``b`` in its first accumulator and adds its share of band k's arcs from other
+    bands (:func:`_first_share`) and, last, those from band k - 1, which are final now.  The
+    second thread copies band k's old values to ``yold``, zeroes band k's second
+    accumulator, adds band k - 2's rows (final since the last step) to the statistics ``st``,
+    and adds the rest of band k's arcs from bands other than k - 1 into that accumulator.
+    The second thread reads no value of bands k - 1 and k and writes neither ``y`` nor the
+    first thread's accumulators; the first writes only band k - 1's values and its own
+    accumulators: the two are independent, and with one thread the same work runs in turn,
+    with the same sums.  ``accs``: [4, 2**S], the two accumulators of band k in rows
+    ``2 * (k & 1)`` and ``2 * (k & 1) + 1`` (band k - 1's in the other two)."""
+    n = y.shape[0]
+    w = 1 << S
     for j in nb.prange(2):
         if j == 0:
-            for r in range(w):
-                acc[r] = b[lo + r]
-            _scatter_part(acc, y, Wp, bh, bt, i0, own0, own1, i1, 0, mid, ulo)
+            if k >= 1:
+                p = k - 1
+                plo = p << S
+                phi = min(n, plo + w)
+                q = 2 * (p & 1)
+                _, _, own0, own1, _ = _around(gptr, p, nb_, sb)
+                _finish_band(y, code, Wp, bh, bt, accs[q], accs[q + 1], _paired(gptr, p, nb_, sb, phi - plo),
+                             plo, phi, own0, own1)
+            if k < nb_:
+                lo = k << S
+                hi = min(n, lo + w)
+                a0 = accs[2 * (k & 1)]
+                for r in range(hi - lo):
+                    a0[r] = b[lo + r]
+                i0, g0, own0, own1, i1 = _around(gptr, k, nb_, sb)
+                ulo = np.uint64(lo)
+                _scatter_part(a0, y, Wp, bh, bt, i0, g0, own1, i1, 0, _first_share(gptr, k, nb_, sb, hi - lo), ulo)
+                _scatter(a0, y, Wp, bh, bt, g0, own0, ulo)
         else:
-            for r in range(w):
-                acc1[r] = 0.0
-                yold[lo + r] = y[lo + r]
-            if phi > plo:
-                sweep_stats_rows(y, yold, code, plo, phi, st)
-            _scatter_part(acc1, y, Wp, bh, bt, i0, own0, own1, i1, mid, total, ulo)
-    half = w // 2
-    for j in nb.prange(2):
-        r0 = 0 if j == 0 else half
-        r1 = half if j == 0 else w
-        for r in range(r0, r1):
-            acc[r] += acc1[r]
+            lo = k << S
+            hi = min(n, lo + w)
+            a1 = accs[2 * (k & 1) + 1]
+            if k < nb_:
+                for r in range(hi - lo):
+                    yold[lo + r] = y[lo + r]
+                if _paired(gptr, k, nb_, sb, hi - lo):
+                    for r in range(hi - lo):
+                        a1[r] = 0.0
+            if k >= 2:
+                qlo = (k - 2) << S
+                sweep_stats_rows(y, yold, code, qlo, min(n, qlo + w), st)
+            if k < nb_:
+                i0, g0, own0, own1, i1 = _around(gptr, k, nb_, sb)
+                _scatter_part(a1, y, Wp, bh, bt, i0, g0, own1, i1, _first_share(gptr, k, nb_, sb, hi - lo),
+                              (g0 - i0) + (i1 - own1), np.uint64(lo))
 
 
-#: a band's arcs from other bands are added on two threads from this many on, and from twice
-#: the band's rows (the pair zeroes and sums a second accumulator); fewer: one thread.
-#: Compiled into the cached kernel: changing it here changes nothing after the first import.
+#: a band's arcs from other bands are split between two accumulators from this many on, and
+#: from twice the band's rows (the second accumulator is zeroed and summed); fewer: the first
+#: thread adds them all.  Compiled into the cached kernel: changing it here changes nothing
+#: after the first import.
 PAIR_MIN_ARCS = 1 << 16
+
+
+def sweep_scratch(S, two_threads):
+    """The scratch :func:`banded_sweep1` takes for bands of 2**S rows: four bands' accumulators
+    for the two-thread sweep, one for the sweep on one thread."""
+    return np.empty((4 if two_threads else 1) << S)
 
 
 @nb.njit(cache=True)
@@ -398,66 +499,42 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc, st):
     y, yold, b: float64 [n] (values, previous values out, constants); Wp: float64 [m]
     the plain arc factors in band order; bh, bt: uint32 [m] local head and tail in band
     order; gptr: int64 [(nb**2 << sub_bits) + 1] the groups' boundaries; S: band width in bits;
-    code: uint8 [n] (see :func:`band_layout`); acc: float64 scratch of 2**S, or of
-    2 * 2**S to add on two threads: then a band with at least :data:`PAIR_MIN_ARCS` arcs
-    from other bands, and twice as many as it has rows, adds them on two threads
-    (:func:`_scatter_pair`: the rows' sums in another order, the same terms).  (The
-    caller knows numba's thread count; asking it here would keep the kernel from numba's
-    cache.)  st: float64 [5] out, the statistics of the rows with arcs (``code`` not 0)
-    as :func:`fsmlearn.algo.solve_linear.sweep_stats` takes them, band by band
-    (:func:`fsmlearn.algo.convergence.sweep_stats_rows`): each band's rows once they are
-    final, on the second thread while the next band's arcs are added where that band
-    takes two threads.
+    code: uint8 [n] (see :func:`band_layout`); acc: float64 scratch
+    (:func:`sweep_scratch`): of 2**S for the sweep on one thread, or of 4 * 2**S for
+    the two-thread sweep (:func:`_pipeline_step`: each band's arcs from other bands added
+    while the band before is finished, the rows' sums in another order, the same
+    terms).  (The caller knows numba's thread count; asking it here would keep the kernel
+    from numba's cache.)  st: float64 [5] out, the statistics of the rows with arcs
+    (``code`` not 0) as :func:`fsmlearn.algo.solve_linear.sweep_stats` takes them, band by
+    band (:func:`fsmlearn.algo.convergence.sweep_stats_rows`) once each band's rows are
+    final.
     """
     n = y.shape[0]
     nb_ = (n + (1 << S) - 1) >> S
     sb = sub_bits(nb_, S)
-    one = np.uint64(1)
     w = 1 << S
-    pair = acc.shape[0] >= 2 * w
-    acc0 = acc[:w]
-    acc1 = acc[w:2 * w] if pair else acc[:0]
     sweep_stats_start(st)
-    plo = 0
-    phi = 0         # the last band's rows, whose statistics are still to be taken
+    if acc.shape[0] >= 4 * w:
+        accs = acc[:4 * w].reshape(4, w)
+        for k in range(nb_ + 1):
+            _pipeline_step(y, yold, b, Wp, bh, bt, gptr, S, code, accs, st, k, nb_, sb)
+        if nb_ >= 1:
+            lo = (nb_ - 1) << S
+            sweep_stats_rows(y, yold, code, lo, n, st)
+        return
+    acc0 = acc[:w]
     for hb in range(nb_):
         lo = hb << S
-        hi = min(n, lo + (1 << S))
+        hi = min(n, lo + w)
         ulo = np.uint64(lo)
-        i0 = gptr[(hb * nb_) << sb]
-        own0 = gptr[(hb * nb_ + hb) << sb]
-        own1 = gptr[(hb * nb_ + hb + 1) << sb]
-        i1 = gptr[((hb + 1) * nb_) << sb]
-        ext = (own0 - i0) + (i1 - own1)
-        if pair and ext >= PAIR_MIN_ARCS and ext >= 2 * (hi - lo):
-            _scatter_pair(acc0[:hi - lo], acc1[:hi - lo], y, yold, b, code, Wp, bh, bt, i0, own0, own1, i1,
-                          lo, plo, phi, st)
-        else:
-            if phi > plo:
-                sweep_stats_rows(y, yold, code, plo, phi, st)
-            for r in range(hi - lo):
-                yold[lo + r] = y[lo + r]
-                acc0[r] = b[lo + r]
-            _scatter(acc0, y, Wp, bh, bt, i0, own0, ulo)
-            _scatter(acc0, y, Wp, bh, bt, own1, i1, ulo)
+        i0, _, own0, own1, i1 = _around(gptr, hb, nb_, sb)
         for r in range(hi - lo):
-            if code[lo + r] == 1:
-                y[lo + r] = acc0[r]
-        e = np.uint64(own0)
-        end = np.uint64(own1)
-        while e < end:
-            # the row's running sum lives in acc0 (a read-modify-write the store
-            # forwarding serves; a select between acc and a register sum took 1.3x
-            # as long), and its newest value in y after every arc
-            h = bh[e]
-            v = acc0[np.uint64(h) - ulo] + y[bt[e]] * Wp[e]
-            acc0[np.uint64(h) - ulo] = v
-            y[h] = v
-            e += one
-        plo = lo
-        phi = hi
-    if phi > plo:
-        sweep_stats_rows(y, yold, code, plo, phi, st)
+            yold[lo + r] = y[lo + r]
+            acc0[r] = b[lo + r]
+        _scatter(acc0, y, Wp, bh, bt, i0, own0, ulo)
+        _scatter(acc0, y, Wp, bh, bt, own1, i1, ulo)
+        _finish_band(y, code, Wp, bh, bt, acc0, acc0, False, lo, hi, own0, own1)
+        sweep_stats_rows(y, yold, code, lo, hi, st)
 
 
 @nb.njit(inline="always")

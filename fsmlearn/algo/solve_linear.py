@@ -564,8 +564,8 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
     accr = np.zeros(max(KE, 1))
     if KE != 1:
         bS = -1
-    # (a scratch of two bands lets the banded sweep add on two threads)
-    bacc = np.empty(((2 if two_threads else 1) << bS) if bS >= 0 else 0)
+    # (a scratch of four bands lets the banded sweep run on two threads: bands.sweep_scratch)
+    bacc = np.empty(((4 if two_threads else 1) << bS) if bS >= 0 else 0)
     # Rows that are still zero get the largest potential of the component
     # (flagged as a guess); the range checks and the final verification
     # catch a guess that was wrong.
