@@ -19,7 +19,6 @@ from conftest import assert_sweep_stats, random_machine
 from fsmlearn import Machine
 from fsmlearn.algo import bands as B
 from fsmlearn.algo import forward, shortest_distance
-from fsmlearn.algo.convergence import sweep_stats_start
 from fsmlearn.algo.schedule import schedule_for
 from fsmlearn.algo.solve_linear import plain_sweep_kernel
 from fsmlearn.errors import DivergenceError, NotConvergedError
@@ -310,10 +309,14 @@ def test_a_band_s_arcs_cut_between_two_accumulators_add_the_same_terms(rng, hb, 
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-def test_bands_whose_arcs_from_other_bands_are_added_on_two_threads(rng, monkeypatch, reverse):
-    # bands of 2**13 rows, the last one short, each with more than PAIR_MIN_ARCS arcs from
-    # other bands (on a machine where numba has two threads they take the pair)
-    n = (4 << 13) - 1000
+@pytest.mark.parametrize("short", [7192, 2000])
+def test_bands_whose_arcs_from_other_bands_are_added_on_two_threads(rng, monkeypatch, reverse, short):
+    # four bands of 2**13 rows, the last one of ``short`` rows.  Each full band has more than
+    # PAIR_MIN_ARCS arcs from other bands, which the pipeline splits between its two threads
+    # and two accumulators; so has the last band of 7,192 rows.  The last band of 2,000 rows
+    # has fewer: the first thread adds them all, and the second accumulator's row, which
+    # still holds the sums of band 1, is neither zeroed nor summed
+    n = (3 << 13) + short
     m = random_machine(rng, n, 14 * n, cyclic=True, mass=0.97)
     flat = shortest_distance(m, "log", reverse=reverse, tol=1e-10)
     monkeypatch.setattr(B, "BAND_BITS", 13)
@@ -328,7 +331,9 @@ def test_bands_whose_arcs_from_other_bands_are_added_on_two_threads(rng, monkeyp
     ext = [(g[(hb * nb + hb) << sb] - g[(hb * nb) << sb]) + (g[((hb + 1) * nb) << sb] - g[(hb * nb + hb + 1) << sb])
            for hb in range(nb)]
     nc = int(s.comp_ptr[c + 1] - s.comp_ptr[c])
-    assert bits[c] == 13 and (nc - 1) >> 13 == 3 and min(ext) >= max(B.PAIR_MIN_ARCS, 2 << 13)
+    assert bits[c] == 13 and (nc - 1) >> 13 == 3
+    paired = [e >= max(B.PAIR_MIN_ARCS, 2 * (min(nc, (hb + 1) << 13) - (hb << 13))) for hb, e in enumerate(ext)]
+    assert paired == [True, True, True, short > 4000]
     fin = np.isfinite(flat)
     assert np.array_equal(fin, np.isfinite(banded))
     assert not np.array_equal(flat, banded)
@@ -339,21 +344,43 @@ def test_bands_whose_arcs_from_other_bands_are_added_on_two_threads(rng, monkeyp
     cc = code[s.comp_ptr[c]:s.comp_ptr[c + 1]]
     b = rng.random(nc) * (cc > 0)
     y0 = rng.random(nc)
+    # two sweeps with one scratch, which starts as NaN: every accumulator is started (from
+    # b, or zeroed) before it is added to, and none is summed where it was not started
     y, yold, st = y0.copy(), np.empty(nc), np.empty(5)
-    B.banded_sweep1(y, yold, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, B.sweep_scratch(13, True), st)
-    want = _reference_banded_sweep(y0.copy(), b, Wb, bh[p0:p1].astype(np.int64), bt[p0:p1].astype(np.int64), g, 13,
-                                   cc)
-    np.testing.assert_allclose(y, want, rtol=1e-13, atol=0)
-    # the copy and the statistics, taken on the pipeline's second thread
-    assert np.array_equal(yold, y0)
-    assert_sweep_stats(st, y, y0, cc > 0)
-    # each band's arcs from bands other than the one before are split between the threads
-    # (the first also adds the arcs from the band before, and finishes that band)
+    scratch = np.full(4 << 13, np.nan)
+    assert scratch.shape == B.sweep_scratch(13, True).shape
+    want = y0.copy()
+    for sweep in range(2):
+        y_in = want.copy()
+        B.banded_sweep1(y, yold, b, Wb, bh[p0:p1], bt[p0:p1], g, 13, cc, scratch, st)
+        want = _reference_banded_sweep(want, b, Wb, bh[p0:p1].astype(np.int64), bt[p0:p1].astype(np.int64), g, 13,
+                                       cc)
+        np.testing.assert_allclose(y, want, rtol=1e-13, atol=0)
+        # the copy and the statistics, taken on the pipeline's second thread (the last
+        # band's after the last step)
+        np.testing.assert_allclose(yold, y_in, rtol=1e-13, atol=0)
+        assert_sweep_stats(st, y, yold, cc > 0)
+        if sweep == 0:
+            first = y.copy(), yold.copy(), st.copy(), want.copy()
+    y, yold, st, want = first
+    # each paired band's arcs from bands other than the one before are split between the
+    # threads: the first also adds the arcs from the band before and finishes that band,
+    # so it takes half of all that, less what it has already, plus a quarter of the rows
+    # (none where what it has already passes that: in the smaller component, where the
+    # band before holds a larger part of a band's arcs, some bands give it none)
+    shares = []
     for hb in range(nb):
         i0, g0, own0, own1, i1 = B._around(g, hb, nb, sb)
         rest = (g0 - i0) + (i1 - own1)
         rows = min(nc, (hb + 1) << 13) - (hb << 13)
-        assert B._paired(g, hb, nb, sb, rows) and 0 < B._first_share(g, hb, nb, sb, rows) < rest
+        share = B._first_share(g, hb, nb, sb, rows)
+        if not paired[hb]:
+            assert share == rest
+            continue
+        mine = (own0 - g0) + (B._around(g, hb - 1, nb, sb)[3] - B._around(g, hb - 1, nb, sb)[2] if hb else 0)
+        assert share == max(0, min(rest, (rest + mine) // 2 - mine + rows // 4)) and share < rest
+        shares.append(share)
+    assert shares[0] > 0 and (min(shares) > 0) == (short > 4000)
     # the pipeline's two threads are independent: on one thread the same work, in turn,
     # gives the same values, statistics included, bit for bit
     threads = numba.get_num_threads()

@@ -30,9 +30,9 @@ need that band's steps 3 and 4 done first.  So when numba has two threads (the s
 then gives the sweep a scratch of four bands, :func:`sweep_scratch`), the sweep runs as
 a pipeline of two threads (:func:`_pipeline_step`): while the first thread finishes band
 k - 1 (steps 3 and 4, Gauss-Seidel inside the band, on one thread) and then adds band k's
-arcs from band k - 1, the second adds most of band k's other arcs from other bands into
-an accumulator of its own; the first adds a share of them too, so that the two threads'
-work is even.  Band k's two accumulators are summed when it is finished (the rows' sums
+arcs from band k - 1, the second adds band k's other arcs from other bands into an
+accumulator of its own, all but a share that the first adds too, so that the two
+threads' work is even.  Band k's two accumulators are summed when it is finished (the rows' sums
 in another order than on one thread, the same terms).  A band with fewer than
 :data:`PAIR_MIN_ARCS` arcs from other bands, or fewer than twice its rows, has them all
 added on the first thread.  On the engine benchmark (bands of 2**18 rows then, on the
@@ -45,7 +45,7 @@ The sweep also keeps what the solver's stopping rule needs: each band's old valu
 copied to ``yold`` before step 2, and the statistics of the changes
 (:func:`fsmlearn.algo.convergence.sweep_stats_rows`), taken band by band once a band's
 rows are final (in the pipeline, on the second thread: band k's copy and band k - 2's
-statistics before its arcs).  Made apart (a copy of the whole vector before the
+statistics before its arcs; the last band's after the last step).  Made apart (a copy of the whole vector before the
 bands, a loop of branches over it after them), they took about 13% of a sweep of the
 engine benchmark (docs/bench-engine.md).
 
@@ -422,60 +422,50 @@ def _finish_band(y, code, Wp, bh, bt, a0, a1, paired, lo, hi, own0, own1):
 
 
 @nb.njit(cache=True, parallel=True)
-def _pipeline_step(y, yold, b, Wp, bh, bt, gptr, S, code, accs, st, k, nb_, sb):
-    """Step k (0 to nb_) of the two-thread sweep: band k's arcs from other bands added while
-    band k - 1 is finished.
+def _pipeline_step(y, yold, b, Wp, bh, bt, code, accs, st, cur, fin, plo, phi, pown0, pown1, ppaired,
+                   lo, hi, i0, g0, own0, own1, i1, paired, share, qlo, qhi):
+    """One step of the two-thread sweep: band k's arcs from other bands added while band
+    k - 1 is finished.
 
-    The first thread finishes band k - 1 (:func:`_finish_band`), then starts band k's sums
-    from ``b`` in its first accumulator and adds its share of band k's arcs from other
-    bands (:func:`_first_share`) and, last, those from band k - 1, which are final now.  The
-    second thread copies band k's old values to ``yold``, zeroes band k's second
-    accumulator, adds band k - 2's rows (final since the last step) to the statistics ``st``,
+    The first thread finishes band k - 1 (rows ``plo:phi``, its own arcs ``pown0:pown1``;
+    :func:`_finish_band`) where ``fin``, then starts band k's sums (rows ``lo:hi``) from
+    ``b`` in its first accumulator and adds the first ``share`` of its arcs from bands
+    other than k - 1 (``i0:g0`` then ``own1:i1``; :func:`_first_share`) and, last, those
+    from band k - 1 (``g0:own0``), which are final now.  The second thread copies band k's
+    old values to ``yold``, zeroes band k's second accumulator where ``paired``, adds the
+    rows ``qlo:qhi`` (band k - 2's, final since the last step) to the statistics ``st``,
     and adds the rest of band k's arcs from bands other than k - 1 into that accumulator.
-    The second thread reads no value of bands k - 1 and k and writes neither ``y`` nor the
-    first thread's accumulators; the first writes only band k - 1's values and its own
-    accumulators: the two are independent, and with one thread the same work runs in turn,
-    with the same sums.  ``accs``: [4, 2**S], the two accumulators of band k in rows
-    ``2 * (k & 1)`` and ``2 * (k & 1) + 1`` (band k - 1's in the other two)."""
-    n = y.shape[0]
-    w = 1 << S
+    The second thread reads band k's values only to copy them, reads none of band k - 1,
+    and writes neither ``y`` nor the first thread's accumulators; the first writes only
+    band k - 1's values and its own accumulators: the two are independent, and with one
+    thread the same work runs in turn, with the same sums.  ``accs``: [4, 2**S], band k's
+    two accumulators in rows ``cur`` and ``cur + 1`` (``cur`` = 2 * (k & 1); band k - 1's in
+    the other two); an empty range ``lo:hi`` where there is no band k.
+
+    Every index comes in as an argument, computed by the caller: numba's parallel lowering
+    hoists loop-invariant array reads out of the ``prange`` body, conditions and all, so a
+    read of the group boundaries guarded here would still run where its guard is false."""
+    rest = (g0 - i0) + (i1 - own1)
+    ulo = np.uint64(lo)
     for j in nb.prange(2):
         if j == 0:
-            if k >= 1:
-                p = k - 1
-                plo = p << S
-                phi = min(n, plo + w)
-                q = 2 * (p & 1)
-                _, _, own0, own1, _ = _around(gptr, p, nb_, sb)
-                _finish_band(y, code, Wp, bh, bt, accs[q], accs[q + 1], _paired(gptr, p, nb_, sb, phi - plo),
-                             plo, phi, own0, own1)
-            if k < nb_:
-                lo = k << S
-                hi = min(n, lo + w)
-                a0 = accs[2 * (k & 1)]
-                for r in range(hi - lo):
-                    a0[r] = b[lo + r]
-                i0, g0, own0, own1, i1 = _around(gptr, k, nb_, sb)
-                ulo = np.uint64(lo)
-                _scatter_part(a0, y, Wp, bh, bt, i0, g0, own1, i1, 0, _first_share(gptr, k, nb_, sb, hi - lo), ulo)
-                _scatter(a0, y, Wp, bh, bt, g0, own0, ulo)
+            if fin:
+                _finish_band(y, code, Wp, bh, bt, accs[2 - cur], accs[3 - cur], ppaired, plo, phi, pown0, pown1)
+            a0 = accs[cur]
+            for r in range(hi - lo):
+                a0[r] = b[lo + r]
+            _scatter_part(a0, y, Wp, bh, bt, i0, g0, own1, i1, 0, share, ulo)
+            _scatter(a0, y, Wp, bh, bt, g0, own0, ulo)
         else:
-            lo = k << S
-            hi = min(n, lo + w)
-            a1 = accs[2 * (k & 1) + 1]
-            if k < nb_:
+            a1 = accs[cur + 1]
+            for r in range(hi - lo):
+                yold[lo + r] = y[lo + r]
+            if paired:
                 for r in range(hi - lo):
-                    yold[lo + r] = y[lo + r]
-                if _paired(gptr, k, nb_, sb, hi - lo):
-                    for r in range(hi - lo):
-                        a1[r] = 0.0
-            if k >= 2:
-                qlo = (k - 2) << S
-                sweep_stats_rows(y, yold, code, qlo, min(n, qlo + w), st)
-            if k < nb_:
-                i0, g0, own0, own1, i1 = _around(gptr, k, nb_, sb)
-                _scatter_part(a1, y, Wp, bh, bt, i0, g0, own1, i1, _first_share(gptr, k, nb_, sb, hi - lo),
-                              (g0 - i0) + (i1 - own1), np.uint64(lo))
+                    a1[r] = 0.0
+            if qhi > qlo:
+                sweep_stats_rows(y, yold, code, qlo, qhi, st)
+            _scatter_part(a1, y, Wp, bh, bt, i0, g0, own1, i1, share, rest, ulo)
 
 
 #: a band's arcs from other bands are split between two accumulators from this many on, and
@@ -500,8 +490,8 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc, st):
     the plain arc factors in band order; bh, bt: uint32 [m] local head and tail in band
     order; gptr: int64 [(nb**2 << sub_bits) + 1] the groups' boundaries; S: band width in bits;
     code: uint8 [n] (see :func:`band_layout`); acc: float64 scratch
-    (:func:`sweep_scratch`): of 2**S for the sweep on one thread, or of 4 * 2**S for
-    the two-thread sweep (:func:`_pipeline_step`: each band's arcs from other bands added
+    (:func:`sweep_scratch`): of at least 4 * 2**S for the two-thread sweep, else (at
+    least 2**S) the sweep on one thread (:func:`_pipeline_step`: each band's arcs from other bands added
     while the band before is finished, the rows' sums in another order, the same
     terms).  (The caller knows numba's thread count; asking it here would keep the kernel
     from numba's cache.)  st: float64 [5] out, the statistics of the rows with arcs
@@ -516,11 +506,28 @@ def banded_sweep1(y, yold, b, Wp, bh, bt, gptr, S, code, acc, st):
     sweep_stats_start(st)
     if acc.shape[0] >= 4 * w:
         accs = acc[:4 * w].reshape(4, w)
+        # step k: band k's arcs from other bands while band k - 1 is finished (every index
+        # computed here, none in the parallel step: see _pipeline_step)
+        pown0 = pown1 = 0
+        ppaired = False
         for k in range(nb_ + 1):
-            _pipeline_step(y, yold, b, Wp, bh, bt, gptr, S, code, accs, st, k, nb_, sb)
+            lo = min(n, k << S)
+            hi = min(n, lo + w)
+            i0 = g0 = own0 = own1 = i1 = 0
+            paired = False
+            share = 0
+            if k < nb_:
+                i0, g0, own0, own1, i1 = _around(gptr, k, nb_, sb)
+                paired = _paired(gptr, k, nb_, sb, hi - lo)
+                share = _first_share(gptr, k, nb_, sb, hi - lo)
+            qlo = (k - 2) << S if k >= 2 else 0
+            qhi = min(n, qlo + w) if k >= 2 else 0
+            plo = (k - 1) << S if k >= 1 else 0
+            _pipeline_step(y, yold, b, Wp, bh, bt, code, accs, st, 2 * (k & 1), k >= 1, plo, min(n, plo + w),
+                           pown0, pown1, ppaired, lo, hi, i0, g0, own0, own1, i1, paired, share, qlo, qhi)
+            pown0, pown1, ppaired = own0, own1, paired
         if nb_ >= 1:
-            lo = (nb_ - 1) << S
-            sweep_stats_rows(y, yold, code, lo, n, st)
+            sweep_stats_rows(y, yold, code, (nb_ - 1) << S, n, st)
         return
     acc0 = acc[:w]
     for hb in range(nb_):

@@ -508,8 +508,8 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
     band width in bits, with its band layout (perm, bh, bt, gptr, code:
     :func:`fsmlearn.algo.bands.band_layout`), used for one-column rows, whose rows
     ``Wint[a0:a1]`` are then in band order (:func:`fsmlearn.algo.bands.band_order`; ih / it
-    stay grouped by head); -1 for none.  two_threads: the banded sweep may add on two
-    threads (numba has two; :func:`fsmlearn.algo.bands.banded_sweep1`).
+    stay grouped by head); -1 for none.  two_threads: the banded sweep runs as its two-thread
+    pipeline (numba has two; :func:`fsmlearn.algo.bands.banded_sweep1`).
     Returns a STATUS_* code and fills stats / fstats (:mod:`fsmlearn.algo.convergence`'s
     layout).
     """
@@ -564,7 +564,8 @@ def solve_scc(V, states, a0, a1, s0, s1, Wint, ih, it, Wself, sloc, warm, use_wa
     accr = np.zeros(max(KE, 1))
     if KE != 1:
         bS = -1
-    # (a scratch of four bands lets the banded sweep run on two threads: bands.sweep_scratch)
+    # (a scratch of four bands lets the banded sweep run on two threads: the rule of
+    # bands.sweep_scratch, written out because a kernel cannot call that Python function)
     bacc = np.empty(((4 if two_threads else 1) << bS) if bS >= 0 else 0)
     # Rows that are still zero get the largest potential of the component
     # (flagged as a guess); the range checks and the final verification
