@@ -5,11 +5,12 @@ ASCII whitespace as ``bytes.split`` splits, a last line without a newline counte
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fsmlearn.lm.compiled import _encode_parts
-from fsmlearn.lm.vocab import ByteVocab, count_span, encode_lines
+from fsmlearn.lm.vocab import ByteVocab, _probe_token, count_span, encode_lines, slot_keys, word_bytes, word_hash
 
 # words of one to eight bytes and beyond (the tokeniser and the hash take eight bytes at a time)
 WORDS = ["a", "bb", "<unk>", "ccc", "é", "a\x00b", "eightchr", "ninechars", "sixteen-bytes-16", "a\x1cword-of-18-bytes",
@@ -38,7 +39,10 @@ pieces = st.sampled_from([b"a", b"bb", b"<unk>", b"ccc", "é".encode(), b"zz", b
                           b"sixteen-bytes-16", b"a\x1cword-of-18-bytes", b"eightch", b"\xa0\x85",
                           # bytes whose low seven bits are whitespace (0x89-0x8d: "É", "Í", "ы"), and the
                           # bytes either side of the 9-13 range and of the space: all inside tokens
-                          "ÉÍы".encode(), b"\x8d", b"\x08", b"\x0e", b"\x1f", b"\x21", b"\x7f"])
+                          "ÉÍы".encode(), b"\x8d", b"\x08", b"\x0e", b"\x1f", b"\x21", b"\x7f",
+                          # words not in the vocabulary whose first eight bytes and length are a
+                          # word's (the probe's slot keys match; the other bytes decide)
+                          b"ninecharz", b"sixteen-bytes-17", b"a\x1cword-of-18-bytez"])
 
 
 @settings(max_examples=300, deadline=None)
@@ -46,14 +50,14 @@ pieces = st.sampled_from([b"a", b"bb", b"<unk>", b"ccc", "é".encode(), b"zz", b
 def test_encode_matches_bytes_split(parts, ncut):
     text = b"".join(parts)
     buf = np.frombuffer(text, np.uint8)
-    ptr, ids, oov = encode_lines(buf, BV.table, BV.wbuf, BV.woff, BV.mask, UNK)
+    ptr, ids, oov = encode_lines(buf, BV.table, BV.keys, BV.wbuf, BV.woff, BV.mask, UNK)
     rp, ri, ro = reference(text)
     assert ptr.tolist() == rp and ids.tolist() == ri and oov.tolist() == ro
     assert count_span(buf, 0, buf.size) == (len(rp) - 1, len(ri))
     # the parallel encoder: parts of whole lines (each cut just after a newline)
     nl = [i + 1 for i, c in enumerate(text) if c == 10]
     cuts = sorted({0, len(text), *nl[:ncut]})
-    p2, i2, o2 = _encode_parts(buf, np.array(cuts, np.int64), BV.table, BV.wbuf, BV.woff, BV.mask, UNK)
+    p2, i2, o2 = _encode_parts(buf, np.array(cuts, np.int64), BV.table, BV.keys, BV.wbuf, BV.woff, BV.mask, UNK)
     assert p2.tolist() == rp and i2.tolist() == ri and o2.tolist() == ro
 
 
@@ -117,3 +121,29 @@ def test_route_is_a_stable_split_by_range(n, k, B, translate, key, seed):
     for b in range(bounds.size - 1):
         sel = np.flatnonzero(r == b)
         assert np.array_equal(got[b][0][0], g[sel]) and np.array_equal(got[b][0][1], cnt[sel])
+
+
+@pytest.mark.parametrize("word,token", [("ninechars", "ninecharz"), ("sixteen-bytes-16", "sixteen-bytes-17"),
+                                        ("a\x1cword-of-18-bytes", "a\x1cword-of-18-bytez"),
+                                        ("eightchr", "eightchrs"), ("ab", "ab\x00"), ("ab\x00", "ab"), ("é", "è")])
+def test_the_encoders_probe_tells_a_token_from_a_word_that_shares_its_first_eight_bytes(word, token):
+    # the word sits in the very slot the token's hash names, so the probe compares the two
+    # (its slot keys: the first eight bytes, zero-filled, and the length; then the other bytes)
+    wbuf, woff = word_bytes([word])
+    tok = np.frombuffer(token.encode(), np.uint8)
+    h = np.uint64(word_hash(tok, 0, tok.size))
+    mask = 15
+    table = np.full(mask + 1, -1, np.int64)
+    table[int(h) & mask] = 0
+    keys = slot_keys(wbuf, woff, table)
+    assert keys[int(h) & mask].tolist() == [int.from_bytes(word.encode()[:8].ljust(8, b"\0"), "little"),
+                                            len(word.encode())]
+    assert np.count_nonzero(keys) == np.count_nonzero(keys[int(h) & mask])     # free slots: zeros
+    assert _probe_token(h, tok, 0, tok.size, table, keys, wbuf, woff, mask) == -1
+    # and the word itself, put where its own hash names, is found
+    own = np.frombuffer(word.encode(), np.uint8)
+    hw = np.uint64(word_hash(own, 0, own.size))
+    table[:] = -1
+    table[int(hw) & mask] = 0
+    keys = slot_keys(wbuf, woff, table)
+    assert _probe_token(hw, own, 0, own.size, table, keys, wbuf, woff, mask) == 0

@@ -27,7 +27,7 @@ from ..fsm.machine import PHI, Machine
 from ..fsm.symbols import SymbolTable
 from .mapfile import MappedFile, write_mapped
 from .vocab import (BOS, LN10, UNK, ByteVocab, WordIndex, build_table, count_lines, encode_lines, encode_span,
-                    token_room, vocab_find)
+                    slot_keys, token_room, vocab_find)
 
 
 @nb.njit(cache=True)
@@ -152,7 +152,7 @@ def _machine_arcs(T, L, n, back, back_cost):
 
 
 @nb.njit(cache=True, parallel=True)
-def _encode_parts(buf, cuts, table, wbuf, woff, mask, unk):
+def _encode_parts(buf, cuts, table, keys, wbuf, woff, mask, unk):
     """:func:`~fsmlearn.lm.vocab.encode_lines` of a text cut into parts of whole lines
     (``cuts``: int64 [P + 1] byte offsets, each part after a newline), the parts' lines
     counted and then their tokens encoded in parallel, each part into room for the most
@@ -173,7 +173,7 @@ def _encode_parts(buf, cuts, table, wbuf, woff, mask, unk):
     oov = np.zeros(ns[P], np.int64)
     nt = np.zeros(P + 1, np.int64)
     for j in nb.prange(P):
-        _, t = encode_span(buf, cuts[j], cuts[j + 1], table, wbuf, woff, mask, unk, ptr, spread, oov, ns[j],
+        _, t = encode_span(buf, cuts[j], cuts[j + 1], table, keys, wbuf, woff, mask, unk, ptr, spread, oov, ns[j],
                            room[j])
         nt[j + 1] = t - room[j]
     for j in range(P):
@@ -276,6 +276,7 @@ class CompiledLM(WordIndex):
         self._hist_len = hist_len
         self._tables = None
         self._words = None       # (wbuf, woff, table, mask): the byte-level word hash
+        self._keys = None        # its slots' keys (vocab.slot_keys), for the encoder
         self._file = None        # a loaded model's MappedFile and header values
         self.path = None
         self.epsilon = False
@@ -350,6 +351,14 @@ class CompiledLM(WordIndex):
             self._words = (bv.wbuf, bv.woff, bv.table, bv.mask)
         return self._words
 
+    def _word_keys(self):
+        """The slots' keys of the word hash (:func:`~fsmlearn.lm.vocab.slot_keys`), made on
+        first use: derived from the hash and the words, so not stored in the file."""
+        if self._keys is None:
+            wbuf, woff, table, _ = self._word_arrays()
+            self._keys = slot_keys(wbuf, woff, table)
+        return self._keys
+
     def word_id(self, word: str) -> int:
         """The id of ``word``, -1 when it is not in the vocabulary (a probe of the byte-level
         hash; no word list is built)."""
@@ -373,10 +382,11 @@ class CompiledLM(WordIndex):
             tokens get the ``<unk>`` label and are counted.
         """
         wbuf, woff, table, mask = self._word_arrays()
+        keys = self._word_keys()
         buf = np.frombuffer(text, np.uint8)
         k = nb.config.NUMBA_NUM_THREADS if threads == 0 else min(int(threads), nb.config.NUMBA_NUM_THREADS)
         if k <= 1 or len(text) < PARALLEL_ENCODE_BYTES:
-            ptr, ids, oov = encode_lines(buf, table, wbuf, woff, mask, self.unk_label - 1)
+            ptr, ids, oov = encode_lines(buf, table, keys, wbuf, woff, mask, self.unk_label - 1)
         else:
             n = len(text)
             cuts = [0]
@@ -387,7 +397,7 @@ class CompiledLM(WordIndex):
             before = nb.get_num_threads()
             nb.set_num_threads(k)
             try:
-                ptr, ids, oov = _encode_parts(buf, np.array(cuts, np.int64), table, wbuf, woff, mask,
+                ptr, ids, oov = _encode_parts(buf, np.array(cuts, np.int64), table, keys, wbuf, woff, mask,
                                               self.unk_label - 1)
             finally:
                 nb.set_num_threads(before)
