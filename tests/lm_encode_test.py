@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fsmlearn.lm.compiled import _encode_parts
-from fsmlearn.lm.vocab import ByteVocab, _probe_token, count_span, encode_lines, slot_keys, word_bytes, word_hash
+from fsmlearn.lm.vocab import (ByteVocab, _probe_token, build_table, count_span, encode_lines, slot_keys, vocab_find,
+                               word_bytes, word_hash)
 
 # words of one to eight bytes and beyond (the tokeniser and the hash take eight bytes at a time)
 WORDS = ["a", "bb", "<unk>", "ccc", "é", "a\x00b", "eightchr", "ninechars", "sixteen-bytes-16", "a\x1cword-of-18-bytes",
@@ -41,7 +42,8 @@ pieces = st.sampled_from([b"a", b"bb", b"<unk>", b"ccc", "é".encode(), b"zz", b
                           # bytes either side of the 9-13 range and of the space: all inside tokens
                           "ÉÍы".encode(), b"\x8d", b"\x08", b"\x0e", b"\x1f", b"\x21", b"\x7f",
                           # words not in the vocabulary whose first eight bytes and length are a
-                          # word's (the probe's slot keys match; the other bytes decide)
+                          # word's (where their probe passes that word's slot, the other bytes
+                          # decide: the test below makes sure it does)
                           b"ninecharz", b"sixteen-bytes-17", b"a\x1cword-of-18-bytez"])
 
 
@@ -125,7 +127,11 @@ def test_route_is_a_stable_split_by_range(n, k, B, translate, key, seed):
 
 @pytest.mark.parametrize("word,token", [("ninechars", "ninecharz"), ("sixteen-bytes-16", "sixteen-bytes-17"),
                                         ("a\x1cword-of-18-bytes", "a\x1cword-of-18-bytez"),
-                                        ("eightchr", "eightchrs"), ("ab", "ab\x00"), ("ab\x00", "ab"), ("é", "è")])
+                                        ("eightchr", "eightchrs"), ("ab", "ab\x00"), ("ab\x00", "ab"), ("é", "è"),
+                                        # long words that differ in their first eight bytes only, or
+                                        # inside the rest (not at its end)
+                                        ("ninechars", "Ninechars"), ("sixteen-bytes-16", "sixteen-Bytes-16"),
+                                        ("a\x1cword-of-18-bytes", "a\x1cword-Of-18-bytes")])
 def test_the_encoders_probe_tells_a_token_from_a_word_that_shares_its_first_eight_bytes(word, token):
     # the word sits in the very slot the token's hash names, so the probe compares the two
     # (its slot keys: the first eight bytes, zero-filled, and the length; then the other bytes)
@@ -147,3 +153,42 @@ def test_the_encoders_probe_tells_a_token_from_a_word_that_shares_its_first_eigh
     table[int(hw) & mask] = 0
     keys = slot_keys(wbuf, woff, table)
     assert _probe_token(hw, own, 0, own.size, table, keys, wbuf, woff, mask) == 0
+
+
+LOOKALIKES = [b"ab", b"ab\x00", b"abc", b"eightchr", b"eightchs", b"ninechars", b"ninecharz", b"Ninechars",
+              b"sixteen-bytes-16", b"sixteen-Bytes-16", b"seventeen-bytes-x", b"\xff\xfe", "é".encode()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"ab", b"\x00", b"c", b"eightch", b"r", b"s", b"ninechar", b"z", b"N",
+                                 b"sixteen-", b"bytes-16", b"Bytes-16", b"-", b"x", b"\xff", b"\xfe",
+                                 "é".encode()]), min_size=1, max_size=4),
+       st.integers(0, len(LOOKALIKES)))
+def test_the_encoders_probe_finds_what_vocab_find_finds_in_a_crowded_table(parts, k):
+    # thirteen look-alike words (shared first eight bytes, shared lengths, NUL, non-UTF-8)
+    # in a table of sixteen slots, so that probes pass many slots: the encoder's probe
+    # through the slot keys and the byte-by-byte probe agree on every token
+    words = LOOKALIKES[:k] + LOOKALIKES[k + 1:]           # one word left out, so misses occur too
+    wbuf = np.frombuffer(b"".join(words), np.uint8).copy()           # bytes as they are (\xff: not UTF-8)
+    woff = np.r_[0, np.cumsum([len(w) for w in words])].astype(np.int64)
+    mask = 15
+    table = np.full(mask + 1, -1, np.int64)
+    build_table(wbuf, woff, table, mask)
+    keys = slot_keys(wbuf, woff, table)
+    tok = np.frombuffer(b"".join(parts), np.uint8)
+    h = np.uint64(word_hash(tok, 0, tok.size))
+    want, _ = vocab_find(tok, 0, tok.size, table, wbuf, woff, mask)
+    assert _probe_token(h, tok, 0, tok.size, table, keys, wbuf, woff, mask) == want
+    # and every word is found, at its id
+    for w in range(len(words)):
+        b = wbuf[woff[w]:woff[w + 1]].copy()
+        hw = np.uint64(word_hash(b, 0, b.size))
+        assert _probe_token(hw, b, 0, b.size, table, keys, wbuf, woff, mask) == w
+
+
+def test_the_encoder_refuses_keys_of_another_table():
+    buf = np.frombuffer(b"a bb\n", np.uint8)
+    with pytest.raises(ValueError, match="one row per slot"):
+        encode_lines(buf, BV.table, BV.keys[:-1], BV.wbuf, BV.woff, BV.mask, UNK)
+    with pytest.raises(ValueError, match="one row per slot"):
+        _encode_parts(buf, np.array([0, buf.size], np.int64), BV.table, BV.keys[:-1], BV.wbuf, BV.woff, BV.mask, UNK)

@@ -159,6 +159,8 @@ def _encode_parts(buf, cuts, table, keys, wbuf, woff, mask, unk):
     tokens it can hold, then packed (:func:`~fsmlearn.lm.vocab.count_lines`,
     :func:`~fsmlearn.lm.vocab.token_room` and :func:`~fsmlearn.lm.vocab.encode_span`,
     inlined); the same (ptr, ids, oov)."""
+    if keys.shape[0] != table.shape[0]:
+        raise ValueError("_encode_parts: keys must have one row per slot of the table (vocab.slot_keys)")
     P = cuts.shape[0] - 1
     ns = np.zeros(P + 1, np.int64)
     room = np.zeros(P + 1, np.int64)

@@ -163,6 +163,16 @@ def _space_flags(x):
     return spaces | controls
 
 
+@nb.njit(inline="always")
+def token_prefix(buf, s, e):
+    """The first eight bytes of buf[s:e] as a little-endian uint64, zero-filled past ``e``:
+    with the length, what :func:`slot_keys` keeps of a slot's word."""
+    x = _piece(buf, s)
+    if e - s < 8:
+        x &= (np.uint64(1) << np.uint64(8 * (e - s))) - np.uint64(1)
+    return x
+
+
 @nb.njit(cache=True)
 def word_hash(buf, s, e):
     """The hash (uint64) of the bytes buf[s:e] (buf uint8): each eight-byte piece from ``s``
@@ -174,7 +184,7 @@ def word_hash(buf, s, e):
         h = _mix(h, _piece(buf, i))
         i += 8
     if e > i:
-        h = _mix(h, _piece(buf, i) & ((np.uint64(1) << np.uint64(8 * (e - i))) - np.uint64(1)))
+        h = _mix(h, token_prefix(buf, i, e))
     return h
 
 
@@ -199,16 +209,6 @@ def _probe(h, buf, s, e, table, wbuf, woff, mask):
         i = (i + 1) & mask
 
 
-@nb.njit(inline="always")
-def token_prefix(buf, s, e):
-    """The first eight bytes of buf[s:e] as a little-endian uint64, zero-filled past ``e``:
-    with the length, what :func:`slot_keys` keeps of a slot's word."""
-    x = _piece(buf, s)
-    if e - s < 8:
-        x &= (np.uint64(1) << np.uint64(8 * (e - s))) - np.uint64(1)
-    return x
-
-
 @nb.njit(cache=True)
 def slot_keys(wbuf, woff, table):
     """uint64 [cap, 2]: for each slot of the hash ``table`` the first eight bytes of its
@@ -223,18 +223,19 @@ def slot_keys(wbuf, woff, table):
         if w >= 0:
             a = woff[w]
             e = woff[w + 1]
-            keys[i, 0] = token_prefix(wbuf, a, e) if e > a else np.uint64(0)
+            keys[i, 0] = token_prefix(wbuf, a, e)
             keys[i, 1] = np.uint64(e - a)
     return keys
 
 
 @nb.njit(inline="always")
 def _probe_token(h, buf, s, e, table, keys, wbuf, woff, mask):
-    """:func:`_probe` of a token buf[s:e] whose :func:`word_hash` ``h`` is known, through the
-    slots' keys (:func:`slot_keys`): a slot matches when its word's first eight bytes and
-    length are the token's, and, for a word of more than eight bytes, its other bytes too.
-    The same word id as :func:`vocab_find`; on Brown-LM's test split x 13 (1.56M tokens, a
-    vocabulary of 1,497 words) the lookups took 21-25 ms against 36-41 ms (docs/bench-lm.md)."""
+    """The word id of a token buf[s:e] whose :func:`word_hash` ``h`` is known, or -1 (the id
+    :func:`vocab_find` gives), through the slots' keys (:func:`slot_keys`): a slot matches
+    when its word's first eight bytes and length are the token's, and, for a word of more
+    than eight bytes, its other bytes too.  On Brown-LM's test split x 13 (1.56M tokens, a
+    vocabulary of 1,497 words) the lookups took 21.4 / 25.0 ms against 36.2 / 41.3 ms
+    (docs/bench-lm.md)."""
     i = np.int64(h & np.uint64(mask))
     L = e - s
     pre = token_prefix(buf, s, e)
@@ -303,6 +304,8 @@ def encode_lines(buf, table, keys, wbuf, woff, mask, unk):
         (ptr int64 [S + 1], ids int32 [T], oov int64 [S]): sentence ``s`` is
         ``ids[ptr[s]:ptr[s + 1]]``; ``oov[s]`` counts its unknown tokens.
     """
+    if keys.shape[0] != table.shape[0]:
+        raise ValueError("encode_lines: keys must have one row per slot of the table (vocab.slot_keys)")
     n = buf.shape[0]
     S = count_lines(buf, 0, n)
     ptr = np.zeros(S + 1, np.int64)
