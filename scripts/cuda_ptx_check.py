@@ -57,7 +57,7 @@ def main(argv=None) -> int:
         K.phi_pull: (f2, f2, f2, f2, i1, i1, f2, i1, f2, i1, T.boolean),
         K.phi_up_level: (f2, i1, I, I, i1, i1, f2),
         K.phi_down_level: (f2, i1, I, I, i1, f2, f2, i1),
-        K.plain_change: (f2, f2, f2, f1, f1, i1),
+        K.row_changes: (f2, f2, f2, f2),
         K.arc_flows: (f2, f2, f2, i1, i1, f1, f1, i1, f1),
         K.final_flows: (f2, f2, f1, f1, i1, f1),
         K.scatter_flows: (f1, f1, i1, i1),
@@ -78,7 +78,6 @@ def main(argv=None) -> int:
         NP._times_trans_rows: (f2, f2, f2),
         NP._untimes_trans_rows: (f2, f2, f2),
         NP._apply_arcs: (f2, f2, f2, i1, i1, f1, i1, i1, i1, f2, i1, f2, T.boolean),
-        NP._row_change: (f2, f2, f2, f2),
         CH.chain_fb: (i1, i1, i1, T.int32[:], f1, f2, F, f1, i1, T.boolean, f1, f2, f1, f1, f2, f2, f2, f1, f1,
                       f1),
     }

@@ -368,3 +368,24 @@ def test_phi_arc_posteriors_count_the_final_weights_they_lead_to(device, phi_fin
         up[a] -= h
         down[a] += h
         assert fb.posteriors[a] == pytest.approx((lnz(up) - lnz(down)) / (2 * h), rel=1e-5, abs=1e-8)
+
+
+@pytest.mark.parametrize("seed,V,order", [(187, 2, 5), (327, 3, 4), (504, 2, 5)])
+def test_the_device_phi_solve_stops_and_falls_back_as_the_cpu_one_does(seed, V, order):
+    # backoff machines on which the CPU solver once ran to its sweep limit: rows whose value
+    # is zero, or far below the largest, change by the rounding of the largest value every
+    # sweep, for ever (tests/algo_phi_convergence_test.py).  The stopping rule leaves changes
+    # below 16 ulps of the largest value out (convergence.measure_change); the device's solve
+    # takes the same rule, or it too never stops.  On 327 backward, with a backoff weight of
+    # 1,618, the Jacobi step with the own self-loops' star diverges on either device: both
+    # start again without the star (shortest._solve_phi_system)
+    b = backoff_machine(np.random.default_rng(seed), V=V, order=order)
+    for reverse in (False, True):
+        close(probabilities(shortest_distance(b, "log", reverse, device="cuda"), "log"),
+              probabilities(shortest_distance(b, "log", reverse), "log"))
+    fa = forward_backward(b)
+    fb = forward_backward(b, device="cuda")
+    assert fb.log_partition == pytest.approx(fa.log_partition, rel=REL)
+    # (posteriors that cancel to zero are zero within the solves' absolute error, ~1e-12)
+    close(fb.posteriors, fa.posteriors, floor=1e-9)
+    assert entropy(b, device="cuda") == pytest.approx(entropy(b), rel=REL)

@@ -501,30 +501,33 @@ def _solve_phi_system(g: LinearSystem, m: Machine, sr: Semiring, W, F, reverse, 
         X = B.copy()
     stats = np.zeros(6, np.int64)
     fstats = np.zeros(4)
-    if device == "cuda":
-        from .cuda.solve import solve_phi_system
-        status, Xc = solve_phi_system(m, phi_t, row_ptr, col, Wp, self_arc, Wphi, B, X, not reverse, sr.R,
+
+    def relax(star):
+        # star: the own self-loops' flags, or none (the plain Jacobi step)
+        if device == "cuda":
+            from .cuda.solve import solve_phi_system
+            st, Xc = solve_phi_system(m, phi_t, row_ptr, col, Wp, star, Wphi, B, X, not reverse, sr.R,
                                       float(tol), int(max_sweeps), stats, fstats)
-        if Xc is not None:
-            X = Xc
-    else:
-        args = (row_ptr, col, Wp, self_arc, dorder, phi_t, Wphi, not reverse)
-        status, Xs = _phi_relax(solver, X.copy(), B, args, KE, tol, max_sweeps, stats, fstats, info)
-        if status != STATUS_OK and stats[4] != WHY_STAR and self_arc.any():
-            # Applying the own self-loops exactly (x <- D* rest) changes the splitting of the
-            # signed system: with exclusion arcs (negative) and backoff weights above 1 the
-            # iteration can diverge or oscillate (spectral radius 1.0-5.6 on 4% of the
-            # tests' random normalised backoff machines) where Jacobi on the phi-free
-            # expansion converges (0.70-0.82 on the same).  Start again without the star:
-            # the plain Jacobi step's matrix is the expansion's, so it converges whenever
-            # the machine's weights do.
-            spent = int(stats[0])
-            stats[:] = 0
-            fstats[:] = 0.0
-            args = (row_ptr, col, Wp, np.zeros_like(self_arc), dorder, phi_t, Wphi, not reverse)
-            status, Xs = _phi_relax(solver, X.copy(), B, args, KE, tol, max_sweeps, stats, fstats, info)
-            stats[0] += spent
-        X = Xs
+            return st, (X if Xc is None else Xc)
+        args = (row_ptr, col, Wp, star, dorder, phi_t, Wphi, not reverse)
+        return _phi_relax(solver, X.copy(), B, args, KE, tol, max_sweeps, stats, fstats, info)
+
+    status, Xs = relax(self_arc)
+    if status != STATUS_OK and stats[4] != WHY_STAR and self_arc.any():
+        # Applying the own self-loops exactly (x <- D* rest) changes the splitting of the
+        # signed system: with exclusion arcs (negative) and backoff weights above 1 the
+        # iteration can diverge or oscillate (spectral radius 1.0-5.6 on 4% of the
+        # tests' random normalised backoff machines) where Jacobi on the phi-free
+        # expansion converges (0.70-0.82 on the same).  Start again without the star:
+        # the plain Jacobi step's matrix is the expansion's, so it converges whenever
+        # the machine's weights do.  (Both devices: the CUDA solve's sweeps are the same
+        # Jacobi steps.)
+        spent = int(stats[0])
+        stats[:] = 0
+        fstats[:] = 0.0
+        status, Xs = relax(np.zeros_like(self_arc))
+        stats[0] += spent
+    X = Xs
     info.sweeps, info.extrapolations = int(stats[0]), int(stats[1])
     info.last_change, info.rate = float(fstats[0]), float(fstats[2])
     info.components = 1

@@ -36,8 +36,10 @@ Kernels (grid: one thread per item named first):
 * :func:`phi_up_level`, :func:`phi_down_level` (state of a forest level): the
   phi forest's passes ``(I - Phi^T)^{-1}`` and ``(I - Phi)^{-1}``, one depth
   at a time (:mod:`fsmlearn.algo.solve_phi`);
-* :func:`plain_change` (state): the change of a Jacobi step on plain rows
-  (:func:`fsmlearn.algo.convergence.measure_change`, row by row);
+* :func:`row_changes` (state): the change of a step on plain rows, row by row
+  (largest value, largest change, L1 change, not finite), to which
+  :func:`fsmlearn.algo.cuda.solve.change_rule` applies the rule of
+  :func:`fsmlearn.algo.convergence.measure_change`;
 * :func:`forest_up_rows`, :func:`forest_down_rows` (state of a forest level):
   the same passes over matrix rows with scalar weights, ``P X`` and ``P^T X``
   (the twin of :func:`fsmlearn.algo.product.phi_pass_rows`);
@@ -60,7 +62,7 @@ from ...semiring.ops import EXP_UNSET
 from ..flow_arith import arc_flow_py, chain_flow_py, final_flow_py, owner_py
 
 __all__ = ["forest_up_rows", "forest_down_rows", "pull_level", "pull_levels_block", "jacobi_sweep", "reduce_change", "chunk_sums", "extrapolate_scaled", "extrapolate_plain",
-           "phi_pull", "phi_up_level", "phi_down_level", "plain_change", "arc_flows", "final_flows", "scatter_flows",
+           "phi_pull", "phi_up_level", "phi_down_level", "row_changes", "arc_flows", "final_flows", "scatter_flows",
            "chain_flows", "atomic_add1", "atomic_add2", "EXP_UNSET", "CHUNK"]
 
 CHUNK = 256                  # rows per thread of reduce_change
@@ -401,8 +403,7 @@ def phi_down_level(Z, states, s0, s1, phi_t, Wphi, D, has_self):
 def row_change(X, Y, D, t):
     """Take row t of a step's result: D[t] = Y[t] - X[t], X[t] = Y[t]; returns (largest
     finite |value|, largest finite |change|, L1 change, 1 if a value or change is not
-    finite else 0).  The row step of :func:`plain_change` and of the CUDA product's
-    ``_row_change``."""
+    finite else 0).  The row step of :func:`row_changes`."""
     mx = 0.0
     d = 0.0
     s = 0.0
@@ -421,26 +422,19 @@ def row_change(X, Y, D, t):
 
 
 @cuda.jit
-def plain_change(X, Y, D, dn, sd, bad):
-    """Take a Jacobi step's result row by row (:func:`row_change`); dn, sd, bad as
-    for :func:`jacobi_sweep` (bad: not finite or beyond 2**1000; dn NaN where a value is
-    not finite)."""
-    t = cuda.grid(1)
-    if t >= X.shape[0]:
+def row_changes(X, Y, D, out):
+    """Take a step's result row by row (:func:`row_change`): D = Y - X, X = Y; out[q] =
+    (largest finite |value|, largest finite |change|, L1 change, 1 if a value or change
+    is not finite else 0), for :func:`fsmlearn.algo.cuda.solve.change_rule` to apply the
+    engine's stopping rule to."""
+    q = cuda.grid(1)
+    if q >= X.shape[0]:
         return
-    mx, d, s, nonfinite = row_change(X, Y, D, t)
-    sd[t] = s
-    bad[t] = 0
-    if nonfinite != 0 or mx > _UNBOUNDED:
-        bad[t] = 1
-    if nonfinite != 0:
-        dn[t] = math.nan
-    elif mx > 0.0:
-        dn[t] = d / mx
-    elif d > 0.0:
-        dn[t] = 1.0
-    else:
-        dn[t] = 0.0
+    mx, d, s, bad = row_change(X, Y, D, q)
+    out[q, 0] = mx
+    out[q, 1] = d
+    out[q, 2] = s
+    out[q, 3] = float(bad)
 
 
 @cuda.jit

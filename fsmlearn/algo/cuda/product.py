@@ -29,11 +29,11 @@ import math
 import numpy as np
 from numba import cuda
 
-from ..convergence import _JITTER, _UNBOUNDED, STATUS_DIVERGED, STATUS_NOT_CONVERGED, WHY_NONFINITE, new_rate_state
+from ..convergence import STATUS_DIVERGED, STATUS_NOT_CONVERGED, new_rate_state
 from ..flow_arith import retarget
 from ..product_entry import apply_arc_py, entry_weight_py, row_times_py
 from . import kernels as K
-from .solve import forest_levels, forest_pass_rows, launch, plain_sweep_decision
+from .solve import change_rule, forest_levels, forest_pass_rows, launch, plain_sweep_decision
 
 __all__ = ["relax_block_system_cuda"]
 
@@ -71,37 +71,6 @@ def _apply_arcs(Y, X, XT, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_r
         _apply_arc(e, Y, X, XT, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, trans, transpose)
 
 
-@cuda.jit
-def _row_change(X, Y, D, out):
-    """Take the sweep's result row by row (:func:`fsmlearn.algo.cuda.kernels.row_change`):
-    D = Y - X, X = Y; out[q] = (largest |value|, largest |change|, L1 change, 1 if a value
-    is not finite)."""
-    q = cuda.grid(1)
-    if q >= X.shape[0]:
-        return
-    mx, d, s, bad = K.row_change(X, Y, D, q)
-    out[q, 0] = mx
-    out[q, 1] = d
-    out[q, 2] = s
-    out[q, 3] = float(bad)
-
-
-def _change(rows, stats):
-    """(dn, sd, diverged) from the rows' (max, change, L1, bad), the rule of
-    :func:`fsmlearn.algo.convergence.measure_change`."""
-    mx, d, s, bad = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
-    sd = float(s.sum())
-    bad_rows = np.flatnonzero(bad > 0)
-    big = float(mx.max(initial=0.0)) if not bad_rows.size else math.inf
-    if bad_rows.size or big > _UNBOUNDED:
-        stats[4] = WHY_NONFINITE
-        stats[5] = int(bad_rows[0]) if bad_rows.size else 0
-        return 0.0, sd, True
-    keep = d > _JITTER * big
-    rel = np.where(mx[keep] > 0.0, d[keep] / np.where(mx[keep] > 0.0, mx[keep], 1.0), 1.0)
-    return float(rel.max(initial=0.0)), sd, False
-
-
 def relax_block_system_cuda(X0, B, src, dst, scale, block, blk_ptr, blk_col, blk_w, blk_row0, trans, parent, weight,
                             transpose, tol, max_sweeps, stats, fstats):
     """Jacobi sweeps of the block system on the device from ``X0``; the arrays are the
@@ -135,8 +104,8 @@ def relax_block_system_cuda(X0, B, src, dst, scale, block, blk_ptr, blk_col, blk
             launch(_untimes_trans_rows, n, Y, XT, tr_d)
         forest_pass_rows(Y, fo, w_d, bool(transpose))
         stats[0] += 1
-        launch(_row_change, n, X, Y, D, rows)
-        dn, sd, diverged = _change(rows.copy_to_host(), stats)
+        launch(K.row_changes, n, X, Y, D, rows)
+        dn, sd, diverged = change_rule(rows.copy_to_host(), stats)
         fstats[0] = dn
         if diverged:
             status = STATUS_DIVERGED

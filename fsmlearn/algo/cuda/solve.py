@@ -47,8 +47,8 @@ import numpy as np
 from numba import cuda
 
 from ...semiring.ops import P2
-from ..convergence import (RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK, WHY_NONFINITE,
-                           WHY_STAR, new_rate_state, raise_for_status, rate_step, stop_status)
+from ..convergence import (_JITTER, _UNBOUNDED, RATE_EXTRAPOLATE, STATUS_DIVERGED, STATUS_NOT_CONVERGED, STATUS_OK,
+                           WHY_NONFINITE, WHY_STAR, new_rate_state, raise_for_status, rate_step, stop_status)
 from ..phi import phi_depths
 from . import kernels as K
 
@@ -429,7 +429,7 @@ def solve_phi_system(m, phi_t, row_ptr, col, Wp, self_arc, Wphi, B, X0, forward,
     Y = cuda.device_array_like(X)
     Z = cuda.device_array_like(X) if forward else None
     D = cuda.device_array_like(X)
-    dn, sd, bad, part = _change_buffers(n)
+    rows = cuda.device_array((n, 4))
     rs = new_rate_state(0.0)
     status = STATUS_NOT_CONVERGED
     while stats[0] < max_sweeps:
@@ -441,12 +441,12 @@ def solve_phi_system(m, phi_t, row_ptr, col, Wp, self_arc, Wphi, B, X0, forward,
             _launch(K.phi_pull, n, Y, X, X, B_d, ptr_d, col_d, W_d, sa_d, D_d, self_d, False)
             _phi_down(Y, fo, Wphi_d, D_d, self_d)
         stats[0] += 1
-        _launch(K.plain_change, n, X, Y, D, dn, sd, bad)
-        d, s, first_bad = _reduce(dn, sd, bad, part)
+        # the rule of convergence.measure_change, as the CPU's phi solve takes it: changes at
+        # the rounding level of the largest value left out (a phi system cancels large terms)
+        _launch(K.row_changes, n, X, Y, D, rows)
+        d, s, diverged = change_rule(rows.copy_to_host(), stats)
         fstats[0] = d
-        if first_bad >= 0:
-            stats[4] = WHY_NONFINITE
-            stats[5] = first_bad
+        if diverged:
             status = STATUS_DIVERGED
             break
         stop = plain_sweep_decision(rs, d, s, tol, KE == 1, KE > 1, X, D, stats, fstats)
@@ -456,6 +456,25 @@ def solve_phi_system(m, phi_t, row_ptr, col, Wp, self_arc, Wphi, B, X0, forward,
     if status == STATUS_OK and forward:
         _phi_up(X, fo, Wphi_d)
     return status, X.copy_to_host()
+
+
+def change_rule(rows, stats):
+    """(dn, sd, diverged) of a step from its rows' (largest value, largest change, L1
+    change, not finite) (:func:`fsmlearn.algo.cuda.kernels.row_changes`, on the host): the
+    rule of :func:`fsmlearn.algo.convergence.measure_change`, changes below 16 ulps of the
+    largest value left out; on a value not finite or beyond 2**1000, stats[4] =
+    WHY_NONFINITE and stats[5] the first such row (or 0)."""
+    mx, d, s, bad = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
+    sd = float(s.sum())
+    bad_rows = np.flatnonzero(bad > 0)
+    big = float(mx.max(initial=0.0)) if not bad_rows.size else np.inf
+    if bad_rows.size or big > _UNBOUNDED:
+        stats[4] = WHY_NONFINITE
+        stats[5] = int(bad_rows[0]) if bad_rows.size else 0
+        return 0.0, sd, True
+    keep = d > _JITTER * big
+    rel = np.where(mx[keep] > 0.0, d[keep] / np.where(mx[keep] > 0.0, mx[keep], 1.0), 1.0)
+    return float(rel.max(initial=0.0)), sd, False
 
 
 def _change_buffers(n):
