@@ -48,9 +48,12 @@ bench: $(STAMP)
 bench-em: $(STAMP)
 	$(PY) bench/bench_em.py
 
-# the LM benchmark of issue 3: intermediate files cached in bench/work (or $FSMLEARN_BENCH_DIR)
+# the LM benchmark of issue 3: intermediate files cached in bench/work (or $FSMLEARN_BENCH_DIR);
+# then the small models of issue 31 (bench-lm-small's 171k n-grams and 12k n-grams)
 bench-lm: $(STAMP)
 	$(PY) bench/bench_lm.py
+	$(PY) bench/bench_lm_small.py
+	$(PY) bench/bench_lm_small.py --train 300 --runs 9 --out reports/bench_lm_small_12k.json
 
 # the partitioned (Dask) LM estimation of issue 28 against lmplz on this machine (docs/cluster.md,
 # docs/bench-scale.md): a stand-in text of TOKENS tokens sampled once into bench/work/scale, then
