@@ -24,8 +24,6 @@ Public names: relax_block_system_cuda.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import cuda
 
